@@ -1,0 +1,123 @@
+"""Typed API errors, so callers branch on the kind of failure, not on status codes.
+
+Every non-2xx answer of the API server becomes an ``ApiError`` subclass carrying the
+``Status`` object the server sent. Connection failures and timeouts become
+``TransportError``. ``is_transient`` is the one place that says what may be retried:
+connection errors, timeouts, 429 and 5xx; never another 4xx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "AlreadyExists",
+    "ApiError",
+    "BadRequest",
+    "Conflict",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "NotFound",
+    "ServerError",
+    "TooManyRequests",
+    "TransportError",
+    "Unauthorized",
+    "api_error",
+    "is_transient",
+]
+
+
+class ApiError(Exception):
+    """The API server answered with an error ``Status``."""
+
+    code: int = 0
+
+    def __init__(
+        self, status: Mapping[str, Any], *, code: int, retry_after: float | None = None
+    ) -> None:
+        self.status = dict(status)
+        self.code = code
+        self.reason = str(status.get("reason") or "")
+        self.message = str(status.get("message") or f"HTTP {code}")
+        self.retry_after = retry_after
+        super().__init__(f"{self.message} (HTTP {code}{', ' + self.reason if self.reason else ''})")
+
+
+class BadRequest(ApiError):
+    """400: the request itself is malformed."""
+
+
+class Unauthorized(ApiError):
+    """401: the credentials were not accepted."""
+
+
+class Forbidden(ApiError):
+    """403: authenticated, but RBAC (or admission) does not allow it."""
+
+
+class NotFound(ApiError):
+    """404: the object (or the resource type) does not exist."""
+
+
+class Conflict(ApiError):
+    """409 with reason Conflict: the resourceVersion was stale."""
+
+
+class AlreadyExists(ApiError):
+    """409 with reason AlreadyExists: a create hit an existing name."""
+
+
+class Gone(ApiError):
+    """410: the resourceVersion is too old (compacted); relist."""
+
+
+class Invalid(ApiError):
+    """422: the object failed validation; ``causes`` names the fields."""
+
+    @property
+    def causes(self) -> list[dict[str, Any]]:
+        return list((self.status.get("details") or {}).get("causes") or [])
+
+
+class TooManyRequests(ApiError):
+    """429: throttled; ``retry_after`` says when to try again."""
+
+
+class ServerError(ApiError):
+    """5xx: the server failed; usually transient."""
+
+
+class TransportError(Exception):
+    """The request never got an answer: connection refused or reset, or a timeout."""
+
+
+_BY_CODE: dict[int, type[ApiError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    410: Gone,
+    422: Invalid,
+    429: TooManyRequests,
+}
+
+
+def api_error(
+    code: int, status: Mapping[str, Any] | None, retry_after: float | None = None
+) -> ApiError:
+    """Build the typed error for an HTTP ``code`` and the ``Status`` body (if any)."""
+    body: Mapping[str, Any] = status or {}
+    if code == 409:
+        cls: type[ApiError] = AlreadyExists if body.get("reason") == "AlreadyExists" else Conflict
+    elif code >= 500:
+        cls = ServerError
+    else:
+        cls = _BY_CODE.get(code, ApiError)
+    return cls(body, code=code, retry_after=retry_after)
+
+
+def is_transient(error: BaseException) -> bool:
+    """True for failures worth retrying: transport errors, 429 and 5xx."""
+    return isinstance(error, TransportError | TooManyRequests | ServerError)

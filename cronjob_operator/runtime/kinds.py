@@ -1,0 +1,69 @@
+"""Kinds: which resource a cache, client or watch talks about, and its REST paths.
+
+A ``Kind`` is the Python counterpart of a GroupVersionKind plus the plural resource
+name (what the REST mapper would tell controller-runtime). Built-in kinds the runtime
+itself needs (Leases, Events) and the ones our controllers use are defined here once;
+our own custom kinds are defined beside their types in ``cronjob_operator.api``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "CONFIG_MAP",
+    "DEPLOYMENT",
+    "EVENT",
+    "JOB",
+    "LEASE",
+    "NAMESPACE",
+    "POD",
+    "REPLICA_SET",
+    "Kind",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A served resource: group, version, kind, plural and whether it is namespaced."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """``group/version``, or ``version`` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def matches(self, api_version: str, kind: str) -> bool:
+        """True when (apiVersion, kind) names this kind's group and kind, any version."""
+        group = api_version.rpartition("/")[0]
+        return group == self.group and kind == self.kind
+
+    def collection_path(self, namespace: str | None = None) -> str:
+        """The REST path of the collection, in one namespace or across all of them."""
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            return f"{prefix}/namespaces/{namespace}/{self.plural}"
+        return f"{prefix}/{self.plural}"
+
+    def object_path(self, namespace: str | None, name: str, subresource: str = "") -> str:
+        """The REST path of one object (and optionally one of its subresources)."""
+        path = f"{self.collection_path(namespace)}/{name}"
+        return f"{path}/{subresource}" if subresource else path
+
+    def __str__(self) -> str:
+        return f"{self.kind}.{self.group or 'core'}/{self.version}"
+
+
+JOB = Kind("batch", "v1", "Job", "jobs")
+POD = Kind("", "v1", "Pod", "pods")
+CONFIG_MAP = Kind("", "v1", "ConfigMap", "configmaps")
+EVENT = Kind("", "v1", "Event", "events")
+NAMESPACE = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
+DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments")
+REPLICA_SET = Kind("apps", "v1", "ReplicaSet", "replicasets")
+LEASE = Kind("coordination.k8s.io", "v1", "Lease", "leases")

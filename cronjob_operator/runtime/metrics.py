@@ -1,0 +1,134 @@
+"""The runtime's Prometheus metrics, named as controller-runtime and client-go name them.
+
+One registry (``REGISTRY``) holds every metric of the process, so the manager's
+/metrics endpoint serves exactly these and tests can create managers without clashing
+with the global default registry. Each metric is defined here once; the modules that
+update them import them from here.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = [
+    "ACTIVE_WORKERS",
+    "LEADER_ELECTION_MASTER_STATUS",
+    "MAX_CONCURRENT_RECONCILES",
+    "RECONCILE_ERRORS",
+    "RECONCILE_PANICS",
+    "RECONCILE_TIME",
+    "RECONCILE_TOTAL",
+    "REGISTRY",
+    "REST_CLIENT_REQUESTS",
+    "WORKQUEUE_ADDS",
+    "WORKQUEUE_DEPTH",
+    "WORKQUEUE_LONGEST_RUNNING",
+    "WORKQUEUE_QUEUE_DURATION",
+    "WORKQUEUE_RETRIES",
+    "WORKQUEUE_UNFINISHED_WORK",
+    "WORKQUEUE_WORK_DURATION",
+]
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+_DURATION_BUCKETS = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0)
+_RECONCILE_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7,
+    0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15,
+    20, 25, 30, 40, 50, 60,
+)  # fmt: skip
+
+RECONCILE_TOTAL = Counter(
+    "controller_runtime_reconcile_total",
+    "Total number of reconciliations per controller",
+    ["controller", "result"],
+    registry=REGISTRY,
+)
+RECONCILE_ERRORS = Counter(
+    "controller_runtime_reconcile_errors_total",
+    "Total number of reconciliation errors per controller",
+    ["controller"],
+    registry=REGISTRY,
+)
+RECONCILE_PANICS = Counter(
+    "controller_runtime_reconcile_panics_total",
+    "Total number of reconciliation panics (uncaught exceptions) per controller",
+    ["controller"],
+    registry=REGISTRY,
+)
+RECONCILE_TIME = Histogram(
+    "controller_runtime_reconcile_time_seconds",
+    "Length of time per reconciliation per controller",
+    ["controller"],
+    buckets=_RECONCILE_BUCKETS,
+    registry=REGISTRY,
+)
+MAX_CONCURRENT_RECONCILES = Gauge(
+    "controller_runtime_max_concurrent_reconciles",
+    "Maximum number of concurrent reconciles per controller",
+    ["controller"],
+    registry=REGISTRY,
+)
+ACTIVE_WORKERS = Gauge(
+    "controller_runtime_active_workers",
+    "Number of currently used workers per controller",
+    ["controller"],
+    registry=REGISTRY,
+)
+
+WORKQUEUE_DEPTH = Gauge(
+    "workqueue_depth", "Current depth of workqueue", ["name", "controller"], registry=REGISTRY
+)
+WORKQUEUE_ADDS = Counter(
+    "workqueue_adds_total",
+    "Total number of adds handled by workqueue",
+    ["name", "controller"],
+    registry=REGISTRY,
+)
+WORKQUEUE_RETRIES = Counter(
+    "workqueue_retries_total",
+    "Total number of retries handled by workqueue",
+    ["name", "controller"],
+    registry=REGISTRY,
+)
+WORKQUEUE_QUEUE_DURATION = Histogram(
+    "workqueue_queue_duration_seconds",
+    "How long in seconds an item stays in workqueue before being requested",
+    ["name", "controller"],
+    buckets=_DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+WORKQUEUE_WORK_DURATION = Histogram(
+    "workqueue_work_duration_seconds",
+    "How long in seconds processing an item from workqueue takes",
+    ["name", "controller"],
+    buckets=_DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+WORKQUEUE_UNFINISHED_WORK = Gauge(
+    "workqueue_unfinished_work_seconds",
+    "How many seconds of work has been done that is in progress and hasn't been observed "
+    "by work_duration. Large values indicate stuck threads.",
+    ["name", "controller"],
+    registry=REGISTRY,
+)
+WORKQUEUE_LONGEST_RUNNING = Gauge(
+    "workqueue_longest_running_processor_seconds",
+    "How many seconds has the longest running processor for workqueue been running.",
+    ["name", "controller"],
+    registry=REGISTRY,
+)
+
+REST_CLIENT_REQUESTS = Counter(
+    "rest_client_requests_total",
+    "Number of HTTP requests, partitioned by status code, method, and host.",
+    ["code", "method", "host"],
+    registry=REGISTRY,
+)
+LEADER_ELECTION_MASTER_STATUS = Gauge(
+    "leader_election_master_status",
+    "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+    "backup, 1 indicates master. 'name' is the string used to identify the lease.",
+    ["name"],
+    registry=REGISTRY,
+)

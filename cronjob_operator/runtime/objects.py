@@ -1,0 +1,103 @@
+"""Objects as plain JSON, frozen in the cache so reads never need a deep copy.
+
+Everything the runtime handles is the JSON the API server sent, parsed into dicts and
+lists: no generated model classes (they cost several times the parse). The informer
+freezes each object once when it arrives (``freeze``): dicts become ``FrozenDict`` and
+lists become tuples, so the cache can hand the same object to every reader without a
+copy, and a reader that tries to change it gets a ``TypeError`` instead of silently
+corrupting the cache. A reader that wants to change an object asks for ``thaw`` (a
+deep, mutable copy), which is what controller-runtime pays on every read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+__all__ = [
+    "FrozenDict",
+    "Obj",
+    "controller_ref",
+    "freeze",
+    "name_of",
+    "namespace_of",
+    "object_key",
+    "thaw",
+]
+
+Obj = Mapping[str, Any]
+"""An object as read from the cache: a frozen mapping of JSON values."""
+
+
+class FrozenDict(dict[str, Any]):
+    """A dict that refuses mutation; JSON encoders still see a plain dict."""
+
+    __slots__ = ()
+
+    def _refuse(self, *_args: object, **_kwargs: object) -> NoReturn:
+        raise TypeError("objects from the cache are read-only; use thaw() for a mutable copy")
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    clear = _refuse
+    pop = _refuse
+    popitem = _refuse
+    setdefault = _refuse
+    update = _refuse
+    __ior__ = _refuse
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, _memo: object) -> dict[str, Any]:
+        return thaw(self)  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (dict(self),))
+
+
+def freeze(value: Any) -> Any:
+    """Return ``value`` with every dict frozen and every list turned into a tuple."""
+    if isinstance(value, dict):
+        if type(value) is FrozenDict:
+            return value
+        frozen = FrozenDict()
+        for key, item in value.items():
+            dict.__setitem__(frozen, key, freeze(item))
+        return frozen
+    if isinstance(value, list | tuple):
+        return tuple(freeze(item) for item in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Return a deep, mutable copy of ``value`` (dicts and lists all the way down)."""
+    if isinstance(value, Mapping):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [thaw(item) for item in value]
+    return value
+
+
+def namespace_of(obj: Obj) -> str:
+    """The object's namespace, or "" for a cluster-scoped object."""
+    return str(obj.get("metadata", {}).get("namespace") or "")
+
+
+def name_of(obj: Obj) -> str:
+    """The object's name."""
+    return str(obj.get("metadata", {}).get("name") or "")
+
+
+def object_key(obj: Obj) -> str:
+    """The store key: ``namespace/name``, or ``name`` for a cluster-scoped object."""
+    namespace = namespace_of(obj)
+    return f"{namespace}/{name_of(obj)}" if namespace else name_of(obj)
+
+
+def controller_ref(obj: Obj) -> Mapping[str, Any] | None:
+    """The owner reference with ``controller: true``, if the object has one."""
+    for ref in obj.get("metadata", {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return ref  # type: ignore[no-any-return]
+    return None

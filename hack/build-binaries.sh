@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Build (or reuse) the local control plane's binaries from Go modules and print the
+# directory that holds them: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, kwok, plus kwok's stage files under stages/.
+#
+# The cache lives outside the repo, keyed on the pinned versions and the Go version:
+#   ${CRONJOB_OPERATOR_CACHE:-${XDG_CACHE_HOME:-~/.cache}/cronjob-operator}/bin/<key>/
+# Prebuilt binaries in $CRONJOB_OPERATOR_K8S_BIN are used instead when present (only
+# the missing ones are built). A lock serialises concurrent builds.
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "${HACK_DIR}/versions.env"
+
+log() { echo "build-binaries: $*" >&2; }
+
+command -v go >/dev/null || { log "the Go toolchain is required (go on PATH)"; exit 1; }
+GO_VERSION="$(go env GOVERSION)"
+CACHE_ROOT="${CRONJOB_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cronjob-operator}"
+KEY="k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_${GO_VERSION}"
+OUT="${CACHE_ROOT}/bin/${KEY}"
+WORK="${CACHE_ROOT}/build/${KEY}"
+mkdir -p "${OUT}" "${WORK}"
+
+K8S_MINOR="${KUBERNETES_VERSION#v1.}"; K8S_MINOR="${K8S_MINOR%%.*}"
+STAGING_VERSION="v0.${KUBERNETES_VERSION#v1.}"
+JOBS="${CRONJOB_OPERATOR_BUILD_JOBS:-$(nproc)}"
+
+# verify NAME: true when $OUT/NAME exists and reports the pinned version.
+verify() {
+  local name="$1" bin="${OUT}/$1"
+  [[ -x "${bin}" ]] || return 1
+  case "${name}" in
+    etcd) "${bin}" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}" ;;
+    kwok) "${bin}" --version 2>/dev/null | grep -q "${KWOK_VERSION}" ;;
+    kubectl) "${bin}" version --client 2>/dev/null | grep -q "${KUBERNETES_VERSION}" ;;
+    *) "${bin}" --version 2>/dev/null | grep -q "${KUBERNETES_VERSION}" ;;
+  esac
+}
+
+# adopt_prebuilt NAME: copy NAME from $CRONJOB_OPERATOR_K8S_BIN when it is there.
+adopt_prebuilt() {
+  local src="${CRONJOB_OPERATOR_K8S_BIN:-}/$1"
+  [[ -n "${CRONJOB_OPERATOR_K8S_BIN:-}" && -x "${src}" ]] || return 1
+  log "using prebuilt ${src}"
+  cp "${src}" "${OUT}/$1"
+}
+
+build_kubernetes() {
+  local dir="${WORK}/kubernetes" gomod
+  mkdir -p "${dir}"
+  gomod="$(go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
+  {
+    echo "module local/k8sbuild"
+    echo
+    grep -E '^go [0-9]' "${gomod}"
+    grep -E '^godebug ' "${gomod}" || true
+    echo
+    echo "require k8s.io/kubernetes ${KUBERNETES_VERSION}"
+    echo
+    # Every staging module, taken from that version's own go.mod, at its tagged version.
+    grep -E '=> \./staging/src/' "${gomod}" | awk -v v="${STAGING_VERSION}" '{print "replace " $1 " => " $1 " " v}'
+  } > "${dir}/go.mod"
+  local pkgs=() name
+  for name in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/${name}"); done
+  local now ldflags="" p
+  now="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X ${p}.gitVersion=${KUBERNETES_VERSION} -X ${p}.gitMajor=1 -X ${p}.gitMinor=${K8S_MINOR}"
+    ldflags+=" -X ${p}.gitCommit=0000000000000000000000000000000000000000 -X ${p}.gitTreeState=clean -X ${p}.buildDate=${now}"
+  done
+  (
+    cd "${dir}"
+    log "resolving k8s.io/kubernetes ${KUBERNETES_VERSION} modules"
+    go get "${pkgs[@]/%/@${KUBERNETES_VERSION}}" >&2
+    log "building $* (cold builds take tens of minutes)"
+    CGO_ENABLED=0 go build -p "${JOBS}" -trimpath -tags selinux,notest -ldflags "-s -w${ldflags}" -o "${OUT}/" "${pkgs[@]}" >&2
+  )
+}
+
+build_etcd() {
+  local dir="${WORK}/etcd"
+  mkdir -p "${dir}"
+  cat > "${dir}/main.go" <<'GO'
+// Command etcd is etcd's own main (etcdmain.Main), built from the pinned server module.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  printf 'module local/etcdbuild\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "${ETCD_VERSION}" > "${dir}/go.mod"
+  (
+    cd "${dir}"
+    log "building etcd ${ETCD_VERSION}"
+    go mod tidy >&2
+    CGO_ENABLED=0 go build -p "${JOBS}" -trimpath -ldflags "-s -w" -o "${OUT}/etcd" . >&2
+  )
+}
+
+build_kwok() {
+  log "building kwok ${KWOK_VERSION}"
+  CGO_ENABLED=0 GOBIN="${OUT}" go install -trimpath -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION}" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}" >&2
+}
+
+copy_kwok_stages() {
+  local dir
+  dir="$(go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')"
+  mkdir -p "${OUT}/stages"
+  cp -r "${dir}/kustomize/stage/." "${OUT}/stages/"
+  chmod -R u+w "${OUT}/stages"
+}
+
+main() {
+  exec 9>"${CACHE_ROOT}/build.lock"
+  flock 9
+  local k8s_missing=() name
+  for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    verify "${name}" || adopt_prebuilt "${name}" || k8s_missing+=("${name}")
+  done
+  ((${#k8s_missing[@]} == 0)) || build_kubernetes "${k8s_missing[@]}"
+  verify etcd || adopt_prebuilt etcd || build_etcd
+  verify kwok || adopt_prebuilt kwok || build_kwok
+  [[ -d "${OUT}/stages" ]] || copy_kwok_stages
+  for name in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
+    verify "${name}" || { log "${OUT}/${name} does not report the pinned version"; exit 1; }
+  done
+  echo "${OUT}"
+}
+
+main
