@@ -1,0 +1,211 @@
+"""The command line: flags -> a Manager with our controllers, as a kubebuilder main.go does.
+
+Subcommands: ``run`` (the manager), ``crd`` (print the generated CRDs), ``version``.
+Bad flag values fail at once with one line naming the flag; nothing starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from cronjob_operator import __version__
+
+__all__ = ["main"]
+
+log = logging.getLogger("cronjob_operator")
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+DEFAULT_LEADER_ELECTION_ID = "cronjob-operator.tutorial.kubebuilder.io"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
+    return value
+
+
+def _bind_address(text: str) -> str:
+    from cronjob_operator.runtime.serving import parse_address
+
+    try:
+        parse_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full flag set (``--help`` documents every flag and its default)."""
+    parser = _Parser(prog="cronjob-operator", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = commands.add_parser(
+        "run",
+        help="run the controller manager",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    run.add_argument(
+        "--kubeconfig", help="kubeconfig path; default: in-cluster, else ~/.kube/config"
+    )
+    run.add_argument(
+        "--metrics-bind-address",
+        type=_bind_address,
+        default="0",
+        help="address of /metrics, e.g. ':8080'; '0' disables it",
+    )
+    run.add_argument(
+        "--health-probe-bind-address",
+        type=_bind_address,
+        default=":8081",
+        help="address of /healthz and /readyz; '0' disables them",
+    )
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="elect a leader with a Lease so only one replica reconciles",
+    )
+    run.add_argument(
+        "--leader-election-id",
+        default=DEFAULT_LEADER_ELECTION_ID,
+        help="name of the leader election Lease",
+    )
+    run.add_argument(
+        "--leader-election-namespace",
+        help="namespace of the Lease; default: the pod's namespace, else 'default'",
+    )
+    run.add_argument("--namespace", help="watch only this namespace; default: all namespaces")
+    run.add_argument(
+        "--max-concurrent-reconciles",
+        type=_positive_int,
+        default=1,
+        help="reconciles one controller may run at once (distinct objects)",
+    )
+    run.add_argument(
+        "--graceful-shutdown-timeout",
+        type=_positive_float,
+        default=30.0,
+        help="seconds in-flight reconciles get to finish on SIGTERM",
+    )
+    run.add_argument(
+        "--cache-sync-timeout",
+        type=_positive_float,
+        default=120.0,
+        help="seconds to wait for informer caches before reporting them",
+    )
+    run.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        help="log format; default: text on a terminal, json otherwise",
+    )
+    run.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    run.add_argument(
+        "--cronjob-controller",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the CronJob controller",
+    )
+    run.add_argument(
+        "--configdeployment-controller",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the ConfigDeployment controller",
+    )
+    commands.add_parser("crd", help="print the generated CustomResourceDefinitions as YAML")
+    commands.add_parser("version", help="print the version")
+    return parser
+
+
+def _lease_namespace(flag: str | None) -> str:
+    if flag:
+        return flag
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    except OSError:
+        return "default"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the manager from ``args``, register the enabled controllers, run it."""
+    from cronjob_operator.controllers import configdeployment, cronjob
+    from cronjob_operator.runtime import logs
+    from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
+    from cronjob_operator.runtime.manager import Manager, Options
+    from cronjob_operator.runtime.rest import RestClient, load_configuration
+
+    logs.configure(args.log_format or ("text" if sys.stderr.isatty() else "json"), args.log_level)
+    if not (args.cronjob_controller or args.configdeployment_controller):
+        log.error("every controller is disabled; enable at least one")
+        return 2
+    leader_election = None
+    if args.leader_elect:
+        leader_election = LeaderElectionConfig(
+            name=args.leader_election_id,
+            namespace=_lease_namespace(args.leader_election_namespace),
+            identity=f"{socket.gethostname()}_{uuid.uuid4()}",
+        )
+    options = Options(
+        namespace=args.namespace,
+        leader_election=leader_election,
+        metrics_bind_address=args.metrics_bind_address,
+        health_probe_bind_address=args.health_probe_bind_address,
+        graceful_shutdown_timeout=args.graceful_shutdown_timeout,
+        cache_sync_timeout=args.cache_sync_timeout,
+        max_concurrent_reconciles=args.max_concurrent_reconciles,
+    )
+    try:
+        rest = RestClient(load_configuration(args.kubeconfig))
+    except Exception as exc:
+        log.error("cannot load a Kubernetes client configuration: %s", exc)
+        return 1
+    manager = Manager(rest, options)
+    if args.cronjob_controller:
+        cronjob.setup(manager)
+    if args.configdeployment_controller:
+        configdeployment.setup(manager)
+    log.info("starting manager", extra={"version": __version__, "pid": os.getpid()})
+    return manager.run()
+
+
+def print_crds() -> int:
+    """Write every generated CRD to stdout as a YAML stream."""
+    from cronjob_operator.api import crdgen
+
+    sys.stdout.write("---\n".join(crdgen.render_yaml(crd) for crd in crdgen.generate_crds()))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``cronjob-operator`` console script."""
+    args = build_parser().parse_args(argv)
+    if args.command == "version":
+        print(f"cronjob-operator {__version__}")
+        return 0
+    if args.command == "crd":
+        return print_crds()
+    return run(args)

@@ -1,0 +1,202 @@
+"""The CronJob controller's pure logic: classify child Jobs, sync status, choose prunes, build Jobs.
+
+Nothing here does I/O or reads the clock, so every rule of the reconcile (steps 2-4 and
+9 of docs/cronjob-semantics) is unit-tested without a cluster; ``cronjob.py`` does the
+reads, writes and events around it.
+
+* A Job is finished when it has the condition ``Complete=True`` (succeeded) or
+  ``Failed=True`` (failed); otherwise it is active.
+* ``sync_status`` brings ``status.active`` and ``status.lastSuccessfulTime`` in line with
+  the owned Jobs: finished Jobs leave ``active`` (``SawCompletedJob``), entries whose Job
+  is confirmed gone leave it (``MissingJob``), unfinished owned Jobs missing from it are
+  added, and ``lastSuccessfulTime`` only ever moves forward.
+* ``to_prune`` picks the oldest finished Jobs beyond a history limit, ordered by
+  ``status.startTime`` (unset last, ties by name), as the built-in controller does.
+* Job names are ``<cronjob>-<scheduled Unix seconds>``: deterministic, so a retry, a
+  restart or a second manager can never create the same run twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from cronjob_operator.controllers.conditions import parse_time, rfc3339
+from cronjob_operator.runtime import objects
+
+__all__ = [
+    "SCHEDULED_AT_ANNOTATION",
+    "JobSets",
+    "Notice",
+    "build_job",
+    "classify",
+    "job_name",
+    "job_reference",
+    "sync_status",
+    "to_prune",
+    "unconfirmed_active",
+]
+
+SCHEDULED_AT_ANNOTATION = "batch.tutorial.kubebuilder.io/scheduled-at"
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """An event the reconciler should record about the CronJob."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class JobSets:
+    """Owned Jobs by state."""
+
+    active: list[objects.Obj] = field(default_factory=list)
+    successful: list[objects.Obj] = field(default_factory=list)
+    failed: list[objects.Obj] = field(default_factory=list)
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def finished_state(job: objects.Obj) -> str | None:
+    """ "Complete" or "Failed" for a finished Job, None while it runs."""
+    for condition in (job.get("status") or {}).get("conditions") or ():
+        if condition.get("type") in {"Complete", "Failed"} and condition.get("status") == "True":
+            return str(condition["type"])
+    return None
+
+
+def classify(jobs: Iterable[objects.Obj]) -> JobSets:
+    """Split Jobs into active, successful and failed."""
+    sets = JobSets()
+    for job in jobs:
+        state = finished_state(job)
+        if state == "Complete":
+            sets.successful.append(job)
+        elif state == "Failed":
+            sets.failed.append(job)
+        else:
+            sets.active.append(job)
+    return sets
+
+
+def job_reference(job: Mapping[str, Any]) -> dict[str, str]:
+    """The ObjectReference ``status.active`` holds for ``job``."""
+    metadata = job.get("metadata") or {}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "namespace": str(metadata.get("namespace") or ""),
+        "name": str(metadata.get("name") or ""),
+        "uid": str(metadata.get("uid") or ""),
+        "resourceVersion": str(metadata.get("resourceVersion") or ""),
+    }
+
+
+def unconfirmed_active(
+    status: Mapping[str, Any], owned: Sequence[objects.Obj]
+) -> list[dict[str, Any]]:
+    """Entries of ``status.active`` whose Job the cache does not have (maybe gone, maybe lag)."""
+    present = {_uid(job) for job in owned}
+    return [dict(ref) for ref in status.get("active") or () if ref.get("uid") not in present]
+
+
+def sync_status(
+    status: dict[str, Any], jobs: JobSets, *, confirmed_missing: Iterable[str] = ()
+) -> list[Notice]:
+    """Update ``status`` (active, lastSuccessfulTime) in place from the owned Jobs.
+
+    ``confirmed_missing`` holds the uids of active entries that the API server confirmed
+    are gone; an entry the cache lacks but the server still has is left alone.
+    """
+    notices: list[Notice] = []
+    finished = {_uid(job): job for job in (*jobs.successful, *jobs.failed)}
+    missing = set(confirmed_missing)
+    active: list[dict[str, Any]] = []
+    for ref in status.get("active") or ():
+        uid = ref.get("uid")
+        if uid in finished:
+            state = finished_state(finished[uid])
+            notices.append(
+                Notice(
+                    "Normal",
+                    "SawCompletedJob",
+                    f"Saw completed job: {ref.get('name')}, status: {state}",
+                )
+            )
+        elif uid in missing:
+            notices.append(
+                Notice("Normal", "MissingJob", f"Active job went missing: {ref.get('name')}")
+            )
+        else:
+            active.append(dict(ref))
+    listed = {ref.get("uid") for ref in active}
+    active.extend(job_reference(job) for job in jobs.active if _uid(job) not in listed)
+    status["active"] = active
+    _advance_last_successful(status, jobs.successful)
+    return notices
+
+
+def _advance_last_successful(status: dict[str, Any], successful: Iterable[objects.Obj]) -> None:
+    latest = parse_time(status.get("lastSuccessfulTime"))
+    for job in successful:
+        completed = parse_time((job.get("status") or {}).get("completionTime"))
+        if completed is not None and (latest is None or completed > latest):
+            latest = completed
+    if latest is not None:
+        status["lastSuccessfulTime"] = rfc3339(latest)
+
+
+def to_prune(finished: Sequence[objects.Obj], limit: int | None) -> list[objects.Obj]:
+    """The oldest finished Jobs beyond ``limit`` (None keeps everything)."""
+    if limit is None or len(finished) <= limit:
+        return []
+
+    def age(job: objects.Obj) -> tuple[int, str, str]:
+        start = (job.get("status") or {}).get("startTime")
+        return (0 if start else 1, str(parse_time(start) or ""), objects.name_of(job))
+
+    ordered = sorted(finished, key=age)
+    return ordered[: len(ordered) - limit]
+
+
+def job_name(cronjob_name: str, scheduled: datetime) -> str:
+    """``<cronjob>-<scheduled time as Unix seconds>``."""
+    return f"{cronjob_name}-{int(scheduled.timestamp())}"
+
+
+def build_job(cronjob: objects.Obj, scheduled: datetime, zone: ZoneInfo) -> dict[str, Any]:
+    """The Job to create for the run scheduled at ``scheduled``."""
+    metadata = cronjob["metadata"]
+    template = (cronjob.get("spec") or {}).get("jobTemplate") or {}
+    template_meta = template.get("metadata") or {}
+    annotations = dict(objects.thaw(template_meta.get("annotations") or {}))
+    annotations[SCHEDULED_AT_ANNOTATION] = scheduled.astimezone(zone).isoformat()
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(metadata["name"], scheduled),
+            "namespace": metadata["namespace"],
+            "labels": objects.thaw(template_meta.get("labels") or {}),
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": cronjob["apiVersion"],
+                    "kind": cronjob["kind"],
+                    "name": metadata["name"],
+                    "uid": metadata["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": objects.thaw(template.get("spec") or {}),
+    }

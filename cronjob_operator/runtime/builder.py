@@ -1,0 +1,73 @@
+"""The builder: declare what a controller reconciles and watches, as controller-runtime's does.
+
+    Builder(manager, "cronjob").for_(CRONJOB).owns(JOB).complete(reconciler)
+
+``for_`` enqueues the reconciled kind itself; ``owns`` enqueues the controller owner of
+an owned object (group and kind must match, version ignored, ``controller: true`` only);
+``watches`` enqueues whatever a map function returns. Each takes optional predicates.
+``complete`` builds the ``Controller`` and registers it with the manager, which starts
+it only once the caches have synced (and, with leader election, only on the leader).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cronjob_operator.runtime import handlers
+from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.predicates import Predicate
+from cronjob_operator.runtime.reconcile import Reconciler
+
+if TYPE_CHECKING:
+    from cronjob_operator.runtime.manager import Manager
+
+__all__ = ["Builder"]
+
+
+class Builder:
+    """Collects a controller's watches; ``complete`` creates and registers it."""
+
+    def __init__(self, manager: Manager, name: str) -> None:
+        self._manager = manager
+        self._name = name
+        self._for: tuple[Kind, tuple[Predicate, ...]] | None = None
+        self._watches: list[tuple[Kind, handlers.MapFunc, tuple[Predicate, ...]]] = []
+        self._max_concurrent_reconciles = manager.options.max_concurrent_reconciles
+
+    def for_(self, kind: Kind, *predicates: Predicate) -> Builder:
+        """Reconcile objects of ``kind``; each event enqueues the object itself."""
+        self._for = (kind, predicates)
+        return self
+
+    def owns(self, kind: Kind, *predicates: Predicate) -> Builder:
+        """Watch ``kind`` and enqueue the controller owner when it is the ``for_`` kind."""
+        if self._for is None:
+            raise ValueError(f"controller {self._name}: call for_() before owns()")
+        self._watches.append((kind, handlers.for_owner(self._for[0]), predicates))
+        return self
+
+    def watches(self, kind: Kind, map_fn: handlers.MapFunc, *predicates: Predicate) -> Builder:
+        """Watch ``kind`` and enqueue what ``map_fn`` returns for each event."""
+        self._watches.append((kind, map_fn, predicates))
+        return self
+
+    def with_max_concurrent_reconciles(self, count: int) -> Builder:
+        """How many requests may be reconciled at once (distinct objects only)."""
+        self._max_concurrent_reconciles = count
+        return self
+
+    def complete(self, reconciler: Reconciler) -> Controller:
+        """Build the controller, wire its watches to the shared informers, register it."""
+        if self._for is None:
+            raise ValueError(f"controller {self._name}: for_() is required")
+        controller = Controller(
+            self._name, reconciler, max_concurrent_reconciles=self._max_concurrent_reconciles
+        )
+        cache = self._manager.cache
+        kind, predicates = self._for
+        controller.watch(cache.informer(kind), handlers.for_object, predicates)
+        for watched, map_fn, watch_predicates in self._watches:
+            controller.watch(cache.informer(watched), map_fn, watch_predicates)
+        self._manager.add_controller(controller)
+        return controller

@@ -1,0 +1,241 @@
+"""The informer cache: a ``Reader`` served from memory, with controller-runtime's field indexes.
+
+One shared ``Informer`` per kind, created on first use (a controller's watch, an
+``index_field`` call, or a read) and started with the cache; a read of a kind that has
+no informer yet starts one and waits for its sync, as controller-runtime's lazy
+informers do. ``wait_for_sync`` blocks until every informer has listed, with a timeout
+whose error names the kinds that did not sync.
+
+Field indexes follow controller-runtime exactly, because callers depend on the keying:
+``index_field(kind, field, fn)`` stores each value ``v`` that ``fn`` returns under
+``"<namespace>/v"`` and under ``"__all_namespaces/v"``; ``list(namespace=ns,
+matching_fields={field: v})`` looks up ``"<ns>/v"`` (``"__all_namespaces/v"`` without a
+namespace). Only exact matches exist, and ``matching_fields`` on a field without an index
+raises ``UnindexedFieldError``: it never falls back to a silent scan.
+
+Reads return the cached (frozen) objects themselves: no copy, and no way to corrupt the
+cache. ``objects.thaw`` gives a mutable copy to a caller that wants one.
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from collections.abc import Callable, Iterable, Mapping
+
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.client import not_found
+from cronjob_operator.runtime.informer import Informer
+from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.labels import parse_selector
+from cronjob_operator.runtime.reflector import Transform, strip_managed_fields
+from cronjob_operator.runtime.rest import RestClient
+from cronjob_operator.runtime.store import NAMESPACE_INDEX, Store
+
+__all__ = [
+    "ALL_NAMESPACES",
+    "Cache",
+    "CacheSyncTimeoutError",
+    "FieldIndexFunc",
+    "UnindexedFieldError",
+    "field_index_name",
+]
+
+ALL_NAMESPACES = "__all_namespaces"
+DEFAULT_SYNC_TIMEOUT = 120.0
+
+FieldIndexFunc = Callable[[objects.Obj], Iterable[str]]
+
+
+class UnindexedFieldError(LookupError):
+    """``matching_fields`` named a field that has no index for that kind."""
+
+
+class CacheSyncTimeoutError(TimeoutError):
+    """Informers did not finish their first list in time."""
+
+
+def field_index_name(field: str) -> str:
+    """The store index that holds a field index."""
+    return f"field:{field}"
+
+
+def _namespaced_values(fn: FieldIndexFunc) -> Callable[[objects.Obj], list[str]]:
+    def index(obj: objects.Obj) -> list[str]:
+        namespace = objects.namespace_of(obj)
+        keys: list[str] = []
+        for value in fn(obj):
+            keys.append(f"{ALL_NAMESPACES}/{value}")
+            if namespace:
+                keys.append(f"{namespace}/{value}")
+        return keys
+
+    return index
+
+
+class Cache:
+    """Shared informers for every kind the manager reads, and indexed reads over them."""
+
+    def __init__(
+        self,
+        rest: RestClient,
+        *,
+        namespace: str | None = None,
+        transforms: Mapping[Kind, Transform] | None = None,
+        resync_period: float | None = None,
+        sync_timeout: float = DEFAULT_SYNC_TIMEOUT,
+    ) -> None:
+        self._rest = rest
+        self._namespace = namespace
+        self._transforms = dict(transforms or {})
+        self._resync_period = resync_period
+        self._sync_timeout = sync_timeout
+        self._informers: dict[Kind, Informer] = {}
+        self._lock = threading.Lock()
+        self._started = False
+
+    def set_transform(self, kind: Kind, transform: Transform) -> None:
+        """Transform ``kind``'s objects before caching (e.g. keep only what is read).
+
+        Must be called before anything uses the kind's informer.
+        """
+        with self._lock:
+            if kind in self._informers:
+                raise RuntimeError(f"set_transform({kind}) after its informer was created")
+            self._transforms[kind] = transform
+
+    def informer(self, kind: Kind) -> Informer:
+        """The shared informer of ``kind``, created (and started, if the cache runs) on demand."""
+        with self._lock:
+            informer = self._informers.get(kind)
+            if informer is None:
+                informer = Informer(
+                    self._rest,
+                    kind,
+                    namespace=self._namespace if kind.namespaced else None,
+                    transform=self._transforms.get(kind, strip_managed_fields),
+                    resync_period=self._resync_period,
+                )
+                self._informers[kind] = informer
+                if self._started:
+                    informer.start()
+            return informer
+
+    def index_field(self, kind: Kind, field: str, fn: FieldIndexFunc) -> None:
+        """Index ``kind`` by ``field``: ``fn`` returns the values an object has for it."""
+        self.informer(kind).store.add_indexer(field_index_name(field), _namespaced_values(fn))
+
+    def start(self) -> None:
+        """Start every informer; informers created later start at once. Returns at once."""
+        with self._lock:
+            self._started = True
+            informers = list(self._informers.values())
+        for informer in informers:
+            informer.start()
+
+    def stop(self) -> None:
+        """Stop every informer's watch and thread."""
+        with self._lock:
+            informers = list(self._informers.values())
+        for informer in informers:
+            informer.stop()
+
+    def wait_for_sync(self, timeout: float | None = None) -> None:
+        """Block until every informer has synced; ``CacheSyncTimeoutError`` names the laggards."""
+        limit = self._sync_timeout if timeout is None else timeout
+        with self._lock:
+            informers = list(self._informers.values())
+        deadline = threading.Event()
+        timer = threading.Timer(limit, deadline.set)
+        timer.start()
+        try:
+            for informer in informers:
+                while not informer.wait_for_sync(0.1):
+                    if deadline.is_set():
+                        break
+        finally:
+            timer.cancel()
+        lagging = [informer for informer in informers if not informer.has_synced]
+        if lagging:
+            detail = "; ".join(
+                f"{inf.kind} (last error: {inf.last_error or 'none'})" for inf in lagging
+            )
+            raise CacheSyncTimeoutError(
+                f"timed out after {limit:.0f}s waiting for caches to sync: {detail}"
+            )
+
+    @property
+    def synced(self) -> bool:
+        """True when every informer has synced (the readiness check)."""
+        with self._lock:
+            informers = list(self._informers.values())
+        return all(informer.has_synced for informer in informers)
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
+        """The cached object, or ``errors.NotFound``."""
+        key = f"{namespace}/{name}" if namespace and kind.namespaced else name
+        obj = self._synced_informer(kind).store.get(key)
+        if obj is None:
+            raise not_found(kind, name, namespace)
+        return obj
+
+    def list(
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        matching_fields: Mapping[str, str] | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+    ) -> list[objects.Obj]:
+        """Cached objects, through an index whenever the query names one."""
+        store = self._synced_informer(kind).store
+        if matching_fields:
+            result = self._by_fields(kind, store, namespace, matching_fields)
+        elif namespace and kind.namespaced:
+            result = store.by_index(NAMESPACE_INDEX, namespace)
+        else:
+            result = store.list()
+        if label_selector:
+            matches = parse_selector(label_selector)
+            result = [
+                obj for obj in result if matches((obj.get("metadata") or {}).get("labels") or {})
+            ]
+        return result
+
+    def _by_fields(
+        self,
+        kind: Kind,
+        store: Store,
+        namespace: str | None,
+        matching_fields: Mapping[str, str],
+    ) -> builtins.list[objects.Obj]:
+        scope = namespace if namespace and kind.namespaced else ALL_NAMESPACES
+        result: builtins.list[objects.Obj] | None = None
+        for field, value in matching_fields.items():
+            index = field_index_name(field)
+            if not store.has_index(index):
+                raise UnindexedFieldError(
+                    f"no index for field {field!r} on {kind}: register it with "
+                    f"cache.index_field({kind.kind}, {field!r}, fn) before listing by it"
+                )
+            found = store.by_index(index, f"{scope}/{value}")
+            if result is None:
+                result = found
+            else:
+                keys = {objects.object_key(obj) for obj in found}
+                result = [obj for obj in result if objects.object_key(obj) in keys]
+        return result or []
+
+    def _synced_informer(self, kind: Kind) -> Informer:
+        informer = self.informer(kind)
+        if not informer.has_synced:
+            with self._lock:
+                started = self._started
+            if not started:
+                informer.start()
+            if not informer.wait_for_sync(self._sync_timeout):
+                raise CacheSyncTimeoutError(
+                    f"timed out waiting for the {kind} cache to sync "
+                    f"(last error: {informer.last_error or 'none'})"
+                )
+        return informer

@@ -1,0 +1,210 @@
+"""The client controllers use: reads from the informer cache, writes to the API server.
+
+This is controller-runtime's split client. ``Reader`` is the read interface that both
+the cache and the uncached ``LiveReader`` implement; ``Writer`` sends create, update,
+patch, delete and status writes through the ``RestClient``; ``Client`` puts a cached
+reader and a writer together and offers ``live`` for the rare read that must be fresh.
+Objects read from the cache are frozen (see ``objects``); writes take plain dicts.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.rest import RestClient
+
+__all__ = ["Client", "LiveReader", "PatchType", "Propagation", "Reader", "Writer"]
+
+
+class PatchType(enum.StrEnum):
+    """The patch formats the API server accepts, as their content types."""
+
+    MERGE = "application/merge-patch+json"
+    JSON = "application/json-patch+json"
+    STRATEGIC = "application/strategic-merge-patch+json"
+
+
+class Propagation(enum.StrEnum):
+    """Delete propagation policies."""
+
+    BACKGROUND = "Background"
+    FOREGROUND = "Foreground"
+    ORPHAN = "Orphan"
+
+
+class Reader(Protocol):
+    """Reads objects of a kind; the cache serves these from memory."""
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
+        """The object, or ``errors.NotFound``."""
+        ...
+
+    def list(
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        matching_fields: Mapping[str, str] | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+    ) -> list[objects.Obj]:
+        """Objects in ``namespace`` (all when None) that match the fields and labels."""
+        ...
+
+
+def not_found(kind: Kind, name: str, namespace: str | None) -> errors.NotFound:
+    """The NotFound error the API server would have sent for this object."""
+    where = f"{namespace}/{name}" if namespace else name
+    status = {
+        "kind": "Status",
+        "status": "Failure",
+        "reason": "NotFound",
+        "message": f'{kind.plural}.{kind.group or "core"} "{where}" not found',
+        "details": {"name": name, "group": kind.group, "kind": kind.plural},
+        "code": 404,
+    }
+    return errors.NotFound(status, code=404)
+
+
+class LiveReader:
+    """An uncached ``Reader`` that asks the API server every time."""
+
+    def __init__(self, rest: RestClient) -> None:
+        self._rest = rest
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
+        return self._rest.request("GET", kind.object_path(namespace, name))  # type: ignore[no-any-return]
+
+    def list(
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        matching_fields: Mapping[str, str] | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+    ) -> list[objects.Obj]:
+        params: dict[str, Any] = {"limit": 500}
+        if matching_fields:
+            params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in matching_fields.items())
+        if label_selector:
+            params["labelSelector"] = (
+                label_selector
+                if isinstance(label_selector, str)
+                else ",".join(f"{k}={v}" for k, v in label_selector.items())
+            )
+        items: list[objects.Obj] = []
+        while True:
+            page = self._rest.request("GET", kind.collection_path(namespace), params=params)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            params["continue"] = token
+
+
+class Writer:
+    """Writes to the API server. Every method raises the typed ``ApiError`` on failure."""
+
+    def __init__(self, rest: RestClient) -> None:
+        self._rest = rest
+
+    def create(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` (its namespace is taken from its metadata)."""
+        body = _with_type(kind, obj)
+        path = kind.collection_path(objects.namespace_of(obj) or None)
+        return self._rest.request("POST", path, body=body)  # type: ignore[no-any-return]
+
+    def update(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace ``obj``; a stale ``resourceVersion`` raises ``Conflict``."""
+        return self._put(kind, obj, "")
+
+    def update_status(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the status subresource of ``obj``; stale versions raise ``Conflict``."""
+        return self._put(kind, obj, "status")
+
+    def patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        subresource: str = "",
+    ) -> dict[str, Any]:
+        """Patch one object (or its status, with ``subresource="status"``)."""
+        path = kind.object_path(namespace, name, subresource)
+        return self._rest.request("PATCH", path, body=patch, content_type=patch_type.value)  # type: ignore[no-any-return]
+
+    def patch_status(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+    ) -> dict[str, Any]:
+        """Patch the status subresource."""
+        return self.patch(
+            kind, name, patch, namespace=namespace, patch_type=patch_type, subresource="status"
+        )
+
+    def delete(
+        self,
+        kind: Kind,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation: Propagation | None = None,
+        uid: str | None = None,
+    ) -> None:
+        """Delete one object; with ``uid``, only if it is still that object (else Conflict)."""
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation is not None:
+            options["propagationPolicy"] = propagation.value
+        if uid is not None:
+            options["preconditions"] = {"uid": uid}
+        self._rest.request("DELETE", kind.object_path(namespace, name), body=options)
+
+    def _put(self, kind: Kind, obj: Mapping[str, Any], subresource: str) -> dict[str, Any]:
+        path = kind.object_path(
+            objects.namespace_of(obj) or None, objects.name_of(obj), subresource
+        )
+        return self._rest.request("PUT", path, body=_with_type(kind, obj))  # type: ignore[no-any-return]
+
+
+class Client(Writer):
+    """The controller's client: ``get``/``list`` from ``reader`` (the cache), writes live."""
+
+    def __init__(self, rest: RestClient, reader: Reader) -> None:
+        super().__init__(rest)
+        self._reader = reader
+        self.live = LiveReader(rest)
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
+        return self._reader.get(kind, name, namespace)
+
+    def list(
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        matching_fields: Mapping[str, str] | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+    ) -> list[objects.Obj]:
+        return self._reader.list(
+            kind,
+            namespace=namespace,
+            matching_fields=matching_fields,
+            label_selector=label_selector,
+        )
+
+
+def _with_type(kind: Kind, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    if obj.get("apiVersion") and obj.get("kind"):
+        return obj
+    return {**obj, "apiVersion": kind.api_version, "kind": kind.kind}

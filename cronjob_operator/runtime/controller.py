@@ -1,0 +1,147 @@
+"""The controller: a work queue of requests, the watches that fill it, and workers.
+
+A ``Controller`` is what controller-runtime's builder produces. Watches (added with
+``watch``) turn informer events into ``Request``s on a de-duplicating, rate-limited
+queue; ``max_concurrent_reconciles`` worker threads take requests and call the
+reconciler. The queue guarantees one object is never reconciled by two workers at once.
+
+What a reconcile's outcome does, exactly as controller-runtime:
+* an exception -> counted as an error and requeued with per-item exponential backoff
+  (5 ms doubling to 1000 s); a ``TerminalError`` is counted and not requeued;
+* ``Result(requeue_after=s)`` with s > 0 -> the backoff is forgotten and the request
+  comes back after s seconds;
+* otherwise the backoff is forgotten and the request is done until the next event.
+An exception never kills a worker. ``start`` returns at once; ``stop`` stops intake and
+waits for in-flight reconciles to finish (up to a timeout).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+from cronjob_operator.runtime import errors, metrics
+from cronjob_operator.runtime.handlers import EnqueueHandler, MapFunc
+from cronjob_operator.runtime.informer import Informer
+from cronjob_operator.runtime.logs import reconcile_scope
+from cronjob_operator.runtime.predicates import Predicate
+from cronjob_operator.runtime.reconcile import Reconciler, Request, Result, TerminalError
+from cronjob_operator.runtime.workqueue import RateLimiter, WorkQueue
+
+__all__ = ["Controller"]
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    """Runs ``reconciler`` for every request its watches enqueue."""
+
+    def __init__(
+        self,
+        name: str,
+        reconciler: Reconciler,
+        *,
+        max_concurrent_reconciles: int = 1,
+        rate_limiter: RateLimiter | None = None,
+    ) -> None:
+        if max_concurrent_reconciles < 1:
+            raise ValueError("max_concurrent_reconciles must be at least 1")
+        self.name = name
+        self.reconciler = reconciler
+        self.max_concurrent_reconciles = max_concurrent_reconciles
+        self.queue: WorkQueue[Request] = WorkQueue(name, rate_limiter=rate_limiter, controller=name)
+        self._watches: list[tuple[Informer, EnqueueHandler]] = []
+        self._workers: list[threading.Thread] = []
+        self._started = False
+
+    def watch(
+        self, informer: Informer, map_fn: MapFunc, predicates: Sequence[Predicate] = ()
+    ) -> None:
+        """Enqueue ``map_fn(obj)`` for every event of ``informer`` that passes ``predicates``."""
+        handler = EnqueueHandler(self.queue, map_fn, predicates)
+        self._watches.append((informer, handler))
+        if self._started:
+            informer.add_handler(handler)
+
+    @property
+    def informers(self) -> list[Informer]:
+        """The informers this controller watches (the manager waits for their sync)."""
+        return [informer for informer, _ in self._watches]
+
+    def start(self) -> None:
+        """Register the watches and start the workers; returns at once."""
+        if self._started:
+            return
+        self._started = True
+        for informer, handler in self._watches:
+            informer.add_handler(handler)
+        metrics.MAX_CONCURRENT_RECONCILES.labels(self.name).set(self.max_concurrent_reconciles)
+        metrics.ACTIVE_WORKERS.labels(self.name).set(0)
+        for index in range(self.max_concurrent_reconciles):
+            worker = threading.Thread(
+                target=self._work, name=f"{self.name}-worker-{index}", daemon=True
+            )
+            worker.start()
+            self._workers.append(worker)
+        log.info(
+            "controller started",
+            extra={"controller": self.name, "workers": self.max_concurrent_reconciles},
+        )
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop taking work and wait for in-flight reconciles; False if they overran."""
+        drained = self.queue.shut_down_with_drain(timeout)
+        deadline = time.monotonic() + timeout
+        for worker in self._workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+        return drained and not any(worker.is_alive() for worker in self._workers)
+
+    def _work(self) -> None:
+        while True:
+            request = self.queue.get()
+            if request is None:
+                return
+            metrics.ACTIVE_WORKERS.labels(self.name).inc()
+            try:
+                self._process(request)
+            finally:
+                metrics.ACTIVE_WORKERS.labels(self.name).dec()
+                self.queue.done(request)
+
+    def _process(self, request: Request) -> None:
+        started = time.monotonic()
+        with reconcile_scope(self.name, request.namespace, request.name):
+            try:
+                result = self.reconciler.reconcile(request)
+            except TerminalError as exc:
+                self._count("error")
+                log.error("terminal reconcile error, not requeued: %s", exc)
+                self.queue.forget(request)
+            except errors.ApiError as exc:
+                self._count("error")
+                log.warning("reconcile failed, will retry with backoff: %s", exc)
+                self.queue.add_rate_limited(request)
+            except Exception:
+                self._count("error")
+                metrics.RECONCILE_PANICS.labels(self.name).inc()
+                log.exception("reconciler raised, will retry with backoff")
+                self.queue.add_rate_limited(request)
+            else:
+                self._finish(request, result)
+            finally:
+                metrics.RECONCILE_TIME.labels(self.name).observe(time.monotonic() - started)
+
+    def _finish(self, request: Request, result: Result) -> None:
+        self.queue.forget(request)
+        if result.requeue_after > 0:
+            self._count("requeue_after")
+            self.queue.add_after(request, result.requeue_after)
+        else:
+            self._count("success")
+
+    def _count(self, result: str) -> None:
+        metrics.RECONCILE_TOTAL.labels(self.name, result).inc()
+        if result == "error":
+            metrics.RECONCILE_ERRORS.labels(self.name).inc()

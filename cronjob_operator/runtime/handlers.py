@@ -1,0 +1,70 @@
+"""Event handlers: map an object that changed to the requests a controller should process.
+
+``for_object`` enqueues the object itself (``For``); ``for_owner`` enqueues its
+controller owner when that owner is of the given group and kind, any version, and the
+reference has ``controller: true`` (``Owns``); ``MapFunc`` is any function from an
+object to requests (``Watches``). ``EnqueueHandler`` adapts one of these, plus
+predicates, to an informer's event handler, adding each request to the queue; on an
+update both the old and the new object are mapped, and duplicates collapse in the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.predicates import Predicate
+from cronjob_operator.runtime.reconcile import Request
+from cronjob_operator.runtime.workqueue import WorkQueue
+
+__all__ = ["EnqueueHandler", "MapFunc", "for_object", "for_owner"]
+
+MapFunc = Callable[[objects.Obj], Iterable[Request]]
+
+
+def for_object(obj: objects.Obj) -> list[Request]:
+    """The object itself."""
+    return [Request(objects.namespace_of(obj), objects.name_of(obj))]
+
+
+def for_owner(owner: Kind) -> MapFunc:
+    """The controller owner of an object, when it is an ``owner`` (version ignored)."""
+
+    def owner_of(obj: objects.Obj) -> list[Request]:
+        ref = objects.controller_ref(obj)
+        if ref is None or not owner.matches(ref.get("apiVersion", ""), ref.get("kind", "")):
+            return []
+        return [Request(objects.namespace_of(obj), str(ref.get("name", "")))]
+
+    return owner_of
+
+
+class EnqueueHandler:
+    """An informer event handler that filters with predicates and enqueues mapped requests."""
+
+    def __init__(
+        self, queue: WorkQueue[Request], map_fn: MapFunc, predicates: Sequence[Predicate] = ()
+    ) -> None:
+        self._queue = queue
+        self._map = map_fn
+        self._predicates = tuple(predicates)
+
+    def on_add(self, obj: objects.Obj) -> None:
+        if all(p.create(obj) for p in self._predicates):
+            self._enqueue(obj)
+
+    def on_update(self, old: objects.Obj, new: objects.Obj) -> None:
+        if all(p.update(old, new) for p in self._predicates):
+            self._enqueue(old, new)
+
+    def on_delete(self, obj: objects.Obj) -> None:
+        if all(p.delete(obj) for p in self._predicates):
+            self._enqueue(obj)
+
+    def _enqueue(self, *objs: objects.Obj) -> None:
+        requests: set[Request] = set()
+        for obj in objs:
+            requests.update(self._map(obj))
+        for request in requests:
+            self._queue.add(request)

@@ -1,0 +1,458 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's ``leaderelection``.
+
+Several replicas of the operator run at once; only the one holding the Lease runs the
+controllers, the others wait as warm standbys. ``LeaderElector.run`` blocks for the
+whole life of a candidate:
+
+1. Acquire: every ``retry_period`` (jittered up to 2.2x, as client-go's JitterUntil with
+   factor 1.2) read the Lease and take it when it does not exist (create; AlreadyExists
+   means someone was faster), when ``holderIdentity`` is empty (released), when we already
+   hold it, or when the record has not changed for ``leaseDurationSeconds`` counted on
+   OUR clock from the moment we first saw that record. The server's ``renewTime`` is
+   never compared with our clock, so clock skew between nodes cannot cause two leaders.
+   Writes carry the ``resourceVersion`` we read: a Conflict means another candidate
+   wrote first and we try again next round.
+2. Lead: call ``on_started_leading`` (it must return quickly; start threads from it),
+   then renew every ``retry_period``, retrying failures every ``retry_period``.
+3. Stop leading when:
+   * no renewal has succeeded for ``renew_deadline`` (measured from the start of the
+     last successful renewal; a request still in flight at the deadline is abandoned),
+     or a renewal finds another holder in the Lease: the Lease is lost.
+     ``on_stopped_leading`` is called at once and ``run`` returns; the manager then
+     exits, as controller-runtime does, so two leaders never act at once;
+   * ``stop`` is set: with ``release_on_cancel`` the Lease is released first (holder "",
+     ``leaseDurationSeconds`` 1, as client-go does) so a standby takes over within one
+     retry period; then ``on_stopped_leading`` is called and ``run`` returns. Set
+     ``stop`` only after this process has stopped acting as leader.
+
+``stop`` set before the Lease is acquired makes ``run`` return without calling either
+callback. API errors never escape ``run``: they are logged and count as a failed round.
+An exception raised by a callback propagates out of ``run``. A Lease timestamp is
+client-go's MicroTime (``2006-01-02T15:04:05.000000Z``), written from ``wall_clock``;
+every decision uses ``clock`` (monotonic). The ``leader_election_master_status{name}``
+gauge is 1 while leading and 0 otherwise.
+
+The decisions are pure functions (``observe``, ``may_acquire``, ``acquired_record``,
+``released_record``) so they are unit tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from cronjob_operator.runtime import errors, kinds, metrics, objects
+from cronjob_operator.runtime.client import LiveReader, Writer
+from cronjob_operator.runtime.rest import RestClient
+
+__all__ = [
+    "JITTER_FACTOR",
+    "LeaderElectionConfig",
+    "LeaderElectionRecord",
+    "LeaderElector",
+    "Observation",
+    "acquired_record",
+    "format_micro_time",
+    "lease_spec",
+    "may_acquire",
+    "observe",
+    "record_from_lease",
+    "released_record",
+]
+
+log = logging.getLogger(__name__)
+
+JITTER_FACTOR = 1.2
+"""Acquire retries wait ``retry_period * (1 + random * JITTER_FACTOR)``, as client-go."""
+
+_POLL_INTERVAL = 0.1
+"""How often an in-flight acquire attempt checks whether ``stop`` was set."""
+
+
+def _default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class LeaderElectionConfig:
+    """Which Lease to contend for, as whom, and the timing (client-go's defaults)."""
+
+    name: str
+    namespace: str
+    identity: str = field(default_factory=_default_identity)
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    release_on_cancel: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.namespace or not self.identity:
+            raise ValueError("leader election needs a lease name, namespace and identity")
+        if self.lease_duration < 1:
+            raise ValueError("lease_duration must be at least 1 second")
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError("lease_duration must be greater than renew_deadline")
+        if self.retry_period <= 0 or self.renew_deadline <= JITTER_FACTOR * self.retry_period:
+            raise ValueError(f"renew_deadline must be greater than {JITTER_FACTOR} x retry_period")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionRecord:
+    """The Lease spec fields leader election reads and writes (times as sent)."""
+
+    holder_identity: str = ""
+    lease_duration_seconds: int = 0
+    acquire_time: str = ""
+    renew_time: str = ""
+    lease_transitions: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """A record and the time on OUR clock when we first saw it unchanged."""
+
+    record: LeaderElectionRecord
+    observed_at: float
+
+
+def format_micro_time(moment: datetime) -> str:
+    """A metav1.MicroTime in RFC 3339 with microseconds, in UTC."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def record_from_lease(lease: Mapping[str, Any]) -> LeaderElectionRecord:
+    """The leader election record held in a Lease object."""
+    spec = lease.get("spec") or {}
+    return LeaderElectionRecord(
+        holder_identity=str(spec.get("holderIdentity") or ""),
+        lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
+        acquire_time=str(spec.get("acquireTime") or ""),
+        renew_time=str(spec.get("renewTime") or ""),
+        lease_transitions=int(spec.get("leaseTransitions") or 0),
+    )
+
+
+def lease_spec(record: LeaderElectionRecord) -> dict[str, Any]:
+    """The Lease spec for ``record`` (what client-go's LeaderElectionRecordToLeaseSpec sends)."""
+    spec: dict[str, Any] = {
+        "holderIdentity": record.holder_identity,
+        "leaseDurationSeconds": record.lease_duration_seconds,
+        "leaseTransitions": record.lease_transitions,
+    }
+    if record.acquire_time:
+        spec["acquireTime"] = record.acquire_time
+    if record.renew_time:
+        spec["renewTime"] = record.renew_time
+    return spec
+
+
+def observe(previous: Observation | None, record: LeaderElectionRecord, now: float) -> Observation:
+    """``previous`` if the record is unchanged since then, else ``record`` seen ``now``."""
+    if previous is not None and previous.record == record:
+        return previous
+    return Observation(record, now)
+
+
+def may_acquire(observation: Observation, *, identity: str, now: float) -> bool:
+    """True when we may write ourselves into the Lease.
+
+    The Lease is free when nobody holds it, when we hold it already, or when its record
+    has not changed for its ``leaseDurationSeconds`` since we first observed it.
+    """
+    record = observation.record
+    if not record.holder_identity or record.holder_identity == identity:
+        return True
+    return now >= observation.observed_at + record.lease_duration_seconds
+
+
+def acquired_record(
+    old: LeaderElectionRecord | None,
+    *,
+    identity: str,
+    lease_duration_seconds: int,
+    now: datetime,
+) -> LeaderElectionRecord:
+    """The record that makes ``identity`` the holder (a renewal if it holds ``old``).
+
+    A renewal keeps ``acquireTime`` and ``leaseTransitions``; taking the Lease from
+    someone else (or from nobody) sets ``acquireTime`` and counts one more transition.
+    A new Lease starts at zero transitions.
+    """
+    stamp = format_micro_time(now)
+    if old is None:
+        return LeaderElectionRecord(identity, lease_duration_seconds, stamp, stamp, 0)
+    if old.holder_identity == identity:
+        return LeaderElectionRecord(
+            identity, lease_duration_seconds, old.acquire_time, stamp, old.lease_transitions
+        )
+    return LeaderElectionRecord(
+        identity, lease_duration_seconds, stamp, stamp, old.lease_transitions + 1
+    )
+
+
+def released_record(old: LeaderElectionRecord, *, now: datetime) -> LeaderElectionRecord:
+    """The record that gives the Lease up: no holder, 1 s duration (as client-go)."""
+    stamp = format_micro_time(now)
+    return LeaderElectionRecord("", 1, stamp, stamp, old.lease_transitions)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """One acquire-or-renew round: did we hold the Lease after it, and what we saw."""
+
+    acquired: bool
+    observation: Observation | None
+    lease: Mapping[str, Any] | None
+
+
+class LeaderElector:
+    """Contends for one Lease and calls back when this process starts and stops leading."""
+
+    def __init__(
+        self,
+        rest: RestClient,
+        config: LeaderElectionConfig,
+        *,
+        on_started_leading: Callable[[], None],
+        on_stopped_leading: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self._reader = LiveReader(rest)
+        self._writer = Writer(rest)
+        self._config = config
+        self._on_started_leading = on_started_leading
+        self._on_stopped_leading = on_stopped_leading
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._lease_seconds = int(config.lease_duration)
+        self._gauge = metrics.LEADER_ELECTION_MASTER_STATUS.labels(config.name)
+        self._observation: Observation | None = None
+        self._lease: Mapping[str, Any] | None = None
+        self._leading = False
+        self._describe = f"{config.namespace}/{config.name}"
+
+    @property
+    def is_leader(self) -> bool:
+        """True between ``on_started_leading`` and ``on_stopped_leading``."""
+        return self._leading
+
+    @property
+    def identity(self) -> str:
+        """The holder identity this elector writes into the Lease."""
+        return self._config.identity
+
+    def run(self, stop: threading.Event) -> None:
+        """Block: acquire, lead while renewing, then stop leading (see the module doc)."""
+        self._gauge.set(0)
+        if not self._acquire(stop):
+            return
+        self._set_leading(True)
+        try:
+            self._on_started_leading()
+            stopped = self._renew(stop)
+        finally:
+            self._set_leading(False)
+        if stopped:
+            if self._config.release_on_cancel:
+                self._release()
+            log.info("stopped leading lease %s", self._describe)
+        else:
+            log.error("lost lease %s: stopped leading", self._describe)
+        self._on_stopped_leading()
+
+    def _set_leading(self, leading: bool) -> None:
+        self._leading = leading
+        self._gauge.set(1 if leading else 0)
+
+    def _acquire(self, stop: threading.Event) -> bool:
+        log.info("attempting to acquire leader lease %s", self._describe)
+        while not stop.is_set():
+            outcome = self._bounded(self._try_acquire_or_renew, deadline=None, stop=stop)
+            if outcome is not None:
+                self._apply(outcome)
+                if outcome.acquired:
+                    log.info(
+                        "successfully acquired lease %s as %s", self._describe, self.identity
+                    )
+                    return True
+            period = self._config.retry_period * (1 + random.random() * JITTER_FACTOR)
+            if stop.wait(period):
+                break
+        return False
+
+    def _renew(self, stop: threading.Event) -> bool:
+        """Renew until ``stop`` (returns True) or until the Lease is lost (False)."""
+        config = self._config
+        last_renewed = self._clock()
+        while not stop.wait(config.retry_period):
+            deadline = last_renewed + config.renew_deadline
+            while True:
+                started = self._clock()
+                outcome = self._bounded(self._try_acquire_or_renew, deadline=deadline, stop=None)
+                if outcome is not None:
+                    self._apply(outcome)
+                    if outcome.acquired:
+                        last_renewed = started
+                        log.debug("renewed lease %s", self._describe)
+                        break
+                    if self._held_by_other():
+                        return False
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    log.error(
+                        "failed to renew lease %s within %.1fs", self._describe, config.renew_deadline
+                    )
+                    return False
+                if stop.wait(min(config.retry_period, remaining)):
+                    return True
+        return True
+
+    def _held_by_other(self) -> bool:
+        observation = self._observation
+        if observation is None:
+            return False
+        holder = observation.record.holder_identity
+        return bool(holder) and holder != self.identity
+
+    def _bounded(
+        self,
+        attempt: Callable[[Observation | None], _Outcome],
+        *,
+        deadline: float | None,
+        stop: threading.Event | None,
+    ) -> _Outcome | None:
+        """Run one attempt on a helper thread; None if ``deadline`` or ``stop`` came first.
+
+        A request can block for the REST client's whole retry budget; a leader must not
+        keep acting past its deadline while it waits, so the attempt is abandoned (its
+        late result is discarded, and at worst holds the Lease until it expires).
+        """
+        observation = self._observation
+        result: list[_Outcome] = []
+        done = threading.Event()
+
+        def target() -> None:
+            try:
+                result.append(attempt(observation))
+            except Exception:
+                log.exception("leader election attempt on lease %s failed", self._describe)
+            finally:
+                done.set()
+
+        threading.Thread(target=target, name="leader-election-attempt", daemon=True).start()
+        while True:
+            wait: float | None = None if deadline is None else deadline - self._clock()
+            if wait is not None and wait <= 0:
+                return None
+            if stop is not None:
+                wait = _POLL_INTERVAL if wait is None else min(wait, _POLL_INTERVAL)
+            if done.wait(wait):
+                return result[0] if result else _Outcome(False, observation, None)
+            if stop is not None and stop.is_set():
+                return None
+
+    def _apply(self, outcome: _Outcome) -> None:
+        previous = self._observation
+        if outcome.observation is not None:
+            holder = outcome.observation.record.holder_identity
+            if previous is None or previous.record.holder_identity != holder:
+                log.info("lease %s: holder is now %r", self._describe, holder or "<nobody>")
+            self._observation = outcome.observation
+        if outcome.lease is not None:
+            self._lease = outcome.lease
+
+    def _try_acquire_or_renew(self, previous: Observation | None) -> _Outcome:
+        config = self._config
+        try:
+            lease = self._reader.get(kinds.LEASE, config.name, config.namespace)
+        except errors.NotFound:
+            return self._create(previous)
+        except (errors.ApiError, errors.TransportError) as exc:
+            log.warning("error retrieving lease %s: %s", self._describe, exc)
+            return _Outcome(False, previous, None)
+        observation = observe(previous, record_from_lease(lease), self._clock())
+        if not may_acquire(observation, identity=config.identity, now=self._clock()):
+            return _Outcome(False, observation, lease)
+        record = acquired_record(
+            observation.record,
+            identity=config.identity,
+            lease_duration_seconds=self._lease_seconds,
+            now=self._wall_clock(),
+        )
+        try:
+            updated = self._write(lease, record)
+        except errors.Conflict:
+            log.debug("lease %s changed while we wrote it", self._describe)
+            return _Outcome(False, observation, lease)
+        except (errors.ApiError, errors.TransportError) as exc:
+            log.warning("error updating lease %s: %s", self._describe, exc)
+            return _Outcome(False, observation, lease)
+        return _Outcome(True, Observation(record_from_lease(updated), self._clock()), updated)
+
+    def _create(self, previous: Observation | None) -> _Outcome:
+        config = self._config
+        record = acquired_record(
+            None,
+            identity=config.identity,
+            lease_duration_seconds=self._lease_seconds,
+            now=self._wall_clock(),
+        )
+        body = {
+            "apiVersion": kinds.LEASE.api_version,
+            "kind": kinds.LEASE.kind,
+            "metadata": {"name": config.name, "namespace": config.namespace},
+            "spec": lease_spec(record),
+        }
+        try:
+            created = self._writer.create(kinds.LEASE, body)
+        except errors.AlreadyExists:
+            log.debug("lease %s was created by another candidate", self._describe)
+            return _Outcome(False, previous, None)
+        except (errors.ApiError, errors.TransportError) as exc:
+            log.warning("error creating lease %s: %s", self._describe, exc)
+            return _Outcome(False, previous, None)
+        return _Outcome(True, Observation(record_from_lease(created), self._clock()), created)
+
+    def _write(self, lease: Mapping[str, Any], record: LeaderElectionRecord) -> dict[str, Any]:
+        body = objects.thaw(lease)
+        body["spec"] = lease_spec(record)
+        return self._writer.update(kinds.LEASE, body)
+
+    def _release(self) -> None:
+        """Give the Lease up if we still hold it (bounded by ``renew_deadline``)."""
+        observation, lease = self._observation, self._lease
+        if observation is None or lease is None or not self._holds(observation):
+            return
+        record = released_record(observation.record, now=self._wall_clock())
+
+        def attempt(_previous: Observation | None) -> _Outcome:
+            try:
+                released = self._write(lease, record)
+            except (errors.ApiError, errors.TransportError) as exc:
+                log.warning("failed to release lease %s: %s", self._describe, exc)
+                return _Outcome(False, None, None)
+            return _Outcome(True, Observation(record_from_lease(released), self._clock()), released)
+
+        deadline = self._clock() + self._config.renew_deadline
+        outcome = self._bounded(attempt, deadline=deadline, stop=None)
+        if outcome is None:
+            log.warning("releasing lease %s timed out", self._describe)
+        elif outcome.acquired:
+            self._apply(outcome)
+            log.info("released lease %s", self._describe)
+
+    def _holds(self, observation: Observation) -> bool:
+        return observation.record.holder_identity == self.identity

@@ -1,0 +1,82 @@
+"""Predicates: which events a watch lets through to the work queue.
+
+The same set controller-runtime offers: ``resource_version_changed`` (drops resync
+updates), ``generation_changed`` (spec changes only), and the combinators ``and_``,
+``or_`` and ``not_``. A predicate is a triple of functions, one per event type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cronjob_operator.runtime.objects import Obj
+
+__all__ = [
+    "Predicate",
+    "and_",
+    "generation_changed",
+    "not_",
+    "or_",
+    "resource_version_changed",
+]
+
+
+def _always(*_objs: Obj) -> bool:
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Predicate:
+    """Filters for create, update and delete events; each defaults to letting all through."""
+
+    create: Callable[[Obj], bool] = _always
+    update: Callable[[Obj, Obj], bool] = _always
+    delete: Callable[[Obj], bool] = _always
+
+
+def _metadata(obj: Obj, field: str) -> object:
+    return (obj.get("metadata") or {}).get(field)
+
+
+def resource_version_changed() -> Predicate:
+    """Updates pass only when ``metadata.resourceVersion`` changed (not a resync)."""
+    return Predicate(
+        update=lambda old, new: (
+            _metadata(old, "resourceVersion") != _metadata(new, "resourceVersion")
+        )
+    )
+
+
+def generation_changed() -> Predicate:
+    """Updates pass only when ``metadata.generation`` changed (spec, not status)."""
+    return Predicate(
+        update=lambda old, new: _metadata(old, "generation") != _metadata(new, "generation")
+    )
+
+
+def and_(*predicates: Predicate) -> Predicate:
+    """All of ``predicates`` must pass."""
+    return Predicate(
+        create=lambda obj: all(p.create(obj) for p in predicates),
+        update=lambda old, new: all(p.update(old, new) for p in predicates),
+        delete=lambda obj: all(p.delete(obj) for p in predicates),
+    )
+
+
+def or_(*predicates: Predicate) -> Predicate:
+    """Any of ``predicates`` passing is enough."""
+    return Predicate(
+        create=lambda obj: any(p.create(obj) for p in predicates),
+        update=lambda old, new: any(p.update(old, new) for p in predicates),
+        delete=lambda obj: any(p.delete(obj) for p in predicates),
+    )
+
+
+def not_(predicate: Predicate) -> Predicate:
+    """The opposite of ``predicate``."""
+    return Predicate(
+        create=lambda obj: not predicate.create(obj),
+        update=lambda old, new: not predicate.update(old, new),
+        delete=lambda obj: not predicate.delete(obj),
+    )

@@ -1,0 +1,228 @@
+"""The reflector: keeps a store equal to the API server's objects of one kind.
+
+It follows client-go's ListAndWatch:
+
+* The first LIST asks for ``resourceVersion=0`` (served from the API server's watch
+  cache) in pages of 500; a LIST after ``410 Gone`` asks for ``resourceVersion=""`` (a
+  consistent read), because the old version is exactly what the server forgot.
+* The WATCH starts at the list's resourceVersion with bookmarks on and a server-side
+  timeout drawn between 5 and 10 minutes, so a fleet of operators does not reconnect in
+  lock-step. A clean close watches again from the last version seen, without a relist.
+  Bookmarks only move the version.
+* A 410 (as an HTTP status or as an ERROR event) relists. Objects that vanished between
+  two lists are delivered as deletes carrying their last known state (tombstones).
+* A stream that goes silent is cut by a client-side read timeout longer than the bookmark
+  interval. Connection errors back off (0.8 s doubling to 30 s, jittered, reset after two
+  quiet minutes) and never end the reflector's thread.
+
+Each object is transformed (``managedFields`` stripped by default) and frozen once, on
+arrival, so every later read can share it without copying.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.rest import RestClient, WatchStream
+from cronjob_operator.runtime.store import Store
+
+__all__ = ["Backoff", "EventSink", "Reflector", "Transform", "strip_managed_fields"]
+
+log = logging.getLogger(__name__)
+
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
+"""Changes a freshly decoded object before it is frozen into the cache."""
+
+PAGE_SIZE = 500
+WATCH_TIMEOUT_RANGE = (300, 600)
+READ_TIMEOUT = 120.0
+
+
+def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """The default transform: drop ``metadata.managedFields``, which no controller reads."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
+    return obj
+
+
+class EventSink(Protocol):
+    """Where the reflector reports changes, after the store has been updated."""
+
+    def on_add(self, obj: objects.Obj) -> None: ...
+
+    def on_update(self, old: objects.Obj, new: objects.Obj) -> None: ...
+
+    def on_delete(self, obj: objects.Obj) -> None: ...
+
+    def on_synced(self) -> None: ...
+
+
+class Backoff:
+    """Jittered exponential backoff that resets after a quiet period."""
+
+    def __init__(
+        self,
+        initial: float = 0.8,
+        maximum: float = 30.0,
+        reset_after: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._initial, self._maximum, self._reset_after = initial, maximum, reset_after
+        self._clock = clock
+        self._current = 0.0
+        self._last_failure = -float("inf")
+
+    def next_delay(self) -> float:
+        """The delay before the next attempt, after one more failure."""
+        now = self._clock()
+        if now - self._last_failure > self._reset_after:
+            self._current = 0.0
+        self._last_failure = now
+        self._current = min(self._maximum, self._current * 2 if self._current else self._initial)
+        return self._current * random.uniform(1.0, 1.5)
+
+
+class Reflector:
+    """List-and-watch for one kind, feeding ``store`` and then ``sink``."""
+
+    def __init__(
+        self,
+        rest: RestClient,
+        kind: Kind,
+        store: Store,
+        sink: EventSink,
+        *,
+        namespace: str | None = None,
+        transform: Transform = strip_managed_fields,
+        read_timeout: float = READ_TIMEOUT,
+    ) -> None:
+        self._rest = rest
+        self._kind = kind
+        self._store = store
+        self._sink = sink
+        self._namespace = namespace
+        self._transform = transform
+        self._read_timeout = read_timeout
+        self._stream: WatchStream | None = None
+        self._lock = threading.Lock()
+        self.resource_version = ""
+        self.last_error: Exception | None = None
+
+    def run(self, stop: threading.Event) -> None:
+        """List and watch until ``stop`` is set; errors back off and retry, never escape."""
+        backoff = Backoff()
+        list_from = "0"
+        need_list = True
+        while not stop.is_set():
+            try:
+                if need_list:
+                    self._list(list_from)
+                    need_list = False
+                self._watch(stop)
+                self.last_error = None
+            except errors.Gone:
+                log.info(
+                    "%s: resourceVersion %s is gone; relisting", self._kind, self.resource_version
+                )
+                need_list, list_from = True, ""
+            except Exception as exc:  # any failure: log, back off, keep the thread alive
+                self.last_error = exc
+                delay = backoff.next_delay()
+                log.warning("%s: list/watch failed, retrying in %.1fs: %s", self._kind, delay, exc)
+                stop.wait(delay)
+
+    def stop(self) -> None:
+        """Cut the open watch so ``run`` notices its stop event at once."""
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    def _list(self, resource_version: str) -> None:
+        items: list[objects.Obj] = []
+        params: dict[str, Any] = {"limit": PAGE_SIZE, "resourceVersion": resource_version}
+        path = self._kind.collection_path(self._namespace)
+        while True:
+            page = self._rest.request("GET", path, params=params, timeout=self._read_timeout)
+            items.extend(self._decode(item) for item in page.get("items") or ())
+            metadata = page.get("metadata") or {}
+            token = metadata.get("continue")
+            if not token:
+                break
+            params = {"limit": PAGE_SIZE, "continue": token}
+        self._replace(items)
+        self.resource_version = str(metadata.get("resourceVersion") or "")
+        self._sink.on_synced()
+
+    def _replace(self, items: list[objects.Obj]) -> None:
+        before = {objects.object_key(obj): obj for obj in self._store.list()}
+        vanished = self._store.replace(items)
+        for obj in items:
+            old = before.get(objects.object_key(obj))
+            if old is None:
+                self._sink.on_add(obj)
+            elif _resource_version(old) != _resource_version(obj):
+                self._sink.on_update(old, obj)
+        for obj in vanished:
+            self._sink.on_delete(obj)
+
+    def _watch(self, stop: threading.Event) -> None:
+        params = {
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": random.randint(*WATCH_TIMEOUT_RANGE),
+        }
+        stream = self._rest.watch(
+            self._kind.collection_path(self._namespace), params, read_timeout=self._read_timeout
+        )
+        with self._lock:
+            self._stream = stream
+        try:
+            if stop.is_set():
+                return
+            for event in stream:
+                self._handle(event)
+                if stop.is_set():
+                    return
+        finally:
+            with self._lock:
+                self._stream = None
+            stream.close()
+
+    def _handle(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        raw = event.get("object") or {}
+        if kind == "ERROR":
+            code = int(raw.get("code") or 500)
+            raise errors.api_error(code, raw)
+        if kind == "BOOKMARK":
+            self.resource_version = _resource_version(raw) or self.resource_version
+            return
+        obj = self._decode(raw)
+        if kind == "DELETED":
+            self._store.delete(objects.object_key(obj))
+            self._sink.on_delete(obj)
+        else:
+            old = self._store.upsert(obj)
+            if old is None:
+                self._sink.on_add(obj)
+            else:
+                self._sink.on_update(old, obj)
+        self.resource_version = _resource_version(obj) or self.resource_version
+
+    def _decode(self, raw: dict[str, Any]) -> objects.Obj:
+        raw.setdefault("apiVersion", self._kind.api_version)
+        raw.setdefault("kind", self._kind.kind)
+        return objects.freeze(self._transform(raw))  # type: ignore[no-any-return]
+
+
+def _resource_version(obj: objects.Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")

@@ -1,0 +1,274 @@
+"""The HTTP transport to the API server: JSON in, JSON out, typed errors, bounded retries.
+
+The official ``kubernetes`` package gives us configuration (kubeconfig, in-cluster
+service account, exec plugins, client certificates) and builds the urllib3 pool; we
+use that and nothing else of it. Bodies are parsed with orjson into plain dicts; the
+generated model classes are never involved (they cost several times the parse).
+
+``request`` retries transient failures only (connection errors, timeouts, 429, 5xx)
+with jittered exponential backoff, honouring ``Retry-After``, inside a bounded budget
+(``RetryPolicy``); any other 4xx is raised at once as its typed ``ApiError``. ``watch``
+opens one streaming request and yields its events; it never retries, because its
+caller (the reflector) owns the reconnect policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import orjson
+import tenacity
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from cronjob_operator import __version__
+from cronjob_operator.runtime import errors, metrics
+
+__all__ = ["RestClient", "RetryPolicy", "WatchStream", "load_configuration"]
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+USER_AGENT = f"cronjob-operator/{__version__}"
+
+
+def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+    """Build a fresh client configuration (never the package's global default).
+
+    An explicit kubeconfig path wins; otherwise the in-cluster service account; otherwise
+    the default kubeconfig ($KUBECONFIG or ~/.kube/config), as controller-runtime does.
+    """
+    configuration = k8s_client.Configuration()
+    if kubeconfig:
+        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return configuration
+    try:
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except k8s_config.ConfigException:
+        k8s_config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return configuration
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How transient failures are retried: attempts and total time are both bounded."""
+
+    max_attempts: int = 6
+    budget_seconds: float = 30.0
+    initial_backoff: float = 0.2
+    max_backoff: float = 5.0
+
+
+class _WaitRetryAfter(tenacity.wait.wait_base):
+    """Wait what the server asked for (429/503 Retry-After), else jittered backoff."""
+
+    def __init__(self, fallback: tenacity.wait.wait_base) -> None:
+        self._fallback = fallback
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        outcome = retry_state.outcome
+        error = outcome.exception() if outcome is not None else None
+        if isinstance(error, errors.ApiError) and error.retry_after is not None:
+            return float(error.retry_after)
+        return float(self._fallback(retry_state))
+
+
+class WatchStream:
+    """One open watch: iterate it for events; ``close`` (from any thread) ends it."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+        self._closed = threading.Event()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buffer = b""
+        try:
+            for chunk in self._response.stream(65536, decode_content=True):
+                buffer += chunk
+                while True:
+                    line, sep, rest = buffer.partition(b"\n")
+                    if not sep:
+                        break
+                    buffer = rest
+                    if line.strip():
+                        yield orjson.loads(line)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if not self._closed.is_set():
+                raise errors.TransportError(f"watch stream broke: {exc}") from exc
+        finally:
+            self._response.release_conn()
+
+    def close(self) -> None:
+        """Stop the stream; a blocked iteration ends without an error."""
+        self._closed.set()
+        try:
+            self._response.shutdown()
+        except Exception:  # closing a half-dead socket may fail in any way
+            log.debug("closing a watch stream failed", exc_info=True)
+
+
+class RestClient:
+    """A thread-safe JSON client for one API server, sharing one connection pool."""
+
+    def __init__(
+        self,
+        configuration: k8s_client.Configuration,
+        *,
+        pool_size: int = 32,
+        retry: RetryPolicy | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        configuration.connection_pool_maxsize = pool_size
+        self._configuration = configuration
+        self._pool: urllib3.PoolManager = k8s_client.rest.RESTClientObject(
+            configuration
+        ).pool_manager
+        self._host = configuration.host.rstrip("/")
+        self._metric_host = urlsplit(self._host).netloc
+        self._retry = retry or RetryPolicy()
+        self._timeout = timeout
+
+    @property
+    def host(self) -> str:
+        """The API server's base URL."""
+        return self._host
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send one request (retrying transient failures) and return the parsed JSON body.
+
+        Raises the typed ``ApiError`` for an error status, or ``TransportError`` once the
+        retry budget is spent on connection failures.
+        """
+        policy = self._retry
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(errors.is_transient),
+            stop=(
+                tenacity.stop_after_attempt(policy.max_attempts)
+                | tenacity.stop_after_delay(policy.budget_seconds)
+            ),
+            wait=_WaitRetryAfter(
+                tenacity.wait_exponential_jitter(
+                    initial=policy.initial_backoff, max=policy.max_backoff
+                )
+            ),
+            before_sleep=_log_retry(method, path),
+            reraise=True,
+        )
+        return retrying(
+            self._request_once, method, path, params, body, content_type, timeout or self._timeout
+        )
+
+    def watch(self, path: str, params: Mapping[str, Any], *, read_timeout: float) -> WatchStream:
+        """Open a watch on ``path``; raises the typed error when the server refuses it."""
+        query = {**params, "watch": "true"}
+        response = self._send("GET", path, query, None, JSON, read_timeout, stream=True)
+        return WatchStream(response)
+
+    def _request_once(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float,
+    ) -> Any:
+        response = self._send(method, path, params, body, content_type, timeout, stream=False)
+        data = response.data
+        return orjson.loads(data) if data else None
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float,
+        *,
+        stream: bool,
+    ) -> urllib3.BaseHTTPResponse:
+        url = self._host + path
+        if params:
+            url += "?" + urlencode({k: _query_value(v) for k, v in params.items() if v is not None})
+        headers = self._headers(content_type if body is not None else None)
+        encoded = orjson.dumps(body) if body is not None else None
+        try:
+            response = self._pool.request(
+                method,
+                url,
+                body=encoded,
+                headers=headers,
+                preload_content=not stream,
+                timeout=urllib3.Timeout(connect=10.0, read=timeout),
+                retries=False,
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            metrics.REST_CLIENT_REQUESTS.labels("<error>", method, self._metric_host).inc()
+            raise errors.TransportError(f"{method} {path}: {exc}") from exc
+        metrics.REST_CLIENT_REQUESTS.labels(str(response.status), method, self._metric_host).inc()
+        if response.status >= 400:
+            raise _error_from(response)
+        return response
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": JSON, "User-Agent": USER_AGENT}
+        if content_type:
+            headers["Content-Type"] = content_type
+        token = self._configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            headers["Authorization"] = token
+        return headers
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _error_from(response: urllib3.BaseHTTPResponse) -> errors.ApiError:
+    data = response.data if response.data is not None else b""
+    try:
+        status = orjson.loads(data) if data else {}
+    except orjson.JSONDecodeError:
+        status = {"message": data.decode("utf-8", "replace")[:500]}
+    if not isinstance(status, dict):
+        status = {"message": str(status)}
+    retry_after: float | None = None
+    header = response.headers.get("Retry-After")
+    if header is not None:
+        try:
+            retry_after = min(float(header), 60.0)
+        except ValueError:
+            retry_after = None
+    return errors.api_error(response.status, status, retry_after)
+
+
+def _log_retry(method: str, path: str) -> Any:
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        log.warning(
+            "retrying %s %s after transient failure (attempt %d): %s",
+            method,
+            path,
+            state.attempt_number,
+            error,
+        )
+
+    return before_sleep

@@ -1,0 +1,119 @@
+"""The manager's small HTTP servers: health probes and Prometheus metrics.
+
+``/healthz`` and ``/readyz`` run named checks (a check returns None when fine, or a
+reason); ``/readyz/<name>`` runs one; ``?verbose`` lists every check, as the API
+server's own endpoints do. ``/metrics`` serves the runtime's registry in the Prometheus
+text format. Addresses use controller-runtime's flag syntax: ``":8081"`` binds every
+interface, ``"127.0.0.1:0"`` picks a free port (read it back from ``port``), ``"0"``
+or ``""`` disables the server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from cronjob_operator.runtime.metrics import REGISTRY
+
+__all__ = ["Check", "HttpServer", "parse_address"]
+
+log = logging.getLogger(__name__)
+
+Check = Callable[[], str | None]
+"""A named health or readiness check: None when healthy, else why not."""
+
+
+def parse_address(address: str) -> tuple[str, int] | None:
+    """``":8081"`` -> ("0.0.0.0", 8081); ``"0"`` or ``""`` -> None (disabled)."""
+    if address in {"", "0"}:
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"bind address {address!r} must look like ':8081' or '127.0.0.1:8081'")
+    return (host or "0.0.0.0", int(port))
+
+
+def _check_response(checks: Mapping[str, Check], path: str, verbose: bool) -> tuple[int, str]:
+    group, _, only = path.strip("/").partition("/")
+    selected = {name: check for name, check in checks.items() if not only or name == only}
+    if only and not selected:
+        return 404, f"no check named {only!r} in /{group}\n"
+    lines, healthy = [], True
+    for name, check in selected.items():
+        try:
+            problem = check()
+        except Exception as exc:  # a failing check is an unhealthy check
+            problem = f"check raised {exc!r}"
+        healthy &= problem is None
+        lines.append(f"[+]{name} ok" if problem is None else f"[-]{name} failed: {problem}")
+    status = 200 if healthy else 500
+    if verbose or not healthy:
+        return status, "\n".join(
+            [*lines, f"{group} check {'passed' if healthy else 'failed'}"]
+        ) + "\n"
+    return status, "ok"
+
+
+class HttpServer:
+    """Serves probes and/or metrics on one address, on a daemon thread."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        *,
+        health: Mapping[str, Check] | None = None,
+        ready: Mapping[str, Check] | None = None,
+        serve_metrics: bool = False,
+    ) -> None:
+        routes: dict[str, Mapping[str, Check]] = {}
+        if health is not None:
+            routes["healthz"] = health
+        if ready is not None:
+            routes["readyz"] = ready
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                url = urlsplit(self.path)
+                group = url.path.strip("/").partition("/")[0]
+                if serve_metrics and url.path == "/metrics":
+                    self._reply(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+                elif group in routes:
+                    status, body = _check_response(routes[group], url.path, "verbose" in url.query)
+                    self._reply(status, body.encode(), "text/plain; charset=utf-8")
+                else:
+                    self._reply(404, b"not found\n", "text/plain; charset=utf-8")
+
+            def _reply(self, status: int, body: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                log.debug("http: " + format, *args)
+
+        self._server = ThreadingHTTPServer(address, Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name=f"http-{address[1]}", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when the address asked for port 0)."""
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        """Serve on a daemon thread; returns at once."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,152 @@
+"""The CronJob controller's pure rules: classification, status sync, pruning, Job shape."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from cronjob_operator.controllers import cronjob_state as state
+from cronjob_operator.runtime.objects import freeze
+
+
+def job(
+    name: str,
+    *,
+    uid: str | None = None,
+    finished: str | None = None,
+    start: str | None = None,
+    completion: str | None = None,
+) -> Any:
+    status: dict[str, Any] = {}
+    if finished:
+        status["conditions"] = [{"type": finished, "status": "True"}]
+    if start:
+        status["startTime"] = start
+    if completion:
+        status["completionTime"] = completion
+    return freeze(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "uid": uid or f"uid-{name}",
+                "resourceVersion": "7",
+            },
+            "status": status,
+        }
+    )
+
+
+def test_classify_by_terminal_conditions() -> None:
+    sets = state.classify([job("a"), job("b", finished="Complete"), job("c", finished="Failed")])
+    assert [j["metadata"]["name"] for j in sets.active] == ["a"]
+    assert [j["metadata"]["name"] for j in sets.successful] == ["b"]
+    assert [j["metadata"]["name"] for j in sets.failed] == ["c"]
+
+
+def test_condition_false_is_not_finished() -> None:
+    pending = freeze(
+        {
+            "metadata": {"name": "x"},
+            "status": {"conditions": [{"type": "Complete", "status": "False"}]},
+        }
+    )
+    assert state.finished_state(pending) is None
+
+
+def test_sync_removes_finished_and_confirmed_missing_adds_unlisted() -> None:
+    done = job("done", finished="Complete", completion="2016-05-19T10:05:00Z")
+    running = job("running")
+    status: dict[str, Any] = {
+        "active": [
+            state.job_reference(done),
+            {"name": "gone", "uid": "uid-gone"},
+            {"name": "lagging", "uid": "uid-lag"},
+        ],
+        "lastSuccessfulTime": "2016-05-19T09:00:00Z",
+    }
+    sets = state.classify([done, running])
+    notices = state.sync_status(status, sets, confirmed_missing=["uid-gone"])
+    assert [n.reason for n in notices] == ["SawCompletedJob", "MissingJob"]
+    assert [ref["name"] for ref in status["active"]] == ["lagging", "running"]
+    assert status["lastSuccessfulTime"] == "2016-05-19T10:05:00Z"
+
+
+def test_last_successful_time_only_moves_forward() -> None:
+    status: dict[str, Any] = {"lastSuccessfulTime": "2016-05-19T11:00:00Z"}
+    state.sync_status(
+        status, state.classify([job("old", finished="Complete", completion="2016-05-19T10:00:00Z")])
+    )
+    assert status["lastSuccessfulTime"] == "2016-05-19T11:00:00Z"
+
+
+def test_sync_never_lists_a_job_twice() -> None:
+    running = job("running")
+    status: dict[str, Any] = {"active": [state.job_reference(running)]}
+    state.sync_status(status, state.classify([running]))
+    state.sync_status(status, state.classify([running]))
+    assert len(status["active"]) == 1
+
+
+def test_unconfirmed_active_lists_entries_the_cache_lacks() -> None:
+    status = {"active": [{"name": "a", "uid": "uid-a"}, {"name": "b", "uid": "uid-b"}]}
+    assert [r["name"] for r in state.unconfirmed_active(status, [job("a")])] == ["b"]
+
+
+def test_prune_oldest_by_start_time_unset_last_ties_by_name() -> None:
+    jobs = [
+        job("d"),
+        job("c", start="2016-05-19T10:00:00Z"),
+        job("b", start="2016-05-19T09:00:00Z"),
+        job("a", start="2016-05-19T10:00:00Z"),
+    ]
+    assert [j["metadata"]["name"] for j in state.to_prune(jobs, 1)] == ["b", "a", "c"]
+    assert state.to_prune(jobs, None) == []
+    assert len(state.to_prune(jobs, 0)) == 4
+    assert state.to_prune(jobs, 4) == []
+
+
+def test_job_name_and_shape() -> None:
+    scheduled = datetime(2016, 5, 19, 10, 0, tzinfo=UTC)
+    cronjob = freeze(
+        {
+            "apiVersion": "batch.tutorial.kubebuilder.io/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "hello", "namespace": "ns", "uid": "cj-uid"},
+            "spec": {
+                "jobTemplate": {
+                    "metadata": {"labels": {"app": "x"}, "annotations": {"note": "y"}},
+                    "spec": {
+                        "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+                    },
+                }
+            },
+        }
+    )
+    built = state.build_job(cronjob, scheduled, ZoneInfo("Europe/Berlin"))
+    assert built["metadata"]["name"] == "hello-1463652000"
+    assert built["metadata"]["labels"] == {"app": "x"}
+    assert built["metadata"]["annotations"] == {
+        "note": "y",
+        state.SCHEDULED_AT_ANNOTATION: "2016-05-19T12:00:00+02:00",
+    }
+    owner = built["metadata"]["ownerReferences"][0]
+    assert owner == {
+        "apiVersion": "batch.tutorial.kubebuilder.io/v1",
+        "kind": "CronJob",
+        "name": "hello",
+        "uid": "cj-uid",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    built["spec"]["template"]["spec"]["containers"][0]["image"] = "changed"  # a mutable copy
+    assert (
+        cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"]
+        == "busybox"
+    )
+
+
+def test_max_length_name_fits_job_name_limit() -> None:
+    name = state.job_name("x" * 52, datetime(2100, 1, 1, tzinfo=UTC))
+    assert len(name) <= 63
