@@ -1,0 +1,259 @@
+"""The CronJob API, batch.tutorial.kubebuilder.io/v1: the tutorial's ``cronjob_types.go``.
+
+The models describe the resource twice over. As pydantic models they validate objects
+the way the API server will (tests, samples, anything that builds a CronJob) and
+round-trip what the server returns. As the source of the CRD (``crdgen`` reads them and
+``CRONJOB_RESOURCE``) their field docstrings, constraints, defaults and CEL rules become
+the OpenAPI schema, so both checks stay one fact.
+
+The reconciler does not validate whole objects: the job template is copied to the Job
+as the JSON it is, and a CronJob stored while validation was bypassed (say, an unknown
+time zone) must still be read so the controller can report it. ``read_settings`` reads
+just the fields the reconciler acts on, without those checks.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections.abc import Mapping
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Self
+
+from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from cronjob_operator.api.core import JobTemplateSpec
+from cronjob_operator.api.markers import PrinterColumn, Resource, ValidationRule
+from cronjob_operator.api.meta import (
+    Condition,
+    KubeModel,
+    NonNegativeInt32,
+    NonNegativeInt64,
+    ObjectMeta,
+    ObjectReference,
+)
+from cronjob_operator.runtime.kinds import Kind
+
+__all__ = [
+    "CRONJOB",
+    "CRONJOB_NAME_RULE",
+    "CRONJOB_RESOURCE",
+    "MAX_NAME_LENGTH",
+    "ConcurrencyPolicy",
+    "CronJob",
+    "CronJobSettings",
+    "CronJobSpec",
+    "CronJobStatus",
+    "read_settings",
+]
+
+CRONJOB = Kind("batch.tutorial.kubebuilder.io", "v1", "CronJob", "cronjobs")
+
+MAX_NAME_LENGTH = 52
+"""Longest CronJob name: a Job is named ``<name>-<unix seconds>`` (11 more characters)
+and a Job name becomes a label value on its pods, which must fit 63."""
+
+CRONJOB_NAME_RULE = ValidationRule(
+    rule=f"self.metadata.name.size() <= {MAX_NAME_LENGTH}",
+    message=f"metadata.name: must be no more than {MAX_NAME_LENGTH} characters (the Job "
+    "name appends an 11-character suffix and must fit 63)",
+)
+
+_SCHEDULE_RULES = (
+    (
+        "!self.startsWith('TZ=') && !self.startsWith('CRON_TZ=')",
+        "schedule: a TZ= or CRON_TZ= prefix is not supported; set spec.timeZone instead",
+    ),
+    ("self != '@reboot'", "schedule: @reboot is not supported; there is no machine to reboot"),
+)
+_TIME_ZONE_PATTERN = r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$"
+_TIME_ZONE_RULES = (
+    (
+        "self != 'Local'",
+        "timeZone: Local is not allowed (it would depend on the controller's machine); "
+        "use an IANA name such as UTC or Europe/Berlin",
+    ),
+    # CEL's timestamp accessors take a zone name and fail on an unknown one; the API
+    # server reports a failing rule as "Invalid value: ... unknown time zone X", so this
+    # rule rejects names missing from the server's time zone database (kube-apiserver
+    # embeds one). It is true for every known zone.
+    (
+        "timestamp('2000-01-01T00:00:00Z').getFullYear(self) > 0",
+        "timeZone: must be a time zone name from the IANA database, such as UTC or Europe/Berlin",
+    ),
+)
+
+
+def _cel(rules: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
+class ConcurrencyPolicy(StrEnum):
+    """Specifies how to treat concurrent executions of a Job. Valid values are:
+
+    - "Allow" (default): allows CronJobs to run concurrently;
+    - "Forbid": forbids concurrent runs, skipping next run if previous run hasn't
+      finished yet;
+    - "Replace": cancels currently running job and replaces it with a new one"""
+
+    ALLOW = "Allow"
+    FORBID = "Forbid"
+    REPLACE = "Replace"
+
+
+class CronJobSpec(KubeModel):
+    """CronJobSpec defines the desired state of CronJob."""
+
+    schedule: Annotated[str, StringConstraints(min_length=1, max_length=1024)] = Field(
+        json_schema_extra=_cel(_SCHEDULE_RULES)
+    )
+    """The schedule in Cron format (minute hour day-of-month month day-of-week), see
+    https://en.wikipedia.org/wiki/Cron. Names, ranges, lists, steps, and the macros
+    @yearly, @monthly, @weekly, @daily, @hourly and "@every <duration>" are accepted."""
+    time_zone: (
+        Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=_TIME_ZONE_PATTERN)]
+        | None
+    ) = Field(default=None, json_schema_extra=_cel(_TIME_ZONE_RULES))
+    """The time zone name for the given schedule, from the IANA time zone database
+    (https://en.wikipedia.org/wiki/List_of_tz_database_time_zones), e.g. Europe/Berlin.
+    If not specified, the schedule is read in UTC."""
+    starting_deadline_seconds: NonNegativeInt64 | None = None
+    """Optional deadline in seconds for starting the job if it misses scheduled time for
+    any reason. Missed jobs executions will be counted as failed ones."""
+    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
+    """Specifies how to treat concurrent executions of a Job. Valid values are:
+    "Allow" (default): allows CronJobs to run concurrently;
+    "Forbid": forbids concurrent runs, skipping next run if previous run hasn't finished
+    yet; "Replace": cancels currently running job and replaces it with a new one."""
+    suspend: bool = False
+    """This flag tells the controller to suspend subsequent executions, it does not apply
+    to already started executions. Defaults to false."""
+    job_template: JobTemplateSpec
+    """Specifies the job that will be created when executing a CronJob."""
+    successful_jobs_history_limit: NonNegativeInt32 | None = 3
+    """The number of successful finished jobs to retain. This is a pointer to distinguish
+    between explicit zero and not specified. Defaults to 3."""
+    failed_jobs_history_limit: NonNegativeInt32 | None = 1
+    """The number of failed finished jobs to retain. This is a pointer to distinguish
+    between explicit zero and not specified. Defaults to 1."""
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule_is_supported(cls, schedule: str) -> str:
+        if schedule.startswith(("TZ=", "CRON_TZ=")):
+            raise ValueError(_SCHEDULE_RULES[0][1])
+        if schedule == "@reboot":
+            raise ValueError(_SCHEDULE_RULES[1][1])
+        return schedule
+
+    @field_validator("time_zone")
+    @classmethod
+    def _time_zone_is_known(cls, time_zone: str | None) -> str | None:
+        if time_zone is None:
+            return None
+        if time_zone == "Local":
+            raise ValueError(_TIME_ZONE_RULES[0][1])
+        try:
+            zoneinfo.ZoneInfo(time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(_TIME_ZONE_RULES[1][1]) from None
+        return time_zone
+
+
+class CronJobStatus(KubeModel):
+    """CronJobStatus defines the observed state of CronJob."""
+
+    active: list[ObjectReference] | None = Field(
+        default=None, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
+    """A list of pointers to currently running jobs."""
+    last_schedule_time: datetime | None = None
+    """Information when was the last time the job was successfully scheduled (the
+    scheduled time, not the time the Job was created)."""
+    last_successful_time: datetime | None = None
+    """Information when was the last time the job successfully completed."""
+    conditions: list[Condition] | None = Field(
+        default=None,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
+    """Conditions represent the current state of the CronJob resource: Available,
+    Progressing and Degraded."""
+    observed_generation: NonNegativeInt64 | None = None
+    """The .metadata.generation the controller last acted on."""
+
+
+class CronJob(KubeModel):
+    """CronJob is the Schema for the cronjobs API."""
+
+    api_version: str = CRONJOB.api_version
+    kind: str = CRONJOB.kind
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: CronJobSpec
+    """Spec defines the desired state of CronJob."""
+    status: CronJobStatus | None = None
+    """Status defines the observed state of CronJob."""
+
+    @model_validator(mode="after")
+    def _name_fits_job_names(self) -> Self:
+        name = self.metadata.name or ""
+        if len(name) > MAX_NAME_LENGTH:
+            raise ValueError(CRONJOB_NAME_RULE.message)
+        return self
+
+
+class CronJobSettings(KubeModel):
+    """The spec fields the reconciler acts on, read without validating their values.
+
+    Defaults are the schema's, for objects stored before the defaults existed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schedule: str
+    time_zone: str | None = None
+    starting_deadline_seconds: int | None = None
+    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
+    suspend: bool = False
+    successful_jobs_history_limit: int | None = 3
+    failed_jobs_history_limit: int | None = 1
+
+
+def read_settings(cronjob: Mapping[str, Any]) -> CronJobSettings:
+    """The reconciler's view of a CronJob object (raw JSON, e.g. from the cache).
+
+    Unknown fields and the job template are not looked at; a time zone or schedule that
+    validation would reject is returned as stored, for the controller to report.
+    Raises ``pydantic.ValidationError`` only when a field has the wrong JSON type.
+    """
+    return CronJobSettings.model_validate(cronjob.get("spec") or {})
+
+
+CRONJOB_RESOURCE = Resource(
+    kind=CRONJOB,
+    model=CronJob,
+    singular="cronjob",
+    # Not "cj": that is the built-in batch/v1 CronJob's short name, and kubectl would
+    # resolve it to one of the two depending on discovery order.
+    short_names=("cjt",),
+    printer_columns=(
+        PrinterColumn("Schedule", "string", ".spec.schedule", "The cron schedule."),
+        PrinterColumn("TimeZone", "string", ".spec.timeZone", "The schedule's time zone."),
+        PrinterColumn("Suspend", "boolean", ".spec.suspend", "Whether runs are suspended."),
+        # CRD printer columns cannot count a list (the built-in CronJob's ACTIVE is a
+        # count computed in Go); the column shows the first active Job's name, empty
+        # when none is running. status.active has them all.
+        PrinterColumn(
+            "Active", "string", ".status.active[*].name", "An active Job (the first one)."
+        ),
+        PrinterColumn(
+            "Last Schedule",
+            "date",
+            ".status.lastScheduleTime",
+            "When the last Job was scheduled.",
+        ),
+        PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Age of the CronJob."),
+    ),
+    validations=(CRONJOB_NAME_RULE,),
+)
