@@ -79,6 +79,9 @@ class Controller:
             informer.add_handler(handler)
         metrics.MAX_CONCURRENT_RECONCILES.labels(self.name).set(self.max_concurrent_reconciles)
         metrics.ACTIVE_WORKERS.labels(self.name).set(0)
+        threading.Thread(
+            target=self._report_stuck_work, name=f"{self.name}-queue-metrics", daemon=True
+        ).start()
         for index in range(self.max_concurrent_reconciles):
             worker = threading.Thread(
                 target=self._work, name=f"{self.name}-worker-{index}", daemon=True
@@ -97,6 +100,12 @@ class Controller:
         for worker in self._workers:
             worker.join(max(0.0, deadline - time.monotonic()))
         return drained and not any(worker.is_alive() for worker in self._workers)
+
+    def _report_stuck_work(self) -> None:
+        # client-go refreshes the unfinished-work gauges every half second.
+        while not self.queue.shutting_down:
+            self.queue.update_unfinished_work()
+            time.sleep(0.5)
 
     def _work(self) -> None:
         while True:

@@ -242,6 +242,7 @@ class LeaderElector:
         self._observation: Observation | None = None
         self._lease: Mapping[str, Any] | None = None
         self._leading = False
+        self._renewed_at = 0.0
         self._describe = f"{config.namespace}/{config.name}"
 
     @property
@@ -280,13 +281,13 @@ class LeaderElector:
     def _acquire(self, stop: threading.Event) -> bool:
         log.info("attempting to acquire leader lease %s", self._describe)
         while not stop.is_set():
+            started = self._clock()
             outcome = self._bounded(self._try_acquire_or_renew, deadline=None, stop=stop)
             if outcome is not None:
                 self._apply(outcome)
                 if outcome.acquired:
-                    log.info(
-                        "successfully acquired lease %s as %s", self._describe, self.identity
-                    )
+                    self._renewed_at = started
+                    log.info("successfully acquired lease %s as %s", self._describe, self.identity)
                     return True
             period = self._config.retry_period * (1 + random.random() * JITTER_FACTOR)
             if stop.wait(period):
@@ -296,16 +297,15 @@ class LeaderElector:
     def _renew(self, stop: threading.Event) -> bool:
         """Renew until ``stop`` (returns True) or until the Lease is lost (False)."""
         config = self._config
-        last_renewed = self._clock()
         while not stop.wait(config.retry_period):
-            deadline = last_renewed + config.renew_deadline
+            deadline = self._renewed_at + config.renew_deadline
             while True:
                 started = self._clock()
                 outcome = self._bounded(self._try_acquire_or_renew, deadline=deadline, stop=None)
                 if outcome is not None:
                     self._apply(outcome)
                     if outcome.acquired:
-                        last_renewed = started
+                        self._renewed_at = started
                         log.debug("renewed lease %s", self._describe)
                         break
                     if self._held_by_other():
@@ -313,7 +313,9 @@ class LeaderElector:
                 remaining = deadline - self._clock()
                 if remaining <= 0:
                     log.error(
-                        "failed to renew lease %s within %.1fs", self._describe, config.renew_deadline
+                        "failed to renew lease %s within %.1fs",
+                        self._describe,
+                        config.renew_deadline,
                     )
                     return False
                 if stop.wait(min(config.retry_period, remaining)):

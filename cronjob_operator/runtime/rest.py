@@ -163,7 +163,9 @@ class RestClient:
             ),
             wait=_WaitRetryAfter(
                 tenacity.wait_exponential_jitter(
-                    initial=policy.initial_backoff, max=policy.max_backoff
+                    multiplier=policy.initial_backoff,
+                    max=policy.max_backoff,
+                    jitter=policy.initial_backoff,
                 )
             ),
             before_sleep=_log_retry(method, path),

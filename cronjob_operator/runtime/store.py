@@ -175,7 +175,8 @@ class Store:
 
         The new contents and indexes are built outside the lock and swapped in at once,
         so readers are not blocked by the rebuild and see either the old or the new
-        state, never a mix. For a key listed twice, the later object wins.
+        state, never a mix. A write that lands during the rebuild is overwritten, as if
+        it had come just before the relist. For a key listed twice, the later object wins.
         """
         items = {object_key(obj): obj for obj in objs}
         with self._lock:
