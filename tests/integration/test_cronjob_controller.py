@@ -1,0 +1,381 @@
+"""The CronJob controller on the real local control plane, with a fake clock.
+
+Jobs really run (kwok completes or fails their pods) and garbage collection really
+cascades; only the controller's notion of "now" is injected, and a reconcile is kicked
+after moving it, so no test waits for a wall-clock minute or depends on timing luck.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cronjob_operator.controllers import cronjob
+from cronjob_operator.controllers.conditions import parse_time, rfc3339
+from cronjob_operator.envtest import FAIL_LABEL, RUN_DURATION_ANNOTATION, ControlPlane, wait_for
+from cronjob_operator.runtime.manager import Options
+from tests.integration.support import (
+    FakeClock,
+    RunningManager,
+    apply,
+    install_crds,
+    running_manager,
+)
+
+FIVE_MINUTES = timedelta(minutes=5)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def crds(control_plane: ControlPlane) -> None:
+    install_crds(control_plane)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def operator(control_plane: ControlPlane, clock: FakeClock) -> Iterator[RunningManager]:
+    setups = {"cronjob": lambda mgr: cronjob.setup(mgr, clock=clock)}
+    options = Options(health_probe_bind_address="0")
+    with running_manager(control_plane, setups, options=options) as running:
+        yield running
+
+
+def cronjob_object(
+    name: str,
+    namespace: str,
+    *,
+    schedule: str = "*/5 * * * *",
+    run: str = "200ms",
+    fail: bool = False,
+    **spec: Any,
+) -> dict[str, Any]:
+    pod_labels = {FAIL_LABEL: "true"} if fail else {}
+    return {
+        "apiVersion": "batch.tutorial.kubebuilder.io/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "schedule": schedule,
+            "jobTemplate": {
+                "metadata": {"labels": {"example": name}},
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {
+                            "labels": pod_labels,
+                            "annotations": {RUN_DURATION_ANNOTATION: run},
+                        },
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "main", "image": "busybox"}],
+                        },
+                    },
+                },
+            },
+            **spec,
+        },
+    }
+
+
+class World:
+    """What a test reads back from the cluster, through kubectl as a user would."""
+
+    def __init__(self, control_plane: ControlPlane, namespace: str) -> None:
+        self.cp = control_plane
+        self.ns = namespace
+
+    def cronjob(self, name: str) -> dict[str, Any]:
+        return self.cp.kubectl_json(
+            "get", "cronjobs.batch.tutorial.kubebuilder.io", name, "-n", self.ns
+        )  # type: ignore[no-any-return]
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.cronjob(name).get("status") or {}
+
+    def jobs(self, namespace: str | None = None) -> dict[str, dict[str, Any]]:
+        items = self.cp.kubectl_json("get", "jobs", "-n", namespace or self.ns)["items"]
+        return {
+            job["metadata"]["name"]: job
+            for job in items
+            if not job["metadata"].get("deletionTimestamp")
+        }
+
+    def event_reasons(self, name: str) -> list[str]:
+        items = self.cp.kubectl_json(
+            "get", "events", "-n", self.ns, "--field-selector", f"involvedObject.name={name}"
+        )["items"]
+        return [event["reason"] for event in items]
+
+    def condition(self, name: str, type_: str) -> dict[str, Any] | None:
+        return next(
+            (c for c in self.status(name).get("conditions") or [] if c["type"] == type_), None
+        )
+
+    def job_finished(self, job_name: str, state: str) -> bool:
+        job = self.jobs().get(job_name) or {}
+        return any(
+            c["type"] == state and c["status"] == "True"
+            for c in (job.get("status") or {}).get("conditions") or []
+        )
+
+
+@pytest.fixture
+def world(control_plane: ControlPlane, namespace: str) -> World:
+    return World(control_plane, namespace)
+
+
+def created_at(world: World, name: str) -> datetime:
+    stamp = parse_time(world.cronjob(name)["metadata"]["creationTimestamp"])
+    assert stamp is not None
+    return stamp
+
+
+def tick_after(moment: datetime, n: int = 1) -> datetime:
+    """The n-th */5 schedule time strictly after ``moment``."""
+    base = moment.replace(second=0, microsecond=0)
+    base -= timedelta(minutes=base.minute % 5)
+    return base + n * FIVE_MINUTES
+
+
+def run_at(
+    operator: RunningManager, clock: FakeClock, world: World, name: str, moment: datetime
+) -> str:
+    """Move the clock just past ``moment``, reconcile, and return the Job name it implies."""
+    clock.set(moment + timedelta(seconds=1))
+    operator.kick("cronjob", world.ns, name)
+    return f"{name}-{int(moment.timestamp())}"
+
+
+def test_creates_job_on_schedule_and_tracks_status(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("hello", world.ns, run="2s"))
+    wait_for(lambda: world.condition("hello", "Available"), 30, message="first reconcile")
+    assert world.jobs() == {}, "nothing is due before the first schedule time"
+
+    first = tick_after(created_at(world, "hello"))
+    job_name = run_at(operator, clock, world, "hello", first)
+    wait_for(lambda: job_name in world.jobs(), 30, message=f"job {job_name}")
+    job = world.jobs()[job_name]
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
+    assert job["metadata"]["labels"]["example"] == "hello"
+    assert (
+        parse_time(job["metadata"]["annotations"]["batch.tutorial.kubebuilder.io/scheduled-at"])
+        == first
+    )
+
+    wait_for(
+        lambda: [ref["name"] for ref in world.status("hello").get("active") or []] == [job_name],
+        30,
+        message="status.active lists the running job",
+    )
+    assert world.status("hello")["lastScheduleTime"] == rfc3339(first)
+    assert world.condition("hello", "Progressing")["status"] == "True"  # type: ignore[index]
+
+    wait_for(lambda: world.job_finished(job_name, "Complete"), 60, message="job completes")
+    wait_for(lambda: not world.status("hello").get("active"), 30, message="active emptied")
+    status = world.status("hello")
+    assert status["lastSuccessfulTime"] == world.jobs()[job_name]["status"]["completionTime"]
+    assert status["observedGeneration"] == world.cronjob("hello")["metadata"]["generation"]
+    wait_for(
+        lambda: {"SuccessfulCreate", "SawCompletedJob"} <= set(world.event_reasons("hello")),
+        30,
+        message="events recorded",
+    )
+
+    operator.kick("cronjob", world.ns, "hello")  # same time again: no second run
+    wait_for(lambda: len(operator.controllers["cronjob"].queue) == 0, 10)
+    assert list(world.jobs()) == [job_name]
+
+
+def test_history_is_pruned_to_its_limits(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("ok", world.ns, successfulJobsHistoryLimit=1))
+    apply(world.cp, cronjob_object("bad", world.ns, fail=True, failedJobsHistoryLimit=1))
+    start = tick_after(max(created_at(world, "ok"), created_at(world, "bad")))
+    for n in range(3):
+        for name, state in (("ok", "Complete"), ("bad", "Failed")):
+            job_name = run_at(operator, clock, world, name, start + n * FIVE_MINUTES)
+            wait_for(
+                lambda j=job_name, s=state: world.job_finished(j, s),  # type: ignore[misc]
+                60,
+                message=f"{job_name} {state}",
+            )
+    for name in ("ok", "bad"):
+        operator.kick("cronjob", world.ns, name)
+    last = int((start + 2 * FIVE_MINUTES).timestamp())
+    wait_for(
+        lambda: sorted(world.jobs()) == [f"bad-{last}", f"ok-{last}"],
+        60,
+        message="only the newest job of each kind is kept",
+    )
+    assert "SuccessfulDelete" in world.event_reasons("ok")
+
+
+@pytest.mark.parametrize("policy", ["Forbid", "Replace", "Allow"])
+def test_concurrency_policies(
+    operator: RunningManager, clock: FakeClock, world: World, policy: str
+) -> None:
+    apply(world.cp, cronjob_object("busy", world.ns, run="10m", concurrencyPolicy=policy))
+    first = tick_after(created_at(world, "busy"))
+    job1 = run_at(operator, clock, world, "busy", first)
+    wait_for(
+        lambda: job1 in world.jobs() and world.status("busy").get("active"), 30, message="first run"
+    )
+    job2 = run_at(operator, clock, world, "busy", first + FIVE_MINUTES)
+
+    def active_names() -> list[str]:
+        return sorted(ref["name"] for ref in world.status("busy").get("active") or [])
+
+    if policy == "Forbid":
+        wait_for(
+            lambda: "JobAlreadyActive" in world.event_reasons("busy"),
+            30,
+            message="JobAlreadyActive",
+        )
+        assert sorted(world.jobs()) == [job1]
+        assert active_names() == [job1]
+    elif policy == "Replace":
+        wait_for(lambda: sorted(world.jobs()) == [job2], 60, message="old job replaced")
+        wait_for(lambda: active_names() == [job2], 30, message="active holds the new job")
+    else:
+        wait_for(lambda: active_names() == sorted([job1, job2]), 30, message="both jobs active")
+        assert sorted(world.jobs()) == sorted([job1, job2])
+
+
+def test_suspend_stops_new_runs(operator: RunningManager, clock: FakeClock, world: World) -> None:
+    apply(world.cp, cronjob_object("paused", world.ns, suspend=True))
+    run_at(operator, clock, world, "paused", tick_after(created_at(world, "paused")))
+    wait_for(
+        lambda: (world.condition("paused", "Available") or {}).get("reason") == "Suspended",
+        30,
+        message="Available=False/Suspended",
+    )
+    assert world.jobs() == {}
+
+
+@contextlib.contextmanager
+def other_namespace(control_plane: ControlPlane) -> Iterator[str]:
+    name = f"other-{uuid.uuid4().hex[:8]}"
+    control_plane.kubectl("create", "namespace", name, check=True)
+    try:
+        yield name
+    finally:
+        control_plane.kubectl("delete", "namespace", name, "--wait=false")
+
+
+def foreign_job(name: str, namespace: str, owner: str, owner_uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch.tutorial.kubebuilder.io/v1",
+                    "kind": "CronJob",
+                    "name": owner,
+                    "uid": owner_uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox"}],
+                }
+            },
+        },
+    }
+
+
+def test_jobs_of_other_owners_are_never_counted(
+    operator: RunningManager, clock: FakeClock, world: World, control_plane: ControlPlane
+) -> None:
+    with other_namespace(control_plane) as elsewhere:
+        apply(world.cp, cronjob_object("same", world.ns))
+        apply(world.cp, cronjob_object("same", elsewhere))
+        twin_uid = control_plane.kubectl_json(
+            "get", "cronjobs.batch.tutorial.kubebuilder.io", "same", "-n", elsewhere
+        )["metadata"]["uid"]
+        apply(world.cp, foreign_job("twin-job", elsewhere, "same", twin_uid))
+        apply(world.cp, foreign_job("stale-job", world.ns, "same", str(uuid.uuid4())))
+        wait_for(
+            lambda: (
+                [
+                    r["name"]
+                    for r in World(control_plane, elsewhere).status("same").get("active") or []
+                ]
+                == ["twin-job"]
+            ),
+            30,
+            message="the twin's own job is active for the twin",
+        )
+        operator.kick("cronjob", world.ns, "same")
+        wait_for(lambda: world.condition("same", "Available"), 30, message="reconciled")
+        assert not world.status("same").get("active"), (
+            "a job from an earlier same-named CronJob is not ours"
+        )
+
+
+def test_deleting_the_cronjob_garbage_collects_its_jobs(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("doomed", world.ns, run="10m"))
+    job_name = run_at(operator, clock, world, "doomed", tick_after(created_at(world, "doomed")))
+    wait_for(lambda: job_name in world.jobs(), 30, message="job created")
+    world.cp.kubectl(
+        "delete", "cronjobs.batch.tutorial.kubebuilder.io", "doomed", "-n", world.ns, check=True
+    )
+    wait_for(lambda: world.jobs() == {}, 60, message="jobs garbage-collected")
+
+
+def test_unparseable_schedule_is_reported_without_a_hot_loop(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("broken", world.ns, schedule="obvious error schedule"))
+    degraded = wait_for(
+        lambda: (
+            (world.condition("broken", "Degraded") or {}).get("status") == "True"
+            and world.condition("broken", "Degraded")
+        ),
+        30,
+        message="Degraded condition",
+    )
+    assert degraded["reason"] == "UnparseableSchedule"
+    assert "spec.schedule" in degraded["message"]
+    wait_for(
+        lambda: "UnparseableSchedule" in world.event_reasons("broken"), 30, message="warning event"
+    )
+    queue = operator.controllers["cronjob"].queue
+    wait_for(lambda: len(queue) == 0, 10, message="queue idle")
+    assert (
+        queue.num_requeues(
+            __import__("cronjob_operator.runtime.reconcile", fromlist=["Request"]).Request(
+                world.ns, "broken"
+            )
+        )
+        == 0
+    )
+
+    cj = world.cronjob("broken")
+    cj["spec"]["schedule"] = "*/5 * * * *"
+    apply(world.cp, cj)
+    wait_for(
+        lambda: (world.condition("broken", "Degraded") or {}).get("status") == "False",
+        30,
+        message="Degraded cleared once the schedule is fixed",
+    )
