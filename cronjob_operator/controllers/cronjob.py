@@ -21,9 +21,8 @@ events create/patch.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from cronjob_operator import schedule as schedules
@@ -31,6 +30,7 @@ from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob_state as state
 from cronjob_operator.controllers.conditions import parse_time, rfc3339, set_condition
 from cronjob_operator.controllers.metrics import JOB_CREATION_SKEW
+from cronjob_operator.controllers.status import Clock, utc_now, write_status
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import Client, Propagation
 from cronjob_operator.runtime.controller import Controller
@@ -45,14 +45,6 @@ __all__ = ["JOB_OWNER_INDEX", "CronJobReconciler", "job_owner_index", "setup", "
 log = logging.getLogger(__name__)
 
 JOB_OWNER_INDEX = ".metadata.controller"
-STATUS_WRITE_ATTEMPTS = 5
-
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    """The wall clock, the default ``Clock`` (tests inject their own)."""
-    return datetime.now(UTC)
 
 
 def job_owner_index(job: objects.Obj) -> list[str]:
@@ -304,21 +296,7 @@ class CronJobReconciler:
         status["observedGeneration"] = generation
 
     def _write_status(self, cronjob: objects.Obj, status: dict[str, Any]) -> None:
-        if status == objects.thaw(cronjob.get("status") or {}):
-            return  # nothing changed: no API write
-        body = {**objects.thaw(cronjob), "status": status}
-        for attempt in range(1, STATUS_WRITE_ATTEMPTS + 1):
-            try:
-                self._client.update_status(CRONJOB, body)
-                return
-            except errors.Conflict:
-                if attempt == STATUS_WRITE_ATTEMPTS:
-                    raise
-                metadata = cronjob["metadata"]
-                fresh = self._client.live.get(CRONJOB, metadata["name"], metadata["namespace"])
-                if (fresh.get("metadata") or {}).get("uid") != metadata.get("uid"):
-                    return  # replaced by a new object of the same name: not ours to write
-                body = {**objects.thaw(fresh), "status": status}
+        write_status(self._client, CRONJOB, cronjob, status)
 
 
 def observe_skew(job: objects.Obj, scheduled: datetime) -> None:

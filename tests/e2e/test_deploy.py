@@ -1,0 +1,190 @@
+"""config/default on the local cluster, and the manager running with exactly its RBAC.
+
+``kubectl apply -k config/default`` installs the CRDs, the namespace, the service
+account and the roles. The manager then runs out of cluster with a token of that
+service account, so it has the permissions in config/rbac and nothing more, while the
+test drives both controllers through every write they make: Job create, history
+pruning and Replace (delete), status updates, events, the leader-election Lease,
+Deployment create and roll. Any 403 the manager receives fails the test: a code change
+that needs a verb config/rbac lacks is caught here. Finally ``kubectl delete -k
+config/default`` removes everything.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronjob_operator.controllers import configdeployment, cronjob
+from cronjob_operator.controllers.conditions import parse_time
+from cronjob_operator.controllers.configdeployment_state import CONFIG_HASH_ANNOTATION
+from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime import metrics
+from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
+from cronjob_operator.runtime.manager import Manager, Options
+from cronjob_operator.runtime.rest import RestClient, load_configuration
+from tests.integration.support import REPO, FakeClock, RunningManager, install_crds
+
+SYSTEM_NAMESPACE = "cronjob-operator-system"
+SERVICE_ACCOUNT = "cronjob-operator-controller-manager"
+
+
+def forbidden_responses() -> float:
+    return sum(
+        sample.value
+        for metric in metrics.REST_CLIENT_REQUESTS.collect()
+        for sample in metric.samples
+        if sample.name.endswith("_total") and sample.labels.get("code") == "403"
+    )
+
+
+@pytest.fixture
+def deployed(control_plane: ControlPlane) -> Iterator[None]:
+    applied = control_plane.kubectl("apply", "-k", str(REPO / "config" / "default"))
+    assert applied.returncode == 0, applied.stderr
+    try:
+        yield
+    finally:
+        deleted = control_plane.kubectl(
+            "delete", "-k", str(REPO / "config" / "default"), "--timeout=120s"
+        )
+        install_crds(control_plane)  # other tests in this session still need the CRDs
+        assert deleted.returncode == 0, deleted.stderr
+        wait_for(
+            lambda: control_plane.kubectl("get", "namespace", SYSTEM_NAMESPACE).returncode != 0,
+            120,
+            message="config/default removed, namespace included",
+        )
+        assert (
+            control_plane.kubectl("get", "clusterrole", "cronjob-operator-manager-role").returncode
+            != 0
+        )
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def manager_as_service_account(
+    control_plane: ControlPlane, deployed: None, clock: FakeClock, tmp_path: Path
+) -> Iterator[RunningManager]:
+    kubeconfig = tmp_path / "manager.kubeconfig"
+    control_plane.token_kubeconfig(SYSTEM_NAMESPACE, SERVICE_ACCOUNT, kubeconfig)
+    rest = RestClient(load_configuration(str(kubeconfig)))
+    options = Options(
+        health_probe_bind_address="0",
+        leader_election=LeaderElectionConfig(
+            name="cronjob-operator.tutorial.kubebuilder.io", namespace=SYSTEM_NAMESPACE
+        ),
+    )
+    manager = Manager(rest, options)
+    controllers = {
+        "cronjob": cronjob.setup(manager, clock=clock),
+        "configdeployment": configdeployment.setup(manager, clock=clock),
+    }
+    codes: list[int] = []
+    thread = threading.Thread(
+        target=lambda: codes.append(manager.run(install_signal_handlers=False)), daemon=True
+    )
+    thread.start()
+    try:
+        wait_for(
+            lambda: manager.elector is not None and manager.elector.is_leader, 60, message="leader"
+        )
+        yield RunningManager(manager, controllers, thread)
+    finally:
+        manager.stop()
+        thread.join(60)
+        assert codes == [0]
+
+
+def test_manager_does_its_whole_job_with_only_config_rbac(
+    control_plane: ControlPlane,
+    namespace: str,
+    manager_as_service_account: RunningManager,
+    clock: FakeClock,
+) -> None:
+    operator = manager_as_service_account
+    denied_before = forbidden_responses()
+    applied = control_plane.kubectl(
+        "apply", "-k", str(REPO / "config" / "samples"), "-n", namespace
+    )
+    assert applied.returncode == 0, applied.stderr
+
+    def get(kind: str, name: str) -> dict[str, Any]:
+        return control_plane.kubectl_json("get", kind, name, "-n", namespace)  # type: ignore[no-any-return]
+
+    # CronJob: four runs with successfulJobsHistoryLimit 3 (default) -> one pruned.
+    created = parse_time(
+        get("cronjobs.batch.tutorial.kubebuilder.io", "cronjob-sample")["metadata"][
+            "creationTimestamp"
+        ]
+    )
+    assert created is not None
+    first = created.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    for n in range(4):
+        scheduled = first + timedelta(minutes=n)
+        clock.set(scheduled + timedelta(seconds=1))
+        operator.kick("cronjob", namespace, "cronjob-sample")
+        job_name = f"cronjob-sample-{int(scheduled.timestamp())}"
+        wait_for(
+            lambda j=job_name: any(  # type: ignore[misc]
+                c["type"] == "Complete" and c["status"] == "True"
+                for c in (get("job", j).get("status") or {}).get("conditions") or []
+            ),
+            60,
+            interval=0.5,
+            message=f"{job_name} complete",
+            ignore=(Exception,),
+        )
+    operator.kick("cronjob", namespace, "cronjob-sample")
+    wait_for(
+        lambda: len(control_plane.kubectl_json("get", "jobs", "-n", namespace)["items"]) == 3,
+        60,
+        message="history pruned to 3",
+    )
+    status = get("cronjobs.batch.tutorial.kubebuilder.io", "cronjob-sample")["status"]
+    assert status["lastSuccessfulTime"]
+    events = control_plane.kubectl_json("get", "events", "-n", namespace)["items"]
+    assert {"SuccessfulCreate", "SuccessfulDelete", "SawCompletedJob"} <= {
+        e["reason"] for e in events
+    }
+
+    # ConfigDeployment: a Deployment with the hash; editing the ConfigMap rolls it.
+    def pod_hash() -> str | None:
+        deployment = get("deployment", "configdeployment-sample")
+        return (deployment["spec"]["template"]["metadata"].get("annotations") or {}).get(
+            CONFIG_HASH_ANNOTATION
+        )
+
+    old_hash = wait_for(pod_hash, 60, message="deployment with hash", ignore=(Exception,))
+    patched = control_plane.kubectl(
+        "patch", "configmap", "configdeployment-sample-config", "-n", namespace,
+        "--type=merge", "-p", '{"data": {"greeting": "changed by the e2e test"}}',
+    )  # fmt: skip
+    assert patched.returncode == 0, patched.stderr
+    wait_for(lambda: pod_hash() not in {None, old_hash}, 60, message="deployment rolled")
+    wait_for(
+        lambda: (
+            (
+                get(
+                    "configdeployments.apps.tutorial.kubebuilder.io", "configdeployment-sample"
+                ).get("status")
+                or {}
+            ).get("readyReplicas")
+            == 2
+        ),
+        90,
+        message="configdeployment status shows ready replicas",
+    )
+
+    assert forbidden_responses() - denied_before == 0, (
+        "the manager got a 403: config/rbac lacks a verb"
+    )
