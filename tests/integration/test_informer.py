@@ -1,0 +1,170 @@
+"""The informer against a real API server: list, watch, bookmarks, 410 relists, restarts."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.informer import Informer
+from cronjob_operator.runtime.kinds import CONFIG_MAP
+from cronjob_operator.runtime.rest import RestClient, load_configuration
+
+
+class Events:
+    """Records what an informer delivered, by name."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.log: list[tuple[str, str]] = []
+
+    def on_add(self, obj: objects.Obj) -> None:
+        self._record("add", obj)
+
+    def on_update(self, old: objects.Obj, new: objects.Obj) -> None:
+        self._record("update", new)
+
+    def on_delete(self, obj: objects.Obj) -> None:
+        self._record("delete", obj)
+
+    def _record(self, kind: str, obj: objects.Obj) -> None:
+        with self.lock:
+            self.log.append((kind, objects.name_of(obj)))
+
+    def seen(self, kind: str, name: str) -> bool:
+        with self.lock:
+            return (kind, name) in self.log
+
+
+@pytest.fixture
+def rest(control_plane: ControlPlane) -> RestClient:
+    return RestClient(load_configuration(str(control_plane.kubeconfig)))
+
+
+@pytest.fixture
+def informer(rest: RestClient, namespace: str) -> Iterator[tuple[Informer, Events]]:
+    informer = Informer(rest, CONFIG_MAP, namespace=namespace)
+    events = Events()
+    informer.add_handler(events)
+    informer.start()
+    assert informer.wait_for_sync(30)
+    yield informer, events
+    informer.stop()
+
+
+def configmap(name: str, namespace: str, value: str = "1") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"v": value},
+    }
+
+
+def test_lists_then_delivers_add_update_delete(
+    rest: RestClient, namespace: str, control_plane: ControlPlane
+) -> None:
+    rest.request("POST", CONFIG_MAP.collection_path(namespace), body=configmap("before", namespace))
+    informer = Informer(rest, CONFIG_MAP, namespace=namespace)
+    events = Events()
+    informer.add_handler(events)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(30)
+        assert events.seen("add", "before"), "the initial list is delivered as adds"
+        rest.request(
+            "POST", CONFIG_MAP.collection_path(namespace), body=configmap("live", namespace)
+        )
+        wait_for(lambda: events.seen("add", "live"), 10)
+        rest.request(
+            "PATCH",
+            CONFIG_MAP.object_path(namespace, "live"),
+            body={"data": {"v": "2"}},
+            content_type="application/merge-patch+json",
+        )
+        wait_for(lambda: events.seen("update", "live"), 10)
+        assert informer.store.get(f"{namespace}/live")["data"]["v"] == "2"  # type: ignore[index]
+        rest.request("DELETE", CONFIG_MAP.object_path(namespace, "live"))
+        wait_for(lambda: events.seen("delete", "live"), 10)
+        assert informer.store.get(f"{namespace}/live") is None
+        assert "managedFields" not in informer.store.get(f"{namespace}/before")["metadata"]  # type: ignore[index]
+    finally:
+        informer.stop()
+
+
+class GatedRest:
+    """The real RestClient, except that opening a watch waits while the gate is closed."""
+
+    def __init__(self, rest: RestClient) -> None:
+        self.rest = rest
+        self.open = threading.Event()
+        self.open.set()
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        return self.rest.request(*args, **kwargs)
+
+    def watch(self, *args: Any, **kwargs: Any) -> Any:
+        self.open.wait()
+        return self.rest.watch(*args, **kwargs)
+
+
+def test_relists_after_compaction_and_delivers_missed_deletes(
+    rest: RestClient, namespace: str, control_plane: ControlPlane, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("keep", "doomed"):
+        rest.request("POST", CONFIG_MAP.collection_path(namespace), body=configmap(name, namespace))
+    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.reflector")
+    gated = GatedRest(rest)
+    informer = Informer(gated, CONFIG_MAP, namespace=namespace)  # type: ignore[arg-type]
+    events = Events()
+    informer.add_handler(events)
+    informer.start()
+    try:
+        assert informer.wait_for_sync(30)
+        gated.open.clear()  # the informer cannot re-watch until the test says so
+        control_plane.stop_component("kube-apiserver", kill=True)
+        control_plane.start_component("kube-apiserver")
+        rest.request("DELETE", CONFIG_MAP.object_path(namespace, "doomed"))
+        for i in range(5):
+            rest.request(
+                "POST", CONFIG_MAP.collection_path(namespace), body=configmap(f"new-{i}", namespace)
+            )
+        control_plane.compact_etcd()
+        control_plane.stop_component("kube-apiserver")  # flush the watch cache's history too
+        control_plane.start_component("kube-apiserver")
+        assert not events.seen("delete", "doomed")
+        gated.open.set()
+        wait_for(lambda: events.seen("delete", "doomed"), 120, message="missed delete delivered")
+        assert any("is gone; relisting" in record.getMessage() for record in caplog.records)
+        server = {
+            item["metadata"]["name"]
+            for item in rest.request("GET", CONFIG_MAP.collection_path(namespace))["items"]
+        }
+        wait_for(
+            lambda: {objects.name_of(o) for o in informer.store.list()} == server,
+            30,
+            message="cache equals server",
+        )
+    finally:
+        gated.open.set()
+        informer.stop()
+
+
+def test_survives_an_api_server_restart(
+    informer: tuple[Informer, Events], rest: RestClient, namespace: str, control_plane: ControlPlane
+) -> None:
+    inf, events = informer
+    control_plane.stop_component("kube-apiserver")
+    control_plane.start_component("kube-apiserver")
+    rest.request(
+        "POST", CONFIG_MAP.collection_path(namespace), body=configmap("after-restart", namespace)
+    )
+    wait_for(
+        lambda: events.seen("add", "after-restart"), 120, message="watch resumed after restart"
+    )
+    assert inf.last_error is None or inf.has_synced
