@@ -1,0 +1,83 @@
+"""The command line: complete help, one-line errors for bad flags, the crd and version commands."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from cronjob_operator import __version__, cli
+
+RUN_FLAGS = (
+    "--kubeconfig",
+    "--metrics-bind-address",
+    "--health-probe-bind-address",
+    "--leader-elect",
+    "--leader-election-id",
+    "--leader-election-namespace",
+    "--namespace",
+    "--max-concurrent-reconciles",
+    "--log-format",
+    "--log-level",
+    "--cronjob-controller",
+    "--configdeployment-controller",
+    "--graceful-shutdown-timeout",
+)
+
+
+def test_run_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for flag in RUN_FLAGS:
+        assert flag in text, flag
+    assert "--no-cronjob-controller" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["run", "--max-concurrent-reconciles", "0"], "must be at least 1"),
+        (["run", "--max-concurrent-reconciles", "many"], "not a whole number"),
+        (["run", "--log-format", "xml"], "invalid choice"),
+        (["run", "--health-probe-bind-address", "8081"], "bind address"),
+        (["run", "--graceful-shutdown-timeout", "-1"], "more than 0"),
+        (["launch"], "invalid choice"),
+    ],
+)
+def test_bad_flags_fail_fast_with_one_line(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert needle in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["version"]) == 0
+    assert capsys.readouterr().out.strip() == f"cronjob-operator {__version__}"
+
+
+def test_crd_prints_both_generated_crds(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["crd"]) == 0
+    docs = [doc for doc in yaml.safe_load_all(capsys.readouterr().out) if doc]
+    assert sorted(doc["metadata"]["name"] for doc in docs) == [
+        "configdeployments.apps.tutorial.kubebuilder.io",
+        "cronjobs.batch.tutorial.kubebuilder.io",
+    ]
+
+
+def test_python_dash_m_is_the_same_program() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "cronjob_operator", "version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.strip() == f"cronjob-operator {__version__}"
