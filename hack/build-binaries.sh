@@ -27,16 +27,19 @@ K8S_MINOR="${KUBERNETES_VERSION#v1.}"; K8S_MINOR="${K8S_MINOR%%.*}"
 STAGING_VERSION="v0.${KUBERNETES_VERSION#v1.}"
 JOBS="${CRONJOB_OPERATOR_BUILD_JOBS:-$(nproc)}"
 
-# verify NAME: true when $OUT/NAME exists and reports the pinned version.
+# verify NAME: true when $OUT/NAME exists and reports the pinned version. The output is
+# captured before matching: `cmd | grep -q` under pipefail fails at random when grep exits
+# first and cmd dies of SIGPIPE.
 verify() {
-  local name="$1" bin="${OUT}/$1"
+  local name="$1" bin="${OUT}/$1" out want
   [[ -x "${bin}" ]] || return 1
   case "${name}" in
-    etcd) "${bin}" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}" ;;
-    kwok) "${bin}" --version 2>/dev/null | grep -q "${KWOK_VERSION}" ;;
-    kubectl) "${bin}" version --client 2>/dev/null | grep -q "${KUBERNETES_VERSION}" ;;
-    *) "${bin}" --version 2>/dev/null | grep -q "${KUBERNETES_VERSION}" ;;
-  esac
+    etcd) want="etcd Version: ${ETCD_VERSION#v}"; out="$("${bin}" --version 2>/dev/null)" ;;
+    kwok) want="${KWOK_VERSION}"; out="$("${bin}" --version 2>/dev/null)" ;;
+    kubectl) want="${KUBERNETES_VERSION}"; out="$("${bin}" version --client 2>/dev/null)" ;;
+    *) want="${KUBERNETES_VERSION}"; out="$("${bin}" --version 2>/dev/null)" ;;
+  esac || return 1
+  [[ "${out}" == *"${want}"* ]]
 }
 
 # adopt_prebuilt NAME: copy NAME from $CRONJOB_OPERATOR_K8S_BIN when it is there.

@@ -278,20 +278,24 @@ class ControlPlane:
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = False, timeout: float = 60.0
     ) -> subprocess.CompletedProcess[str]:
-        """Run kubectl as admin against this plane; returns its completed process."""
-        argv = [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args]
-        return subprocess.run(
-            argv, input=input, capture_output=True, text=True, timeout=timeout, check=check
-        )
+        """Run kubectl as admin against this plane and return the completed process.
 
-    def kubectl_json(self, *args: str, input: str | None = None) -> Any:
-        """Run kubectl with ``-o json`` and parse its output; raises on a non-zero exit."""
-        result = self.kubectl(*args, "-o", "json", input=input)
-        if result.returncode != 0:
+        Blocks up to ``timeout`` seconds. With ``check``, a non-zero exit raises
+        ``ControlPlaneError`` carrying kubectl's stderr.
+        """
+        argv = [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args]
+        result = subprocess.run(
+            argv, input=input, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
             raise ControlPlaneError(
                 f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}"
             )
-        return json.loads(result.stdout)
+        return result
+
+    def kubectl_json(self, *args: str, input: str | None = None) -> Any:
+        """Run kubectl with ``-o json`` and parse its output; raises on a non-zero exit."""
+        return json.loads(self.kubectl(*args, "-o", "json", input=input, check=True).stdout)
 
     def apiserver_metrics(self) -> str:
         """The API server's /metrics text (Prometheus format)."""

@@ -25,7 +25,6 @@ __all__ = ["ContextFilter", "configure", "reconcile_scope"]
 _CONTEXT: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
     "reconcile_context", default=None
 )
-_CONTEXT_FIELDS = ("controller", "namespace", "name", "reconcileID")
 _STANDARD_ATTRS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 
@@ -48,16 +47,25 @@ def reconcile_scope(controller: str, namespace: str, name: str) -> Iterator[str]
 
 
 class ContextFilter(logging.Filter):
-    """Adds the current reconcile's fields to each record."""
+    """Attaches the current reconcile's fields to each record (as ``record.reconcile``).
+
+    They travel in one attribute because ``name`` would otherwise clobber the record's
+    logger name; the formatters spread them out again.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        for key, value in (_CONTEXT.get() or {}).items():
-            setattr(record, key, value)
+        context = _CONTEXT.get()
+        if context is not None:
+            record.reconcile = context
         return True
 
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in record.__dict__.items() if k not in _STANDARD_ATTRS}
+    fields: dict[str, Any] = dict(getattr(record, "reconcile", None) or {})
+    fields.update(
+        (k, v) for k, v in record.__dict__.items() if k not in _STANDARD_ATTRS and k != "reconcile"
+    )
+    return fields
 
 
 class JsonFormatter(logging.Formatter):

@@ -1,0 +1,27 @@
+# Shared by the hack/ scripts (source it; it defines functions and REPO_ROOT only).
+# Everything it logs goes to stderr, so scripts can keep stdout for their results.
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${REPO_ROOT}/.venv"
+
+log() { echo "$(basename "$0"): $*" >&2; }
+
+# ensure_venv: create .venv with the package and its test extras when it is missing.
+ensure_venv() {
+  if [[ -x "${VENV}/bin/python" ]] && "${VENV}/bin/python" -c 'import cronjob_operator' 2>/dev/null; then
+    return 0
+  fi
+  log "creating ${VENV} (python3 -m venv; pip install -e '.[test]')"
+  python3 -m venv "${VENV}" >&2
+  "${VENV}/bin/python" -m pip install --quiet -e "${REPO_ROOT}[test]" >&2
+}
+
+# bin_dir: print the directory of the control plane's binaries, building them if needed
+# ($CRONJOB_OPERATOR_BIN_DIR wins when set).
+bin_dir() {
+  if [[ -n "${CRONJOB_OPERATOR_BIN_DIR:-}" ]]; then
+    echo "${CRONJOB_OPERATOR_BIN_DIR}"
+  else
+    "${REPO_ROOT}/hack/build-binaries.sh"
+  fi
+}

@@ -1,0 +1,50 @@
+"""Fixtures shared by the whole suite: the local control plane and per-test namespaces.
+
+Tests under ``tests/integration`` and ``tests/e2e`` are marked ``cluster`` here, so
+``pytest -m "not cluster"`` runs the unit tests alone. The ``control_plane`` fixture
+starts one real control plane per session (``cronjob_operator.envtest.ControlPlane``),
+lazily: only when a test asks for it, so unit-only runs never start one. It is stopped
+at the end of the session even when tests fail or the run is interrupted (Ctrl-C,
+SIGTERM); its processes also die with the interpreter if pytest itself is killed.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cronjob_operator.envtest import ControlPlane
+
+CLUSTER_TEST_DIRS = {"integration", "e2e"}
+TESTS_DIR = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(TESTS_DIR):
+            top = item.path.relative_to(TESTS_DIR).parts[0]
+            if top in CLUSTER_TEST_DIRS:
+                item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """The session's control plane (admin kubeconfig at ``control_plane.kubeconfig``)."""
+    plane = ControlPlane()
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards (without waiting for it)."""
+    name = f"test-{secrets.token_hex(4)}"
+    control_plane.kubectl("create", "namespace", name, check=True)
+    yield name
+    control_plane.kubectl("delete", "namespace", name, "--wait=false")
