@@ -42,8 +42,7 @@ def test_dependencies_are_pinned() -> None:
 
 def test_dockerfile_is_multi_stage_non_root_and_runs_the_manager() -> None:
     build, final = dockerfile_stages()
-    assert "pip install --no-compile ." in "
-".join(build), "the project itself is installed"
+    assert "pip install --no-compile ." in " ".join(build), "the project itself is installed"
     assert any(line.startswith("COPY pyproject.toml") for line in build)
     assert not any("pip install" in line or "apt-get" in line for line in final), (
         "no build tools in the final image"
