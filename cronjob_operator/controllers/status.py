@@ -2,9 +2,10 @@
 
 ``Clock`` is how reconcilers read "now" (tests inject a fake one, so no schedule test
 depends on the wall clock). ``write_status`` writes a status subresource only when it
-changed (a no-op reconcile makes zero API writes) and retries a 409 Conflict against a
-fresh read, so a computed status is never dropped; if the object was replaced by a new
-one of the same name (another uid), nothing is written.
+changed (a no-op reconcile makes zero API writes) and resolves a 409 Conflict by merging
+this reconcile's changes onto a fresh read, so a computed status is never dropped and
+another writer's is never overwritten; if the object was replaced by a new one of the
+same name (another uid), nothing is written.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import Client
 from cronjob_operator.runtime.kinds import Kind
 
-__all__ = ["STATUS_WRITE_ATTEMPTS", "Clock", "utc_now", "write_status"]
+__all__ = ["STATUS_WRITE_ATTEMPTS", "Clock", "merge_status", "utc_now", "write_status"]
 
 STATUS_WRITE_ATTEMPTS = 5
 
@@ -27,6 +28,45 @@ Clock = Callable[[], datetime]
 def utc_now() -> datetime:
     """The wall clock, the default ``Clock``."""
     return datetime.now(UTC)
+
+
+def merge_status(
+    base: dict[str, Any], ours: dict[str, Any], fresh: dict[str, Any]
+) -> dict[str, Any]:
+    """Apply the changes ``ours`` made to ``base`` onto ``fresh`` (a three-way merge).
+
+    Fields (and conditions, by type) that this reconcile changed take our value; the
+    rest keep the server's, so neither our change nor another writer's is lost.
+    """
+    merged = dict(fresh)
+    for key in set(base) | set(ours):
+        if key == "conditions":
+            merged[key] = _merge_conditions(
+                base.get(key) or [], ours.get(key) or [], fresh.get(key) or []
+            )
+        elif ours.get(key) != base.get(key):
+            if key in ours:
+                merged[key] = ours[key]
+            else:
+                merged.pop(key, None)
+    return merged
+
+
+def _merge_conditions(
+    base: list[dict[str, Any]], ours: list[dict[str, Any]], fresh: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    def by_type(conditions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {str(c.get("type")): c for c in conditions}
+
+    base_by, ours_by = by_type(base), by_type(ours)
+    merged = by_type(fresh)
+    for type_ in set(base_by) | set(ours_by):
+        if ours_by.get(type_) != base_by.get(type_):
+            if type_ in ours_by:
+                merged[type_] = ours_by[type_]
+            else:
+                merged.pop(type_, None)
+    return list(merged.values())
 
 
 def write_status(
@@ -39,10 +79,14 @@ def write_status(
 ) -> bool:
     """Write ``status`` to ``obj``'s status subresource if it changed; True if written.
 
-    A Conflict is retried against a fresh read from the API server (up to ``attempts``
-    writes in all). Other errors raise.
+    ``status`` was computed from ``obj.status`` (the base). On a Conflict the object is
+    read fresh from the API server and this reconcile's changes are merged onto its
+    status (``merge_status``), then written again (up to ``attempts`` writes in all):
+    a stale cache after our own previous write, or another writer, never makes us drop
+    our status or overwrite theirs. Other errors raise.
     """
-    if status == objects.thaw(obj.get("status") or {}):
+    base = objects.thaw(obj.get("status") or {})
+    if status == base:
         return False
     metadata = obj["metadata"]
     body = {**objects.thaw(obj), "status": status}
@@ -56,5 +100,9 @@ def write_status(
             fresh = client.live.get(kind, metadata["name"], metadata.get("namespace"))
             if (fresh.get("metadata") or {}).get("uid") != metadata.get("uid"):
                 return False
-            body = {**objects.thaw(fresh), "status": status}
+            fresh_status = objects.thaw(fresh.get("status") or {})
+            merged = merge_status(base, status, fresh_status)
+            if merged == fresh_status:
+                return False  # the server already has everything we wanted to write
+            body = {**objects.thaw(fresh), "status": merged}
     return False

@@ -150,3 +150,43 @@ def test_job_name_and_shape() -> None:
 def test_max_length_name_fits_job_name_limit() -> None:
     name = state.job_name("x" * 52, datetime(2100, 1, 1, tzinfo=UTC))
     assert len(name) <= 63
+
+
+def test_status_merge_keeps_our_changes_and_theirs() -> None:
+    from cronjob_operator.controllers.status import merge_status
+
+    base = {
+        "lastScheduleTime": "t1",
+        "active": [],
+        "conditions": [
+            {"type": "Degraded", "status": "False"},
+            {"type": "Available", "status": "True"},
+        ],
+    }
+    ours = {
+        "lastScheduleTime": "t2",
+        "active": [{"name": "j2"}],
+        "conditions": [
+            {"type": "Degraded", "status": "False"},
+            {"type": "Available", "status": "False"},
+        ],
+    }
+    fresh = {
+        "lastScheduleTime": "t1",
+        "active": [],
+        "lastSuccessfulTime": "theirs",
+        "conditions": [
+            {"type": "Degraded", "status": "True"},
+            {"type": "Available", "status": "True"},
+            {"type": "Custom", "status": "True"},
+        ],
+    }
+    merged = merge_status(base, ours, fresh)
+    assert merged["lastScheduleTime"] == "t2"
+    assert merged["active"] == [{"name": "j2"}]
+    assert merged["lastSuccessfulTime"] == "theirs"
+    assert {c["type"]: c["status"] for c in merged["conditions"]} == {
+        "Degraded": "True",
+        "Available": "False",
+        "Custom": "True",
+    }

@@ -1,0 +1,63 @@
+"""The benchmarks in bench/ still run: each at a tiny size, printing its table.
+
+No figure is asserted (timings on a shared CI machine mean nothing); only that every
+benchmark runs through the current runtime code and prints a markdown table with one
+row per configuration, plus the machine it ran on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from bench import _common, index_vs_scan, ingest, memory, read_cost
+from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX
+from cronjob_operator.runtime.kinds import JOB
+
+QUICK = ["--repeat", "1", "--min-time", "0.0005"]
+
+Main = Callable[[Sequence[str] | None], int]
+
+
+def table_rows(output: str) -> list[str]:
+    """The body rows of every markdown table in ``output``."""
+    lines = [line for line in output.splitlines() if line.startswith("|")]
+    return [line for line in lines if not line.startswith("|:")][1:]
+
+
+@pytest.mark.parametrize(
+    ("main", "argv", "rows"),
+    [
+        pytest.param(index_vs_scan.main, ["--sizes", "20,50", *QUICK], 2, id="index_vs_scan"),
+        pytest.param(read_cost.main, ["--jobs", "30", *QUICK], 4, id="read_cost"),
+        pytest.param(memory.main, ["--jobs", "50"], 3, id="memory"),
+        pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),
+    ],
+)
+def test_a_benchmark_runs_and_prints_its_table(
+    main: Main, argv: list[str], rows: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 0
+    output = capsys.readouterr().out
+    assert "machine: nproc=" in output
+    assert len(table_rows(output)) == rows, output
+
+
+def test_ingest_can_print_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    assert ingest.main(["--events", "40", "--repeat", "1", "--profile"]) == 0
+    assert "cumtime" in capsys.readouterr().out
+
+
+def test_synthetic_jobs_are_distinct_and_owned_ten_to_a_cronjob() -> None:
+    factory = _common.JobFactory()
+    cache = _common.loaded_cache(list(factory.jobs(40)))
+    jobs = cache.list(JOB)
+    assert len({job["metadata"]["uid"] for job in jobs}) == 40
+    owner = factory.owners(4)[2]
+    owned = cache.list(
+        JOB,
+        namespace=owner.namespace,
+        matching_fields={JOB_OWNER_INDEX: owner.name},
+    )
+    assert len(owned) == _common.JOBS_PER_OWNER
