@@ -7,10 +7,18 @@ finds nothing new writes an identical list (and the status write is skipped).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["find_condition", "parse_time", "rfc3339", "set_condition"]
+__all__ = [
+    "ConditionSetter",
+    "condition_setter",
+    "find_condition",
+    "parse_time",
+    "rfc3339",
+    "set_condition",
+]
 
 
 def rfc3339(moment: datetime) -> str:
@@ -60,3 +68,25 @@ def set_condition(
     existing.update(
         status=value, reason=reason, message=message, observedGeneration=observed_generation
     )
+
+
+ConditionSetter = Callable[[str, bool, str, str], None]
+"""Sets one condition: (type, status, reason, message)."""
+
+
+def condition_setter(status: dict[str, Any], *, generation: int, now: datetime) -> ConditionSetter:
+    """A function that sets conditions in ``status["conditions"]`` for this generation."""
+    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
+
+    def condition(type_: str, ok: bool, reason: str, message: str) -> None:
+        set_condition(
+            conditions,
+            type_=type_,
+            status=ok,
+            reason=reason,
+            message=message,
+            observed_generation=generation,
+            now=now,
+        )
+
+    return condition

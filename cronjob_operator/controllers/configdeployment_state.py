@@ -32,7 +32,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from cronjob_operator.controllers.conditions import set_condition
+from cronjob_operator.controllers.conditions import condition_setter
 from cronjob_operator.runtime import objects
 
 __all__ = [
@@ -288,18 +288,7 @@ def update_status(
     now: datetime,
 ) -> None:
     """Set ``status`` in place from the Deployment we manage (None: none of ours exists)."""
-    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
-
-    def condition(type_: str, ok: bool, reason: str, message: str) -> None:
-        set_condition(
-            conditions,
-            type_=type_,
-            status=ok,
-            reason=reason,
-            message=message,
-            observed_generation=generation,
-            now=now,
-        )
+    condition = condition_setter(status, generation=generation, now=now)
 
     status["observedGeneration"] = generation
     if deployment is None:

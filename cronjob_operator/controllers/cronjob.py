@@ -26,9 +26,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronjob_operator import schedule as schedules
-from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers.conditions import parse_time, rfc3339, set_condition
+from cronjob_operator.controllers.conditions import condition_setter, parse_time, rfc3339
 from cronjob_operator.controllers.metrics import JOB_CREATION_SKEW
 from cronjob_operator.controllers.status import Clock, utc_now, write_status
 from cronjob_operator.runtime import errors, objects
@@ -169,6 +169,14 @@ class CronJobReconciler:
         except schedules.ScheduleError as exc:
             self._recorder.event(cronjob, "Warning", exc.reason, str(exc))
             return None, _Problem(exc.reason, str(exc))
+        name = cronjob["metadata"]["name"]
+        if len(name) > MAX_NAME_LENGTH:  # stored past validation: no Job name could fit
+            message = (
+                f"metadata.name: {len(name)} characters, at most {MAX_NAME_LENGTH} leave room "
+                "for the Job name suffix (Job names must fit 63); recreate with a shorter name"
+            )
+            self._recorder.event(cronjob, "Warning", "FailedCreate", message)
+            return None, _Problem("NameTooLong", message)
         earliest = parse_time(status.get("lastScheduleTime")) or parse_time(
             cronjob["metadata"].get("creationTimestamp")
         )
@@ -200,10 +208,11 @@ class CronJobReconciler:
     ) -> _Problem | None:
         name = state.job_name(cronjob["metadata"]["name"], scheduled)
         active = status.get("active") or []
-        if parse_time(status.get("lastScheduleTime")) == scheduled or any(
-            ref.get("name") == name for ref in active
-        ):
+        if parse_time(status.get("lastScheduleTime")) == scheduled:
             return None  # this run exists already
+        if any(ref.get("name") == name for ref in active):
+            status["lastScheduleTime"] = rfc3339(scheduled)  # created, never recorded (a crash)
+            return None
         policy = (cronjob.get("spec") or {}).get("concurrencyPolicy") or "Allow"
         if policy == "Forbid" and active:
             self._recorder.event(
@@ -252,7 +261,8 @@ class CronJobReconciler:
             observe_skew(created, scheduled)
         ref = state.job_reference(created)
         active = status.setdefault("active", [])
-        if all(entry.get("uid") != ref["uid"] for entry in active):
+        running = state.finished_state(created) is None  # an existing Job may be done already
+        if running and all(entry.get("uid") != ref["uid"] for entry in active):
             active.append(ref)
         status["lastScheduleTime"] = rfc3339(scheduled)
         return None
@@ -265,18 +275,7 @@ class CronJobReconciler:
         now: datetime,
     ) -> None:
         generation = int(cronjob["metadata"].get("generation") or 0)
-        conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
-
-        def condition(type_: str, ok: bool, reason: str, message: str) -> None:
-            set_condition(
-                conditions,
-                type_=type_,
-                status=ok,
-                reason=reason,
-                message=message,
-                observed_generation=generation,
-                now=now,
-            )
+        condition = condition_setter(status, generation=generation, now=now)
 
         if problem is not None:
             condition("Degraded", True, problem.reason, problem.message)
