@@ -120,8 +120,12 @@ def sync_status(
     finished = {_uid(job): job for job in (*jobs.successful, *jobs.failed)}
     missing = set(confirmed_missing)
     active: list[dict[str, Any]] = []
+    seen: set[Any] = set()
     for ref in status.get("active") or ():
         uid = ref.get("uid")
+        if uid in seen:
+            continue  # a repeated entry (stored by some other writer): one per Job
+        seen.add(uid)
         if uid in finished:
             state = finished_state(finished[uid])
             notices.append(

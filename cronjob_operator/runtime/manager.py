@@ -119,7 +119,10 @@ class Manager:
         self.cache.start()
         leader_thread = self._start_leader_election()
         if self.elector is None:
-            self._start_controllers()
+            # On a thread, as with a Lease: a SIGTERM must not wait for a cache that cannot sync.
+            threading.Thread(
+                target=self._start_controllers, name="start-controllers", daemon=True
+            ).start()
         self._stop.wait()
         return self._shutdown(leader_thread)
 

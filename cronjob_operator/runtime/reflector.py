@@ -14,6 +14,10 @@ It follows client-go's ListAndWatch:
 * A stream that goes silent is cut by a client-side read timeout longer than the bookmark
   interval. Connection errors back off (0.8 s doubling to 30 s, jittered, reset after two
   quiet minutes) and never end the reflector's thread.
+* A 403 (RBAC lacks a verb) is logged once at error level, naming the verb and the
+  resource, and again only when the API's message changes; repeats go to debug, so a
+  missing permission gives one clear line instead of one per retry. It backs off like
+  any failure, and the informer stays unsynced (the manager reports not-ready).
 
 Each object is transformed (``managedFields`` stripped by default) and frozen once, on
 arrival, so every later read can share it without copying.
@@ -115,6 +119,8 @@ class Reflector:
         self._lock = threading.Lock()
         self.resource_version = ""
         self.last_error: Exception | None = None
+        self._verb = "list"
+        self._reported_forbidden = ""
 
     def run(self, stop: threading.Event) -> None:
         """List and watch until ``stop`` is set; errors back off and retry, never escape."""
@@ -128,6 +134,11 @@ class Reflector:
                     need_list = False
                 self._watch(stop)
                 self.last_error = None
+            except errors.Forbidden as exc:
+                self.last_error = exc
+                delay = backoff.next_delay()
+                self._report_forbidden(exc, delay)
+                stop.wait(delay)
             except errors.Gone:
                 log.info(
                     "%s: resourceVersion %s is gone; relisting", self._kind, self.resource_version
@@ -139,6 +150,29 @@ class Reflector:
                 log.warning("%s: list/watch failed, retrying in %.1fs: %s", self._kind, delay, exc)
                 stop.wait(delay)
 
+    def _report_forbidden(self, exc: errors.Forbidden, delay: float) -> None:
+        resource = (
+            f"{self._kind.plural}.{self._kind.group}" if self._kind.group else self._kind.plural
+        )
+        if exc.message == self._reported_forbidden:
+            log.debug(
+                "%s: still forbidden to %s %s, retrying in %.1fs",
+                self._kind,
+                self._verb,
+                resource,
+                delay,
+            )
+            return
+        self._reported_forbidden = exc.message
+        log.error(
+            "%s: forbidden to %s %s; grant the verb to the operator's service account "
+            "(retrying with backoff; not ready until it succeeds): %s",
+            self._kind,
+            self._verb,
+            resource,
+            exc.message,
+        )
+
     def stop(self) -> None:
         """Cut the open watch so ``run`` notices its stop event at once."""
         with self._lock:
@@ -147,6 +181,7 @@ class Reflector:
             stream.close()
 
     def _list(self, resource_version: str) -> None:
+        self._verb = "list"
         items: list[objects.Obj] = []
         params: dict[str, Any] = {"limit": PAGE_SIZE, "resourceVersion": resource_version}
         path = self._kind.collection_path(self._namespace)
@@ -160,6 +195,7 @@ class Reflector:
             params = {"limit": PAGE_SIZE, "continue": token}
         self._replace(items)
         self.resource_version = str(metadata.get("resourceVersion") or "")
+        self._reported_forbidden = ""
         self._sink.on_synced()
 
     def _replace(self, items: list[objects.Obj]) -> None:
@@ -175,6 +211,7 @@ class Reflector:
             self._sink.on_delete(obj)
 
     def _watch(self, stop: threading.Event) -> None:
+        self._verb = "watch"
         params = {
             "resourceVersion": self.resource_version,
             "allowWatchBookmarks": True,
@@ -185,6 +222,7 @@ class Reflector:
         )
         with self._lock:
             self._stream = stream
+        self._reported_forbidden = ""
         try:
             if stop.is_set():
                 return

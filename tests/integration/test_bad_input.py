@@ -1,0 +1,283 @@
+"""CronJobs that validation should have kept out, stored anyway: reported, never looped on.
+
+An old object, a cluster without the CRD's validation, or a write that bypassed it can
+leave a CronJob the controller cannot run. Each one must get a Warning event and a
+``Degraded`` condition naming the problem, must not be reconciled in a hot loop, and
+must not stop the other CronJobs of the same manager. Inputs the CRD schema accepts are
+applied as they are; for the two it rejects (an unknown time zone, a name too long for
+its Jobs) the module relaxes the CRD's CEL rules for its duration and restores them.
+The manager runs in-process with a fake clock.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from cronjob_operator.controllers import cronjob
+from cronjob_operator.controllers.conditions import parse_time
+from cronjob_operator.envtest import RUN_DURATION_ANNOTATION, ControlPlane, wait_for
+from cronjob_operator.runtime.manager import Options
+from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
+from tests.e2e.support import FaultRow, FaultTable
+from tests.integration.support import FakeClock, RunningManager, apply, install_crds
+from tests.integration.support import running_manager as run_manager
+
+CRD = "cronjobs.batch.tutorial.kubebuilder.io"
+LONG_NAME = "a-cronjob-whose-name-is-much-too-long-for-the-jobs-it-makes"
+QUIET_WINDOW = 5.0
+
+
+def cronjob_object(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    container = spec.pop("container", "main")
+    return {
+        "apiVersion": "batch.tutorial.kubebuilder.io/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "schedule": "*/5 * * * *",
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "template": {
+                        "metadata": {"annotations": {RUN_DURATION_ANNOTATION: "1s"}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": container, "image": "busybox"}],
+                        },
+                    },
+                }
+            },
+            **spec,
+        },
+    }
+
+
+# name -> (spec overrides, Degraded reason, words the message must contain, Warning event)
+BAD = {
+    "unparseable": (
+        {"schedule": "obvious error schedule"},
+        "UnparseableSchedule",
+        ("spec.schedule",),
+        "UnparseableSchedule",
+    ),
+    "never-fires": (
+        {"schedule": "59 23 31 2 *"},
+        "InvalidSchedule",
+        ("spec.schedule", "never fires"),
+        "InvalidSchedule",
+    ),
+    "unknown-zone": (
+        {"timeZone": "Mars/Olympus_Mons"},
+        "UnknownTimeZone",
+        ("timeZone", "Mars/Olympus_Mons"),
+        "UnknownTimeZone",
+    ),
+    "bad-template": (
+        {"container": "Main_Container"},
+        "InvalidJobTemplate",
+        ("spec.jobTemplate", "Main_Container"),
+        "FailedCreate",
+    ),
+    LONG_NAME: ({}, "NameTooLong", ("metadata.name", "at most 52"), "FailedCreate"),
+}
+
+
+def _dry_run_accepts(control_plane: ControlPlane, obj: dict[str, Any]) -> bool:
+    result = control_plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj))
+    return result.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def relaxed_crd(control_plane: ControlPlane) -> Iterator[None]:
+    """The CronJob CRD without its name-length and known-zone CEL rules, then restored."""
+    install_crds(control_plane)
+    original = control_plane.kubectl_json("get", "crd", CRD)
+    relaxed = copy.deepcopy(original)
+    for version in relaxed["spec"]["versions"]:
+        schema = version["schema"]["openAPIV3Schema"]
+        schema.pop("x-kubernetes-validations", None)
+        schema["properties"]["spec"]["properties"]["timeZone"].pop("x-kubernetes-validations", None)
+    probe = cronjob_object(LONG_NAME, "default", timeZone="Mars/Olympus_Mons")
+    result = control_plane.kubectl("replace", "-f", "-", input=json.dumps(relaxed))
+    assert result.returncode == 0, result.stderr
+    try:
+        wait_for(lambda: _dry_run_accepts(control_plane, probe), 30, message="relaxed CRD")
+        yield
+    finally:
+        current = control_plane.kubectl_json("get", "crd", CRD)
+        current["spec"] = original["spec"]
+        result = control_plane.kubectl("replace", "-f", "-", input=json.dumps(current))
+        assert result.returncode == 0, result.stderr
+        wait_for(lambda: not _dry_run_accepts(control_plane, probe), 30, message="restored CRD")
+
+
+@pytest.fixture(scope="module")
+def table(request: pytest.FixtureRequest) -> Iterator[FaultTable]:
+    results = FaultTable("bad input results (tests/integration/test_bad_input.py)")
+    yield results
+    results.print(request.config)
+
+
+class CountingReconciler:
+    """Counts reconciles per CronJob name."""
+
+    def __init__(self, inner: Reconciler) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+        self.calls: Counter[str] = Counter()
+
+    def reconcile(self, request: Request) -> Result:
+        with self._lock:
+            self.calls[request.name] += 1
+        return self._inner.reconcile(request)
+
+    def snapshot(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self.calls)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def operator(
+    control_plane: ControlPlane, relaxed_crd: None, namespace: str, clock: FakeClock
+) -> Iterator[tuple[RunningManager, CountingReconciler]]:
+    setups = {"cronjob": lambda mgr: cronjob.setup(mgr, clock=clock)}
+    options = Options(namespace=namespace, health_probe_bind_address="0")
+    with run_manager(control_plane, setups, options=options) as running:
+        controller = running.controllers["cronjob"]
+        counting = CountingReconciler(controller.reconciler)
+        controller.reconciler = counting
+        yield running, counting
+
+
+def test_bad_cronjobs_are_reported_without_hot_loops_and_others_keep_running(
+    control_plane: ControlPlane,
+    namespace: str,
+    clock: FakeClock,
+    operator: tuple[RunningManager, CountingReconciler],
+    table: FaultTable,
+) -> None:
+    running, counting = operator
+    first_seen = clock.now
+    controller = running.controllers["cronjob"]
+    for name, (spec, *_rest) in BAD.items():
+        apply(control_plane, cronjob_object(name, namespace, **spec))
+    apply(control_plane, cronjob_object("good", namespace))
+    items = control_plane.kubectl_json("get", CRD, "-n", namespace)["items"]
+    newest = max(parse_time(c["metadata"]["creationTimestamp"]) or first_seen for c in items)
+    first = newest.replace(second=0, microsecond=0) + timedelta(minutes=5 - newest.minute % 5)
+    clock.set(first + timedelta(seconds=1))
+    for name in [*BAD, "good"]:
+        running.kick("cronjob", namespace, name)
+
+    def stored() -> dict[str, dict[str, Any]]:
+        found = control_plane.kubectl_json("get", CRD, "-n", namespace)["items"]
+        return {c["metadata"]["name"]: c for c in found}
+
+    def degraded(obj: dict[str, Any]) -> dict[str, Any]:
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Degraded"), {})
+
+    def warnings() -> Counter[tuple[str, str]]:
+        events = control_plane.kubectl_json("get", "events", "-n", namespace)["items"]
+        counts: Counter[tuple[str, str]] = Counter()
+        for event in events:
+            if event["type"] == "Warning" and event["involvedObject"]["kind"] == "CronJob":
+                key = (event["involvedObject"]["name"], event["reason"])
+                counts[key] += int(event.get("count") or 1)
+        return counts
+
+    def job_names() -> list[str]:
+        items = control_plane.kubectl_json("get", "jobs", "-n", namespace)["items"]
+        return sorted(j["metadata"]["name"] for j in items)
+
+    def settled() -> bool:
+        objs = stored()
+        seen = warnings()
+        return (
+            all(
+                degraded(objs[name]).get("reason") == reason and seen[(name, event)] >= 1
+                for name, (_spec, reason, _words, event) in BAD.items()
+            )
+            and f"good-{int(first.timestamp())}" in job_names()
+        )
+
+    wait_for(settled, 60, interval=0.5, message="every bad CronJob reported, the good one run")
+    wait_for(lambda: len(controller.queue) == 0, 30, message="the work queue to drain")
+    before, warned_before = counting.snapshot(), warnings()
+    time.sleep(QUIET_WINDOW)  # a measurement window: how often is each one reconciled?
+    during = counting.snapshot() - before
+    warned_during = warnings() - warned_before
+
+    objs = stored()
+    for name, (_spec, reason, words, _event) in BAD.items():
+        condition = degraded(objs[name])
+        assert condition["status"] == "True", (name, condition)
+        assert condition["reason"] == reason, (name, condition)
+        for word in words:
+            assert word in condition["message"], (name, word, condition["message"])
+        assert during[name] == 0, (name, during)
+        assert controller.queue.num_requeues(Request(namespace, name)) == 0, name
+        assert not [key for key in warned_during if key[0] == name], warned_during
+        assert not [j for j in job_names() if j.startswith(f"{name}-")], name
+    assert degraded(objs["good"])["status"] == "False"
+
+    # The good CronJob keeps running on schedule next to them.
+    second = first + timedelta(minutes=5)
+    clock.set(second + timedelta(seconds=1))
+    for name in [*BAD, "good"]:
+        running.kick("cronjob", namespace, name)
+    wait_for(
+        lambda: f"good-{int(second.timestamp())}" in job_names(),
+        30,
+        message="the good CronJob's second run",
+    )
+    wait_for(lambda: len(controller.queue) == 0, 30, message="the work queue to drain")
+    total = counting.snapshot()
+    good_jobs = [j for j in job_names() if j.startswith("good-")]
+    assert good_jobs == sorted(f"good-{int(t.timestamp())}" for t in (first, second))
+    final = stored()
+    seen = warnings()
+    for name, (_spec, reason, _words, event) in BAD.items():
+        assert degraded(final[name])["reason"] == reason
+        assert total[name] <= 8, (name, total)  # creation, the kicks, its own status writes
+        table.add(
+            FaultRow(
+                f"bad input: {name if name != LONG_NAME else 'name too long'}",
+                f"{_spec or f'a {len(LONG_NAME)}-character name'} stored"
+                + (" (CEL relaxed)" if name in {"unknown-zone", LONG_NAME} else ""),
+                1,
+                0,
+                0,
+                0,
+                0,
+                f"Degraded={reason}, Warning {event} x{seen[(name, event)]}; "
+                f"{total[name]} reconciles in all, {during[name]} in a {QUIET_WINDOW:g}s "
+                "quiet window, 0 requeues",
+            )
+        )
+    table.add(
+        FaultRow(
+            "bad input: the good CronJob beside them",
+            "valid */5 CronJob in the same manager",
+            1,
+            2,
+            len(good_jobs),
+            0,
+            0,
+            "both runs created on time; Degraded=False",
+        )
+    )
