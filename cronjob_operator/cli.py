@@ -14,9 +14,13 @@ import sys
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from cronjob_operator import __version__
+
+if TYPE_CHECKING:
+    from cronjob_operator.runtime.manager import Manager
+    from cronjob_operator.webhooks.server import WebhookServer
 
 __all__ = ["main"]
 
@@ -48,6 +52,16 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be more than 0")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 (off) or a port, 1 to 65535")
     return value
 
 
@@ -136,6 +150,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="run the ConfigDeployment controller",
     )
+    run.add_argument(
+        "--webhook-port",
+        type=_port,
+        default=9443,
+        help="port of the HTTPS webhook server (admission and conversion, every interface, "
+        "every replica); 0 disables it",
+    )
+    run.add_argument(
+        "--webhook-cert-dir",
+        default="/tmp/k8s-webhook-server/serving-certs",
+        help="directory of the webhook server's tls.crt and tls.key; reloaded when they change",
+    )
+    run.add_argument(
+        "--enable-http2",
+        action="store_true",
+        help="accepted for kubebuilder compatibility; the webhook server speaks HTTP/1.1 only",
+    )
     commands.add_parser("crd", help="print the generated CustomResourceDefinitions as YAML")
     commands.add_parser("version", help="print the version")
     return parser
@@ -188,8 +219,33 @@ def run(args: argparse.Namespace) -> int:
         cronjob.setup(manager)
     if args.configdeployment_controller:
         configdeployment.setup(manager)
+    try:
+        webhook_server = _start_webhook_server(args, manager)
+    except OSError as exc:
+        log.error("cannot serve webhooks on port %d: %s", args.webhook_port, exc)
+        return 1
     log.info("starting manager", extra={"version": __version__, "pid": os.getpid()})
-    return manager.run()
+    try:
+        return manager.run()
+    finally:
+        if webhook_server is not None:
+            webhook_server.stop()
+
+
+def _start_webhook_server(args: argparse.Namespace, manager: Manager) -> WebhookServer | None:
+    """Serve the webhooks (on every replica, leader or not) with a readiness check."""
+    from cronjob_operator.webhooks import manifests
+    from cronjob_operator.webhooks.server import WebhookServer
+
+    if not args.webhook_port:
+        return None
+    if args.enable_http2:
+        log.warning("--enable-http2 has no effect: the webhook server speaks HTTP/1.1 only")
+    server = WebhookServer(("", args.webhook_port), Path(args.webhook_cert_dir), manifests.routes())
+    manager.add_ready_check("webhook", server.ready)
+    server.start()
+    log.info("serving webhooks", extra={"port": server.port, "cert_dir": args.webhook_cert_dir})
+    return server
 
 
 def print_crds() -> int:

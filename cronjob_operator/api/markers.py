@@ -6,6 +6,13 @@ controller-gen puts in the CRD beyond the schema. Here each kind's types module 
 one ``Resource`` beside its models, and ``crdgen`` turns it into a
 CustomResourceDefinition. Field-level markers (minimum, enum, default, pattern, list
 types) stay on the pydantic fields themselves.
+
+A kind with several versions declares one ``Resource`` per version (same kind, plural
+and names); crdgen puts them in one CRD. Exactly one is the storage version
+(``+kubebuilder:storageversion``). A version whose schema differs from the storage
+version's names the ``ConversionWebhook`` that converts it (kubebuilder's
+``Convertible`` spoke): the API server cannot convert it by itself, so the base CRD does
+not serve it, and the webhook patch crdgen writes beside the bases serves it.
 """
 
 from __future__ import annotations
@@ -17,7 +24,13 @@ from pydantic import BaseModel
 
 from cronjob_operator.runtime.kinds import Kind
 
-__all__ = ["PrinterColumn", "Resource", "ScaleSubresource", "ValidationRule"]
+__all__ = [
+    "ConversionWebhook",
+    "PrinterColumn",
+    "Resource",
+    "ScaleSubresource",
+    "ValidationRule",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +61,22 @@ class ScaleSubresource:
 
 
 @dataclass(frozen=True, slots=True)
+class ConversionWebhook:
+    """The conversion webhook of a version, reached through a Service in the cluster.
+
+    ``service_name`` and ``service_namespace`` are the names in ``config/`` before
+    kustomize adds the project's prefix and namespace (kubebuilder's ``webhook-service``
+    in ``system``)."""
+
+    path: str
+    service_name: str = "webhook-service"
+    service_namespace: str = "system"
+    review_versions: tuple[str, ...] = ("v1",)
+
+
+@dataclass(frozen=True, slots=True)
 class Resource:
-    """Everything crdgen needs to write one CRD: the kind, its root model, its markers."""
+    """One version of a kind, for crdgen: the kind, its root model, its markers."""
 
     kind: Kind
     model: type[BaseModel]
@@ -58,3 +85,7 @@ class Resource:
     printer_columns: tuple[PrinterColumn, ...] = ()
     validations: tuple[ValidationRule, ...] = ()
     scale: ScaleSubresource | None = None
+    storage: bool = True
+    """Whether objects are stored in this version (one version of a kind is)."""
+    conversion: ConversionWebhook | None = None
+    """Set on a version that only a webhook can convert to and from the storage version."""

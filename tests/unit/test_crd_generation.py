@@ -1,7 +1,9 @@
-"""The generated CRDs: committed files up to date, schemas structural, markers present."""
+"""The generated CRDs: committed files up to date, schemas structural, markers present,
+CronJob's two versions and the conversion webhook patch."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -9,27 +11,45 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from cronjob_operator.api import crdgen
-from cronjob_operator.api.markers import Resource
+from cronjob_operator.api import batch_v1, batch_v2, crdgen
+from cronjob_operator.api.markers import ConversionWebhook, Resource
 from cronjob_operator.runtime.kinds import Kind
 
 ROOT = Path(__file__).resolve().parents[2]
 BASES = ROOT / "config" / "crd" / "bases"
+PATCHES = ROOT / "config" / "crd" / "patches"
 CRONJOB_FILE = "batch.tutorial.kubebuilder.io_cronjobs.yaml"
 CONFIG_DEPLOYMENT_FILE = "apps.tutorial.kubebuilder.io_configdeployments.yaml"
+CRONJOB_PATCH_FILE = "webhook_in_cronjobs.yaml"
 
 
 def crd_named(kind: str) -> dict[str, Any]:
     return next(crd for crd in crdgen.generate_crds() if crd["spec"]["names"]["kind"] == kind)
 
 
-def version_of(crd: dict[str, Any]) -> dict[str, Any]:
-    (version,) = crd["spec"]["versions"]
+def version_of(crd: dict[str, Any], name: str = "v1") -> dict[str, Any]:
+    (version,) = (v for v in crd["spec"]["versions"] if v["name"] == name)
     return version  # type: ignore[no-any-return]
 
 
-def schema_of(kind: str) -> dict[str, Any]:
-    return version_of(crd_named(kind))["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
+def schema_of(kind: str, version: str = "v1") -> dict[str, Any]:
+    return version_of(crd_named(kind), version)["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
+
+
+def apply_json_patch(obj: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """The add/replace/test subset of RFC 6902 that the conversion patch uses."""
+    result = copy.deepcopy(obj)
+    for op in ops:
+        *parents, last = op["path"].strip("/").split("/")
+        node: Any = result
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        key: Any = int(last) if isinstance(node, list) else last
+        if op["op"] == "test":
+            assert node[key] == op["value"], op
+        else:
+            node[key] = op["value"]
+    return result
 
 
 def at(schema: dict[str, Any], dotted: str) -> dict[str, Any]:
@@ -94,24 +114,40 @@ def test_rendered_yaml_parses_back_to_the_crd_and_is_stable() -> None:
         )
 
 
+@pytest.mark.parametrize("edited", [f"bases/{CRONJOB_FILE}", f"patches/{CRONJOB_PATCH_FILE}"])
 def test_check_fails_on_stale_files_and_passes_after_writing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edited: str
 ) -> None:
     assert crdgen.main(["--check", "--out", str(tmp_path)]) == 1
     assert "run python -m cronjob_operator.api.crdgen" in capsys.readouterr().err
     assert crdgen.main(["--out", str(tmp_path)]) == 0
     assert crdgen.main(["--check", "--out", str(tmp_path)]) == 0
-    (tmp_path / CRONJOB_FILE).write_text("edited\n")
+    (tmp_path / edited).write_text("edited\n")
     assert crdgen.main(["--check", "--out", str(tmp_path)]) == 1
-    assert (tmp_path / CRONJOB_FILE).read_text() == "edited\n"
+    assert (tmp_path / edited).read_text() == "edited\n"
+
+
+def test_committed_conversion_patch_is_what_the_generator_writes() -> None:
+    ((base, ops),) = crdgen.webhook_patches()
+    assert crdgen.patch_file_name(base) == CRONJOB_PATCH_FILE
+    path = PATCHES / CRONJOB_PATCH_FILE
+    assert path.read_text(encoding="utf-8") == crdgen.render_patch_yaml(ops), (
+        f"{path} is out of date: run python -m cronjob_operator.api.crdgen"
+    )
+    component = yaml.safe_load((PATCHES / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    (webhook_patch,) = (p for p in component["patches"] if p["path"] == CRONJOB_PATCH_FILE)
+    assert webhook_patch["target"]["name"] == base["metadata"]["name"]
 
 
 # --- structural schema -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["CronJob", "ConfigDeployment"])
-def test_schema_is_structural(kind: str) -> None:
-    for path, node in walk(schema_of(kind)):
+@pytest.mark.parametrize(
+    ("kind", "version"), [("CronJob", "v1"), ("CronJob", "v2"), ("ConfigDeployment", "v1")]
+)
+def test_schema_is_structural(kind: str, version: str) -> None:
+    for path, node in walk(schema_of(kind, version)):
         where = path or "<root>"
         assert (
             node.get("type")
@@ -130,9 +166,11 @@ def test_schema_is_structural(kind: str) -> None:
             ), f"{where} is an object with no fields (everything pruned)"
 
 
-@pytest.mark.parametrize("kind", ["CronJob", "ConfigDeployment"])
-def test_root_is_standard(kind: str) -> None:
-    schema = schema_of(kind)
+@pytest.mark.parametrize(
+    ("kind", "version"), [("CronJob", "v1"), ("CronJob", "v2"), ("ConfigDeployment", "v1")]
+)
+def test_root_is_standard(kind: str, version: str) -> None:
+    schema = schema_of(kind, version)
     assert schema["type"] == "object"
     assert schema["properties"]["metadata"] == {"type": "object"}
     assert schema["properties"]["apiVersion"]["type"] == "string"
@@ -142,8 +180,8 @@ def test_root_is_standard(kind: str) -> None:
 
 
 def test_every_field_is_described() -> None:
-    for kind in ("CronJob", "ConfigDeployment"):
-        for path, node in walk(schema_of(kind)):
+    for kind, version in (("CronJob", "v1"), ("CronJob", "v2"), ("ConfigDeployment", "v1")):
+        for path, node in walk(schema_of(kind, version)):
             if path.count(".") >= 1 and not path.endswith(("[]", "{}")) and path != ".metadata":
                 assert node.get("description"), f"{kind}{path} has no description"
 
@@ -163,9 +201,12 @@ def test_cronjob_names_scope_and_subresources() -> None:
         "singular": "cronjob",
         "shortNames": ["cjt"],
     }
-    version = version_of(crd)
-    assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
-    assert version["subresources"] == {"status": {}}
+    versions = [(v["name"], v["served"], v["storage"]) for v in crd["spec"]["versions"]]
+    # v2 is listed but not served: only the conversion webhook can convert it.
+    assert versions == [("v1", True, True), ("v2", False, False)]
+    assert "conversion" not in crd["spec"]
+    for version in crd["spec"]["versions"]:
+        assert version["subresources"] == {"status": {}}
 
 
 def test_cronjob_defaults_minimums_and_formats() -> None:
@@ -276,6 +317,130 @@ def test_pod_template_is_typed_for_kubectl_explain() -> None:
     assert "configMap" in volume["properties"]
     metadata = at(schema_of("CronJob"), "spec.jobTemplate.metadata")
     assert set(metadata["properties"]) == {"labels", "annotations"}
+
+
+# --- CronJob v2 and conversion ------------------------------------------------------------
+
+
+def test_v2_is_v1_with_a_structured_schedule() -> None:
+    v1, v2 = schema_of("CronJob", "v1"), schema_of("CronJob", "v2")
+    assert v2["properties"]["status"] == v1["properties"]["status"]
+    assert v2["x-kubernetes-validations"] == v1["x-kubernetes-validations"]
+    v1_spec, v2_spec = at(v1, "spec"), at(v2, "spec")
+    assert v2_spec["required"] == v1_spec["required"]
+
+    def without_schedule(spec: dict[str, Any]) -> dict[str, Any]:
+        return {name: node for name, node in spec["properties"].items() if name != "schedule"}
+
+    assert without_schedule(v2_spec) == without_schedule(v1_spec)
+    schedule = at(v2, "spec.schedule")
+    assert schedule["type"] == "object"
+    assert list(schedule["properties"]) == list(batch_v2.SCHEDULE_FIELDS)
+    assert "required" not in schedule
+    for field in schedule["properties"].values():
+        assert (field["type"], field["minLength"], field["pattern"]) == ("string", 1, r"^\S+$")
+
+
+def test_v2_printer_columns_show_the_schedule_fields_wide() -> None:
+    columns = version_of(crd_named("CronJob"), "v2")["additionalPrinterColumns"]
+    assert [(c["jsonPath"], c.get("priority", 0)) for c in columns[:5]] == [
+        (f".spec.schedule.{field}", 1) for field in batch_v2.SCHEDULE_FIELDS
+    ]
+    assert [c["name"] for c in columns[5:]] == [
+        "TimeZone",
+        "Suspend",
+        "Active",
+        "Last Schedule",
+        "Age",
+    ]
+
+
+def test_conversion_patch_serves_v2_through_the_webhook() -> None:
+    ((base, ops),) = crdgen.webhook_patches()
+    patched = apply_json_patch(base, ops)
+    assert patched["spec"]["conversion"] == {
+        "strategy": "Webhook",
+        "webhook": {
+            "clientConfig": {
+                "service": {"name": "webhook-service", "namespace": "system", "path": "/convert"}
+            },
+            "conversionReviewVersions": ["v1"],
+        },
+    }
+    assert [(v["name"], v["served"], v["storage"]) for v in patched["spec"]["versions"]] == [
+        ("v1", True, True),
+        ("v2", True, False),
+    ]
+    client_config = crdgen.service_client_config(batch_v2.CONVERSION)
+    assert patched == crdgen.generate_crd(
+        batch_v1.CRONJOB_RESOURCE,
+        batch_v2.CRONJOB_RESOURCE,
+        conversion_client_config=client_config,
+    )
+
+
+def test_conversion_patch_tests_the_version_it_serves() -> None:
+    ((base, ops),) = crdgen.webhook_patches()
+    base["spec"]["versions"].reverse()  # a version list that changed under the patch
+    with pytest.raises(AssertionError):
+        apply_json_patch(base, ops)
+
+
+def test_a_url_client_config_is_used_as_given() -> None:
+    client_config = {"url": "https://127.0.0.1:9443/convert", "caBundle": "Q0E="}
+    crd = crdgen.generate_crd(
+        batch_v2.CRONJOB_RESOURCE,
+        batch_v1.CRONJOB_RESOURCE,
+        conversion_client_config=client_config,
+    )
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"] == client_config
+    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1", "v2"]
+
+
+def _version(resource: Resource, **changes: Any) -> Resource:
+    fields = {name: getattr(resource, name) for name in resource.__dataclass_fields__}
+    return Resource(**{**fields, **changes})
+
+
+@pytest.mark.parametrize(
+    ("versions", "problem"),
+    [
+        (
+            (batch_v1.CRONJOB_RESOURCE, _version(batch_v2.CRONJOB_RESOURCE, storage=True)),
+            "exactly one version",
+        ),
+        ((_version(batch_v1.CRONJOB_RESOURCE, storage=False),), "exactly one version"),
+        (
+            (batch_v1.CRONJOB_RESOURCE, _version(batch_v2.CRONJOB_RESOURCE, singular="cj")),
+            "names a different kind",
+        ),
+        ((batch_v1.CRONJOB_RESOURCE, batch_v1.CRONJOB_RESOURCE), "declared twice"),
+        (
+            (_version(batch_v1.CRONJOB_RESOURCE, conversion=batch_v2.CONVERSION),),
+            "storage version is never converted",
+        ),
+        (
+            (
+                batch_v1.CRONJOB_RESOURCE,
+                batch_v2.CRONJOB_RESOURCE,
+                _version(
+                    batch_v2.CRONJOB_RESOURCE,
+                    kind=Kind(batch_v2.CRONJOB.group, "v3", batch_v2.CRONJOB.kind, "cronjobs"),
+                    conversion=ConversionWebhook(path="/other"),
+                ),
+            ),
+            "one conversion webhook",
+        ),
+    ],
+)
+def test_inconsistent_versions_are_refused(versions: tuple[Resource, ...], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        crdgen.generate_crd(*versions)
+
+
+def test_a_conversion_client_config_needs_a_converted_version() -> None:
+    with pytest.raises(ValueError, match="no version has a conversion webhook"):
+        crdgen.generate_crd(batch_v1.CRONJOB_RESOURCE, conversion_client_config={"url": "x"})
 
 
 # --- ConfigDeployment markers ----------------------------------------------------------

@@ -1,0 +1,226 @@
+"""Defaulting and validation of CronJob v1: the tutorial's ``cronjob_webhook.go``.
+
+The CRD schema already rejects much (types, enums, minimums, the CEL rules on the name,
+``TZ=`` and ``timeZone``) and applies the same defaults, but it cannot parse a schedule:
+``60 * * * *`` or ``* * * * 7`` pass any schema. These webhooks hold the CronJob to the
+built-in ``batch/v1`` CronJob's rules, with ``cronjob_operator.schedule`` deciding what a
+schedule or time zone may be (one accept set for the webhook and the controller):
+
+- ``default`` sets concurrencyPolicy Allow, suspend false, successfulJobsHistoryLimit 3 and
+  failedJobsHistoryLimit 1 where they are unset (absent or null), never over a value;
+  the values are the v1 model's defaults, so the schema and the webhook agree.
+- ``validate_create`` / ``validate_update`` return every ``FieldError`` at once. As
+  upstream: the name is limited to 52 characters on create only (older, longer names
+  can still be updated and deleted), and a ``TZ=``/``CRON_TZ=`` prefix is tolerated on
+  update only when the old schedule had one, so objects from before the rule can change.
+
+Objects are read as raw JSON, not through the pydantic model: a webhook must report every
+problem of whatever it is sent, with the field path, rather than stop at the first.
+v2 objects never reach these functions: the webhook configurations match v1, and the API
+server converts a v2 request to v1 first (matchPolicy Equivalent).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic_core import PydanticUndefined
+
+from cronjob_operator import schedule
+from cronjob_operator.api import batch_v1
+from cronjob_operator.webhooks import admission
+from cronjob_operator.webhooks.admission import AdmissionRequest, FieldError, Operation
+
+__all__ = [
+    "DEFAULTS",
+    "MUTATE_PATH",
+    "VALIDATE_PATH",
+    "default",
+    "defaulting_patch",
+    "mutate",
+    "validate",
+    "validate_create",
+    "validate_update",
+]
+
+MUTATE_PATH: Final = "/mutate-batch-tutorial-kubebuilder-io-v1-cronjob"
+VALIDATE_PATH: Final = "/validate-batch-tutorial-kubebuilder-io-v1-cronjob"
+
+DEFAULTS: Final[Mapping[str, Any]] = {
+    info.alias or name: getattr(info.default, "value", info.default)
+    for name, info in batch_v1.CronJobSpec.model_fields.items()
+    if info.default not in (None, PydanticUndefined)
+}
+"""The spec fields with a default, as JSON: the v1 model's (and so the CRD schema's)."""
+
+_TZ_PREFIXES: Final = ("TZ=", "CRON_TZ=")
+_COUNTS: Final = (
+    "startingDeadlineSeconds",
+    "successfulJobsHistoryLimit",
+    "failedJobsHistoryLimit",
+)
+_SCHEDULE_HINT: Final = (
+    "use 5 fields (minute hour day-of-month month day-of-week) or a macro such as @hourly"
+)
+_BOTH_ZONES: Final = (
+    f"cannot use both {schedule.TIME_ZONE_FIELD} and a TZ or CRON_TZ prefix in the schedule"
+)
+# The messages of cronjob_operator.schedule: 'spec.schedule: "<value>": <detail>'.
+_SCHEDULE_MESSAGE: Final = re.compile(r'[\w.]+: "(?:[^"\\]|\\.)*": (?P<detail>.*)', re.DOTALL)
+
+
+def _spec(cronjob: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    spec = cronjob.get("spec")
+    return spec if isinstance(spec, Mapping) else None
+
+
+def defaulting_patch(cronjob: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The JSON Patch that sets each default the object leaves unset (absent or null)."""
+    spec = _spec(cronjob)
+    if spec is None:
+        return []  # nothing to default; validation reports the missing spec
+    return [
+        {"op": "add", "path": f"/spec/{field}", "value": value}
+        for field, value in DEFAULTS.items()
+        if spec.get(field) is None
+    ]
+
+
+def default(cronjob: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``cronjob`` with its unset defaults set (what the patch does)."""
+    result = copy.deepcopy(dict(cronjob))
+    for op in defaulting_patch(cronjob):
+        result["spec"][op["path"].rpartition("/")[2]] = op["value"]
+    return result
+
+
+def _detail(message: str) -> str:
+    """The part of a ``cronjob_operator.schedule`` message after the field and value."""
+    match = _SCHEDULE_MESSAGE.fullmatch(message)
+    return match["detail"] if match else message
+
+
+def _schedule_errors(
+    spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None
+) -> list[FieldError]:
+    field = schedule.SCHEDULE_FIELD
+    value = spec.get("schedule")
+    if value is None or value == "":
+        return [admission.required(field, _SCHEDULE_HINT)]
+    if not isinstance(value, str):
+        return [admission.invalid(field, value, "must be a string")]
+    old_schedule = (old_spec or {}).get("schedule")
+    tolerate_tz = isinstance(old_schedule, str) and old_schedule.startswith(_TZ_PREFIXES)
+    if not (tolerate_tz and value.startswith(_TZ_PREFIXES)):
+        return [
+            admission.invalid(field, value, _detail(m)) for m in schedule.validate_schedule(value)
+        ]
+    # An update of an object that already had a prefix: robfig reads "TZ=<zone> <rest>".
+    prefix, _, rest = value.partition(" ")
+    zone = prefix.partition("=")[2]
+    errors = [
+        admission.invalid(field, value, _detail(m))
+        for m in schedule.validate_schedule(rest.strip())
+    ]
+    zone_problem = schedule.validate_time_zone(zone)
+    if zone_problem is not None:
+        errors.append(
+            admission.invalid(
+                field, value, f"in the {prefix.partition('=')[0]}= prefix: {_detail(zone_problem)}"
+            )
+        )
+    if spec.get("timeZone") is not None:
+        errors.append(admission.invalid(field, value, _BOTH_ZONES))
+    return errors
+
+
+def _time_zone_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    field = schedule.TIME_ZONE_FIELD
+    value = spec.get("timeZone")
+    if value is None:
+        return []
+    if not isinstance(value, str):
+        return [admission.invalid(field, value, "must be a string")]
+    problem = schedule.validate_time_zone(value)
+    return [] if problem is None else [admission.invalid(field, value, _detail(problem))]
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) -> list[FieldError]:
+    errors = _schedule_errors(spec, old_spec) + _time_zone_errors(spec)
+    policy = spec.get("concurrencyPolicy")
+    policies = [p.value for p in batch_v1.ConcurrencyPolicy]
+    if policy is not None and policy not in policies:
+        errors.append(admission.not_supported("spec.concurrencyPolicy", policy, policies))
+    suspend = spec.get("suspend")
+    if suspend is not None and not isinstance(suspend, bool):
+        errors.append(admission.invalid("spec.suspend", suspend, "must be true or false"))
+    for name in _COUNTS:
+        value = spec.get(name)
+        if value is None:
+            continue
+        if not _is_count(value):
+            errors.append(admission.invalid(f"spec.{name}", value, "must be a whole number"))
+        elif value < 0:
+            errors.append(
+                admission.invalid(f"spec.{name}", value, "must be greater than or equal to 0")
+            )
+    if not isinstance(spec.get("jobTemplate"), Mapping):
+        errors.append(
+            admission.required("spec.jobTemplate", "the Job to create at each scheduled time")
+        )
+    return errors
+
+
+def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:
+    spec = _spec(cronjob)
+    if spec is None:
+        return [admission.required("spec")]
+    return _spec_errors(spec, None if old is None else _spec(old))
+
+
+def validate_create(cronjob: Mapping[str, Any]) -> list[FieldError]:
+    """Every reason the API server must refuse to create ``cronjob`` (empty: it may)."""
+    errors: list[FieldError] = []
+    name = (cronjob.get("metadata") or {}).get("name") or ""
+    if len(name) > batch_v1.MAX_NAME_LENGTH:
+        errors.append(
+            admission.invalid(
+                "metadata.name",
+                name,
+                f"must be no more than {batch_v1.MAX_NAME_LENGTH} characters (the Job name "
+                "appends an 11-character suffix and must fit 63)",
+            )
+        )
+    return errors + _validate(cronjob, None)
+
+
+def validate_update(cronjob: Mapping[str, Any], old: Mapping[str, Any]) -> list[FieldError]:
+    """Every reason the API server must refuse to update ``old`` to ``cronjob``."""
+    return _validate(cronjob, old)
+
+
+def mutate(request: AdmissionRequest, cronjob: dict[str, Any]) -> dict[str, Any]:
+    """The mutating webhook's answer: admit, with the unset defaults as a patch."""
+    return admission.patch(request.uid, defaulting_patch(cronjob))
+
+
+def validate(request: AdmissionRequest, cronjob: dict[str, Any]) -> dict[str, Any]:
+    """The validating webhook's answer: admit, or deny with every error."""
+    if request.operation is Operation.UPDATE and request.old_object is not None:
+        errors = validate_update(cronjob, request.old_object)
+    else:
+        errors = validate_create(cronjob)
+    if not errors:
+        return admission.allow(request.uid)
+    name = request.name or (cronjob.get("metadata") or {}).get("name") or ""
+    status = admission.invalid_status(
+        group=batch_v1.CRONJOB.group, kind=batch_v1.CRONJOB.kind, name=name, errors=errors
+    )
+    return admission.deny(request.uid, status)

@@ -1,0 +1,234 @@
+"""The webhook HTTPS server: admission and conversion reviews over TLS, on every replica.
+
+The API server POSTs a JSON review to a path and waits for the JSON answer; each path is a
+``Route``, a function from the decoded body to the decoded answer. This module knows
+nothing of reviews: it does TLS (a fresh certificate from ``CertWatcher`` for every new
+connection, so a rotation needs no restart), HTTP/1.1 and JSON, and turns what goes wrong
+into answers instead of crashes:
+
+- not a POST of ``application/json`` to a known path, a body that is not JSON, or one a
+  route rejects by raising ``BadRequest``: 4xx with a ``Status`` naming the problem;
+- a route that raises anything else: 500, logged with its traceback;
+- a client that fails the TLS handshake or goes silent: its connection is closed after
+  ``timeout`` seconds; other connections are served meanwhile (a thread per connection).
+
+HTTP/2: ALPN offers only ``http/1.1``. Go clients (the API server) then speak HTTP/1.1,
+which is also controller-runtime's default since the HTTP/2 "rapid reset" CVEs; the
+standard library has no HTTP/2 server, so there is nothing to enable.
+
+Unlike the controllers, webhooks run on every replica, leader or not: the Service sends
+reviews to any ready pod. ``ready`` is the readiness check: a TLS handshake with the
+server itself succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Mapping
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Final
+
+from cronjob_operator.webhooks.certwatcher import CertWatcher
+
+__all__ = ["MAX_BODY_BYTES", "BadRequest", "Route", "WebhookServer"]
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES: Final = 16 * 1024 * 1024
+"""The largest review accepted (an object is at most ~1.5 MiB in etcd; a list to convert
+holds several)."""
+
+Route = Callable[[Any], Any]
+"""Answers one decoded JSON body with a JSON-serialisable answer; raises ``BadRequest``."""
+
+
+class BadRequest(ValueError):
+    """The body is not a request the route can answer (the client gets a 400)."""
+
+
+class _Refusal(Exception):
+    """A request refused before any route saw it (wrong path, type or body)."""
+
+    def __init__(self, code: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _TLSServer(ThreadingHTTPServer):
+    """Accepts TCP, wraps each connection with the current certificate's context."""
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        certs: CertWatcher,
+    ) -> None:
+        self.certs = certs
+        super().__init__(address, handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = self.socket.accept()
+        context = self.certs.context()
+        if context is None:
+            connection.close()
+            raise OSError("no serving certificate")  # socketserver drops the connection
+        # The handshake happens in the connection's thread (``_Handler.handle``), so a slow
+        # client cannot hold up accepting others.
+        return context.wrap_socket(
+            connection, server_side=True, do_handshake_on_connect=False
+        ), address
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("webhook connection from %s failed", client_address, exc_info=True)
+
+
+def _status(code: HTTPStatus, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": code.phrase.replace(" ", ""),
+        "code": int(code),
+    }
+
+
+def _handler_class(
+    routes: Mapping[str, Route], idle_timeout: float
+) -> type[BaseHTTPRequestHandler]:
+    class _Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: the API server reuses connections
+        server_version = "cronjob-operator-webhook"
+        timeout = idle_timeout  # seconds a connection may stay silent
+
+        def handle(self) -> None:
+            try:
+                self.connection.do_handshake()
+            except (OSError, ssl.SSLError) as exc:
+                log.debug("webhook TLS handshake with %s failed: %s", self.client_address, exc)
+                return
+            super().handle()
+
+        def do_POST(self) -> None:
+            code, answer = self._answer()
+            body = json.dumps(answer).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _answer(self) -> tuple[HTTPStatus, Any]:
+            try:
+                route = routes.get(self.path.partition("?")[0])
+                if route is None:
+                    raise _Refusal(
+                        HTTPStatus.NOT_FOUND, f"no webhook at {self.path}; serving {sorted(routes)}"
+                    )
+                body = self._body()
+                return HTTPStatus.OK, route(body)
+            except _Refusal as refusal:
+                self.close_connection = True  # its body may be unread: no next request
+                return refusal.code, _status(refusal.code, str(refusal))
+            except BadRequest as exc:
+                log.warning("bad webhook request to %s: %s", self.path, exc)
+                return HTTPStatus.BAD_REQUEST, _status(HTTPStatus.BAD_REQUEST, str(exc))
+            except Exception:
+                log.exception("webhook %s failed", self.path)
+                return HTTPStatus.INTERNAL_SERVER_ERROR, _status(
+                    HTTPStatus.INTERNAL_SERVER_ERROR, f"the webhook at {self.path} failed"
+                )
+
+        def _body(self) -> Any:
+            """The decoded JSON body; raises ``_Refusal`` for anything else."""
+            content_type = self.headers.get("Content-Type", "").partition(";")[0].strip()
+            if content_type != "application/json":
+                raise _Refusal(
+                    HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                    f"Content-Type must be application/json, not {content_type or 'unset'!r}",
+                )
+            try:
+                length = int(self.headers.get("Content-Length", ""))
+            except ValueError:
+                length = -1
+            if not 0 < length <= MAX_BODY_BYTES:
+                raise _Refusal(
+                    HTTPStatus.BAD_REQUEST,
+                    f"a body of 1 to {MAX_BODY_BYTES} bytes with a Content-Length is required",
+                )
+            try:
+                return json.loads(self.rfile.read(length))
+            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, deep nesting
+                raise _Refusal(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}") from None
+
+        def do_GET(self) -> None:
+            self.send_error(HTTPStatus.METHOD_NOT_ALLOWED, "webhooks take POST")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("webhook http: " + format, *args)
+
+    return _Handler
+
+
+class WebhookServer:
+    """Serves ``routes`` over HTTPS on ``address``, on daemon threads."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        cert_dir: Path,
+        routes: Mapping[str, Route],
+        *,
+        timeout: float = 30.0,
+    ) -> None:
+        """Binds at once (raises ``OSError`` if the port is taken); serves from ``start``."""
+        self.certs = CertWatcher(cert_dir)
+        self._server = _TLSServer(address, _handler_class(dict(routes), timeout), self.certs)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name=f"webhook-{self.port}", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when the address asked for port 0)."""
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        """Start serving on a daemon thread; returns at once. Loads the certificate first,
+        so that a missing one is logged at startup rather than at the first request."""
+        self.certs.context()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop accepting, close the socket; open connections end with their threads."""
+        if self._thread.is_alive():
+            self._server.shutdown()  # blocks until serve_forever returns (at most 0.5 s)
+        self._server.server_close()
+
+    def ready(self) -> str | None:
+        """The readiness check: None once a TLS handshake with this server succeeds."""
+        if not self._thread.is_alive():
+            return "the webhook server is not running"
+        host = str(self._server.server_address[0])
+        if host in ("", "0.0.0.0"):
+            host = "127.0.0.1"
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # checks that it serves, not who it is
+        try:
+            with (
+                socket.create_connection((host, self.port), timeout=2) as raw,
+                context.wrap_socket(raw),
+            ):
+                return None
+        except OSError as exc:
+            return f"no TLS handshake on port {self.port}: {self.certs.problem or exc}"

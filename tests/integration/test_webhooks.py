@@ -1,0 +1,577 @@
+"""The webhooks on the real local control plane: the API server calls them over TLS.
+
+A module fixture runs the webhook server in-process on 127.0.0.1 with a CA and serving
+certificate from ``hack/gen-webhook-certs.sh``, registers the webhook configurations with
+``clientConfig.url`` and the CA bundle, and switches the CronJob CRD to the conversion
+webhook at that URL (the JSON patch that kustomize applies in ``config/default``, with the
+URL in place of the Service). Every route records its calls, so a test can tell that the
+webhook answered rather than the CRD schema: the API server runs schema defaulting before
+the mutating webhooks, and the schema and CEL checks before the validating ones, so only
+what a schema cannot say (``60 * * * *``, ``* * * * 7``) reaches the validating webhook
+through it; the other bad inputs are also sent to the webhook directly.
+
+The control plane is shared by the whole session: teardown (even after a failure)
+deletes the test's CronJobs, patches the CRD back to the plain ``config/crd/bases`` one
+(v2 not served, no conversion), waits until discovery no longer offers v2, deletes the
+configurations and stops the server. The CRD is only ever patched, so its last-applied
+annotation stays what ``install_crds`` wrote. kubectl runs with its own discovery cache
+here, so the session's cache never learns of v2.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import hashlib
+import http.client
+import json
+import secrets
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronjob_operator.api import batch_v1, batch_v2, crdgen
+from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.webhooks import configdeployment, conversion, cronjob, manifests
+from cronjob_operator.webhooks.certwatcher import CertWatcher
+from cronjob_operator.webhooks.server import Route, WebhookServer
+from tests.integration.support import REPO, install_crds
+
+pytestmark = pytest.mark.cluster
+
+GEN_CERTS = REPO / "hack" / "gen-webhook-certs.sh"
+GROUP = batch_v1.CRONJOB.group
+V1 = f"cronjobs.v1.{GROUP}"
+V2 = f"cronjobs.v2.{GROUP}"
+CONFIGURATION_NAMES = {
+    "MutatingWebhookConfiguration": "cronjob-operator-test-mutating",
+    "ValidatingWebhookConfiguration": "cronjob-operator-test-validating",
+}
+TIMEOUT = 60.0
+IDLE_TIMEOUT = 2.0
+"""Seconds the test server keeps an idle connection: short, so that after a rotation the
+API server has to connect (and verify the new certificate) again."""
+
+
+def generate_certs(cert_dir: Path) -> None:
+    """A CA (once) and a new serving certificate from it, as a local run would."""
+    subprocess.run(
+        ["bash", str(GEN_CERTS), str(cert_dir)], check=True, capture_output=True, timeout=60
+    )
+
+
+@dataclass
+class Env:
+    """The cluster with our webhooks registered, and the server answering them."""
+
+    cp: ControlPlane
+    namespace: str
+    server: WebhookServer
+    cert_dir: Path
+    cache_dir: Path
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    """(path, object name) of every review the server answered."""
+
+    def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return self.cp.kubectl(f"--cache-dir={self.cache_dir}", *args, input=input)
+
+    def apply(self, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return self.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+    def get(self, resource: str, name: str) -> dict[str, Any]:
+        result = self.kubectl("get", resource, name, "-n", self.namespace, "-o", "json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+    def post(
+        self, path: str, body: bytes, content_type: str = "application/json"
+    ) -> tuple[int, Any]:
+        """POST to the server directly, verifying its certificate with the CA."""
+        context = ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
+        connection = http.client.HTTPSConnection(
+            "127.0.0.1", self.server.port, context=context, timeout=10
+        )
+        try:
+            connection.request("POST", path, body=body, headers={"Content-Type": content_type})
+            response = connection.getresponse()
+            data = response.read()
+            return response.status, json.loads(data) if data else None
+        finally:
+            connection.close()
+
+    def review(self, path: str, obj: dict[str, Any], kind: str = "CronJob") -> dict[str, Any]:
+        """Send one CREATE AdmissionReview of ``obj`` directly; the response part."""
+        group = GROUP if kind == "CronJob" else obj["apiVersion"].partition("/")[0]
+        request = {
+            "uid": secrets.token_hex(8),
+            "kind": {"group": group, "version": "v1", "kind": kind},
+            "operation": "CREATE",
+            "name": obj["metadata"]["name"],
+            "namespace": self.namespace,
+            "object": obj,
+        }
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
+        status, answer = self.post(path, json.dumps({**review, "request": request}).encode())
+        assert status == 200, answer
+        assert answer["response"]["uid"] == request["uid"]
+        return answer["response"]  # type: ignore[no-any-return]
+
+    def validated(self, name: str, path: str = cronjob.VALIDATE_PATH) -> bool:
+        """Whether the API server sent ``name`` to the validating webhook at ``path``."""
+        return (path, name) in self.calls
+
+    def served_versions(self) -> list[str]:
+        group = self.kubectl("get", "--raw", f"/apis/{GROUP}")
+        assert group.returncode == 0, group.stderr
+        return [v["version"] for v in json.loads(group.stdout)["versions"]]
+
+
+def recording(path: str, route: Route, calls: list[tuple[str, str]]) -> Route:
+    def record(body: Any) -> Any:
+        with contextlib.suppress(AttributeError, TypeError):
+            request = body.get("request") or {}
+            calls.append((path, request.get("name") or ""))
+        return route(body)
+
+    return record
+
+
+def a_cronjob(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "schedule": "*/5 * * * *",
+        "jobTemplate": {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "c", "image": "busybox"}],
+                        "restartPolicy": "Never",
+                    }
+                }
+            }
+        },
+    }
+    body.update(spec)
+    return {
+        "apiVersion": batch_v1.CRONJOB.api_version,
+        "kind": "CronJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {key: value for key, value in body.items() if value is not None},
+    }
+
+
+def _conversion_patches(client_config: dict[str, Any]) -> tuple[str, str]:
+    """JSON patches (to the webhook at ``client_config``, and back) for the live CRD.
+
+    Patches rather than ``kubectl apply``/``replace`` of the whole CRD, so the CRD's
+    last-applied annotation (which ``install_crds``' ``apply -k config/crd`` relies on) is
+    never touched; each patch tests that version 1 is v2 before changing it."""
+    versions = (batch_v1.CRONJOB_RESOURCE, batch_v2.CRONJOB_RESOURCE)
+    base = crdgen.generate_crd(*versions)
+    converted = crdgen.generate_crd(*versions, conversion_client_config=client_config)
+    forward = crdgen.conversion_patch(base, converted)
+    back = [
+        {"op": "replace", "path": "/spec/conversion", "value": {"strategy": "None"}},
+        *({**op, "value": False} if op["op"] == "replace" else op for op in forward[1:]),
+    ]
+    return json.dumps(forward), json.dumps(back)
+
+
+def _register(env: Env) -> None:
+    url = f"https://127.0.0.1:{env.server.port}"
+    client_config = manifests.url_client_config(url, (env.cert_dir / "ca.crt").read_bytes())
+    configurations = manifests.configurations(client_config)
+    for obj in configurations:
+        obj["metadata"]["name"] = CONFIGURATION_NAMES[obj["kind"]]
+    result = env.kubectl("apply", "-f", "-", input=manifests.render_yaml(configurations))
+    assert result.returncode == 0, result.stderr
+    forward, _ = _conversion_patches(client_config(conversion.PATH))
+    result = env.kubectl("patch", "crd", f"cronjobs.{GROUP}", "--type=json", "-p", forward)
+    assert result.returncode == 0, result.stderr
+    probe = json.dumps(a_cronjob("probe", env.namespace, schedule="60 * * * *"))
+
+    def webhooks_answer() -> bool:
+        rejected = env.kubectl("create", "--dry-run=server", "-f", "-", input=probe)
+        return env.validated("probe") and "minute 60 is out of range" in rejected.stderr
+
+    wait_for(webhooks_answer, TIMEOUT, message="the API server calling the webhooks")
+    wait_for(
+        lambda: env.kubectl("get", V2, "-n", env.namespace).returncode == 0,
+        TIMEOUT,
+        message="CronJob v2 served",
+    )
+
+
+def _restore_crd(env: Env) -> None:
+    """Back to the plain base CRD (v2 not served, no conversion), and discovery with it."""
+    _, back = _conversion_patches({"url": "https://unused"})
+    result = env.kubectl("patch", "crd", f"cronjobs.{GROUP}", "--type=json", "-p", back)
+    assert result.returncode == 0, result.stderr
+    live = env.cp.kubectl_json("get", "crd", f"cronjobs.{GROUP}")
+    assert live["spec"]["conversion"] == {"strategy": "None"}
+    assert [v["served"] for v in live["spec"]["versions"]] == [True, False]
+    wait_for(lambda: env.served_versions() == ["v1"], TIMEOUT, message="v2 no longer served")
+
+
+@pytest.fixture(scope="module")
+def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    install_crds(control_plane)
+    cert_dir = tmp_path_factory.mktemp("webhook-certs")
+    generate_certs(cert_dir)
+    namespace = f"test-webhooks-{secrets.token_hex(4)}"
+    control_plane.kubectl("create", "namespace", namespace, check=True)
+    calls: list[tuple[str, str]] = []
+    routes = {path: recording(path, r, calls) for path, r in manifests.routes().items()}
+    server = WebhookServer(("127.0.0.1", 0), cert_dir, routes, timeout=IDLE_TIMEOUT)
+    server.start()
+    env = Env(control_plane, namespace, server, cert_dir, tmp_path_factory.mktemp("kubectl"), calls)
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(control_plane.kubectl, "delete", "namespace", namespace, "--wait=false")
+        cleanup.callback(server.stop)
+        for kind, name in CONFIGURATION_NAMES.items():
+            cleanup.callback(env.kubectl, "delete", kind, name, "--ignore-not-found")
+        cleanup.callback(_restore_crd, env)
+        cleanup.callback(
+            env.kubectl, "delete", V1, "--all", "-n", namespace, "--wait=true", "--timeout=60s"
+        )
+        _register(env)
+        yield env
+
+
+# --- defaulting ---------------------------------------------------------------------------
+
+
+def test_defaults_appear_on_create_and_set_values_are_kept(env: Env) -> None:
+    env.calls.clear()
+    result = env.apply(a_cronjob("defaults", env.namespace))
+    assert result.returncode == 0, result.stderr
+    spec = env.get(V1, "defaults")["spec"]
+    assert {key: spec[key] for key in cronjob.DEFAULTS} == cronjob.DEFAULTS
+    assert env.validated("defaults", cronjob.MUTATE_PATH), "the API server called it"
+    assert env.validated("defaults")
+
+    kept = {
+        "concurrencyPolicy": "Forbid",
+        "suspend": True,
+        "successfulJobsHistoryLimit": 0,
+        "failedJobsHistoryLimit": 0,
+    }
+    result = env.apply(a_cronjob("kept", env.namespace, **kept))
+    assert result.returncode == 0, result.stderr
+    spec = env.get(V1, "kept")["spec"]
+    assert {key: spec[key] for key in kept} == kept
+
+
+def test_the_mutating_webhook_patches_what_the_schema_did_not_default(env: Env) -> None:
+    # The API server applies the schema's defaults before calling mutating webhooks, so
+    # through it the patch is empty; an object without them gets all four.
+    response = env.review(cronjob.MUTATE_PATH, a_cronjob("bare", env.namespace))
+    assert response["allowed"] is True
+    assert response["patchType"] == "JSONPatch"
+    patch = json.loads(base64.b64decode(response["patch"]))
+    assert {op["path"]: op["value"] for op in patch} == {
+        f"/spec/{key}": value for key, value in cronjob.DEFAULTS.items()
+    }
+
+
+# --- validation ---------------------------------------------------------------------------
+
+# (id, changes to a valid CronJob, the field the message must name, reaches the webhook
+# through the API server: only what the CRD schema cannot reject itself)
+BAD_INPUTS = [
+    ("empty-schedule", {"schedule": ""}, "spec.schedule", False),
+    ("dow-7", {"schedule": "* * * * 7"}, "spec.schedule", True),
+    ("minute-60", {"schedule": "60 * * * *"}, "spec.schedule", True),
+    ("reboot", {"schedule": "@reboot"}, "spec.schedule", False),
+    ("six-fields", {"schedule": "0 * * * * *"}, "spec.schedule", True),
+    ("tz-prefix", {"schedule": "TZ=UTC * * * * *"}, "spec.schedule", False),
+    ("mars", {"timeZone": "Mars/Olympus"}, "spec.timeZone", False),
+    ("local", {"timeZone": "Local"}, "spec.timeZone", False),
+    ("long-name", {"name": "n" * 53}, "metadata.name", False),
+    (
+        "negative-successful",
+        {"successfulJobsHistoryLimit": -1},
+        "successfulJobsHistoryLimit",
+        False,
+    ),
+    ("negative-failed", {"failedJobsHistoryLimit": -1}, "failedJobsHistoryLimit", False),
+    ("unknown-policy", {"concurrencyPolicy": "Sometimes"}, "concurrencyPolicy", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field_path", "via_webhook"),
+    [pytest.param(c, f, w, id=i) for i, c, f, w in BAD_INPUTS],
+)
+def test_each_bad_input_is_rejected_with_its_field(
+    env: Env, changes: dict[str, Any], field_path: str, via_webhook: bool
+) -> None:
+    changes = dict(changes)
+    name = changes.pop("name", f"bad-{secrets.token_hex(3)}")
+    obj = a_cronjob(name, env.namespace, **changes)
+    result = env.apply(obj)
+    assert result.returncode != 0, f"accepted: {obj['spec']}"
+    assert field_path in result.stderr, result.stderr
+    assert env.validated(name) is via_webhook, "only what the schema cannot say reaches it"
+    assert env.kubectl("get", V1, name, "-n", env.namespace).returncode != 0
+    # The webhook rejects it too, naming the same field.
+    response = env.review(cronjob.VALIDATE_PATH, obj)
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 422
+    causes = response["status"]["details"]["causes"]
+    assert any(cause["field"].endswith(field_path) for cause in causes), causes
+
+
+def test_all_errors_come_back_together_on_create_and_update(env: Env) -> None:
+    result = env.apply(a_cronjob("together", env.namespace, schedule="60 * * * 7"))
+    assert env.validated("together")
+    assert "minute 60 is out of range 0-59" in result.stderr
+    assert "day of week 7 is out of range 0-6" in result.stderr
+    assert env.apply(a_cronjob("together", env.namespace)).returncode == 0
+    update = env.apply(a_cronjob("together", env.namespace, schedule="* 24 * * *"))
+    assert update.returncode != 0
+    assert 'spec.schedule: Invalid value: "* 24 * * *": hour 24 is out of range 0-23' in (
+        update.stderr
+    )
+
+
+def test_config_deployment_rules_are_checked(env: Env) -> None:
+    obj: dict[str, Any] = {
+        "apiVersion": "apps.tutorial.kubebuilder.io/v1",
+        "kind": "ConfigDeployment",
+        "metadata": {"name": "settings", "namespace": env.namespace},
+        "spec": {
+            "configMap": "Not_A_Name",
+            "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}},
+        },
+    }
+    result = env.apply(obj)
+    assert result.returncode != 0
+    assert env.validated("settings", configdeployment.VALIDATE_PATH)
+    assert 'spec.configMap: Invalid value: "Not_A_Name": a lowercase RFC 1123' in result.stderr
+    obj["spec"]["configMap"] = "settings"
+    result = env.apply(obj)
+    assert result.returncode == 0, result.stderr
+    response = env.review(configdeployment.VALIDATE_PATH, obj, kind="ConfigDeployment")
+    assert response["allowed"] is True
+    env.kubectl("delete", "configdeployment", "settings", "-n", env.namespace)
+
+
+# --- conversion ---------------------------------------------------------------------------
+
+
+def test_a_v2_object_reads_back_as_v1_and_as_v2_identically(env: Env) -> None:
+    env.calls.clear()
+    fields = {"minute": "*/5", "hour": "9-17", "dayOfWeek": "1-5"}
+    v2 = a_cronjob("structured", env.namespace, schedule=fields, timeZone="Europe/Berlin")
+    v2["apiVersion"] = batch_v2.CRONJOB.api_version
+    result = env.apply(v2)
+    assert result.returncode == 0, result.stderr
+    assert (conversion.PATH, "") in env.calls
+    assert env.validated("structured", cronjob.MUTATE_PATH), "v2 goes through the v1 webhooks"
+
+    as_v2, as_v1 = env.get(V2, "structured"), env.get(V1, "structured")
+    assert as_v2["spec"]["schedule"] == fields
+    assert as_v1["spec"]["schedule"] == "*/5 9-17 * * 1-5"
+    assert as_v2["spec"]["timeZone"] == as_v1["spec"]["timeZone"] == "Europe/Berlin"
+    assert conversion.to_v2(as_v1) == as_v2
+    assert conversion.to_v1(as_v2) == as_v1
+
+    bad = copy.deepcopy(v2)
+    bad["metadata"]["name"] = "structured-bad"
+    bad["spec"]["schedule"] = {"minute": "60"}
+    result = env.apply(bad)
+    assert env.validated("structured-bad")
+    assert 'spec.schedule: Invalid value: "60 * * * *"' in result.stderr
+
+
+def test_a_v1_macro_and_status_conditions_survive_a_v2_round_trip(env: Env) -> None:
+    result = env.apply(a_cronjob("hourly", env.namespace, schedule="@hourly"))
+    assert result.returncode == 0, result.stderr
+    status = {
+        "lastScheduleTime": "2026-01-02T04:00:00Z",
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "True",
+                "reason": "Scheduling",
+                "message": "next run at 05:00",
+                "lastTransitionTime": "2026-01-02T03:04:06Z",
+                "observedGeneration": 1,
+            }
+        ],
+    }
+    patched = env.kubectl(
+        "patch", V1, "hourly", "-n", env.namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": status}),
+    )  # fmt: skip
+    assert patched.returncode == 0, patched.stderr
+
+    as_v2 = env.get(V2, "hourly")
+    assert as_v2["spec"]["schedule"] == {"minute": "0"}
+    assert as_v2["metadata"]["annotations"][batch_v2.V1_SCHEDULE_ANNOTATION] == "@hourly"
+    assert as_v2["status"] == status
+
+    # A v2 client writes the object back (changing a label): v1 still says @hourly.
+    as_v2["metadata"].setdefault("labels", {})["edited-as"] = "v2"
+    result = env.kubectl("replace", "-f", "-", input=json.dumps(as_v2))
+    assert result.returncode == 0, result.stderr
+    as_v1 = env.get(V1, "hourly")
+    assert as_v1["spec"]["schedule"] == "@hourly"
+    assert batch_v2.V1_SCHEDULE_ANNOTATION not in as_v1["metadata"].get("annotations", {})
+    assert as_v1["metadata"]["labels"]["edited-as"] == "v2"
+    assert as_v1["status"] == status
+
+
+# --- the server -------------------------------------------------------------------------
+
+
+MALFORMED = [
+    pytest.param(b"{not json", "application/json", 400, id="not-json"),
+    pytest.param(b"\xff\xfe", "application/json", 400, id="not-utf8"),
+    pytest.param(b"[]", "application/json", 400, id="a-list"),
+    pytest.param(b"[" * 100_000, "application/json", 400, id="deeply-nested"),
+    pytest.param(b"{}", "application/json", 400, id="empty-object"),
+    pytest.param(
+        json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(),
+        "application/json",
+        400,
+        id="no-request",
+    ),
+    pytest.param(
+        json.dumps(
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"kind": {}, "operation": "CREATE", "object": {}},
+            }
+        ).encode(),
+        "application/json",
+        400,
+        id="no-uid",
+    ),
+    pytest.param(b"{}", "text/plain", 415, id="wrong-content-type"),
+]
+
+
+@pytest.mark.parametrize(("body", "content_type", "code"), MALFORMED)
+@pytest.mark.parametrize(
+    "path", [cronjob.MUTATE_PATH, cronjob.VALIDATE_PATH, configdeployment.VALIDATE_PATH, "/convert"]
+)
+def test_malformed_bodies_get_an_error_status_not_a_crash(
+    env: Env, path: str, body: bytes, content_type: str, code: int
+) -> None:
+    status, answer = env.post(path, body, content_type)
+    assert status == code
+    assert answer["kind"] == "Status"
+    assert answer["code"] == code
+    assert answer["message"]
+
+
+def test_the_server_survives_broken_clients(env: Env) -> None:
+    with socket.create_connection(("127.0.0.1", env.server.port)) as plain:
+        plain.sendall(b"POST /convert HTTP/1.1\r\n\r\n")  # no TLS at all
+        plain.settimeout(5)
+        with contextlib.suppress(OSError):
+            plain.recv(100)
+    context = ssl.create_default_context(cafile=str(env.cert_dir / "ca.crt"))
+    raw = socket.create_connection(("127.0.0.1", env.server.port))
+    with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(b"GARBAGE\r\n\r\n")  # not HTTP: http.server answers and hangs up
+        assert tls.recv(100)
+    for request in (
+        b"POST /convert HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: nope\r\n\r\n",
+        b"POST /convert HTTP/1.1\r\nContent-Type: application/json\r\n\r\n",
+        b"GARBAGE /convert HTTP/1.1\r\n\r\n",
+    ):
+        raw = socket.create_connection(("127.0.0.1", env.server.port))
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(request)
+            assert tls.recv(100).split(b" ")[1] in (b"400", b"501"), request
+    status, _ = env.post("/nowhere", b"{}")
+    assert status == 404
+    assert env.server.ready() is None
+    result = env.apply(a_cronjob("after-garbage", env.namespace, schedule="60 * * * *"))
+    assert "minute 60" in result.stderr
+    assert env.validated("after-garbage"), "the API server is still answered"
+
+
+def test_alpn_picks_http_1_1_even_when_h2_is_offered(env: Env) -> None:
+    context = ssl.create_default_context(cafile=str(env.cert_dir / "ca.crt"))
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    raw = socket.create_connection(("127.0.0.1", env.server.port), timeout=5)
+    with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        assert tls.selected_alpn_protocol() == "http/1.1"
+        assert tls.version() in ("TLSv1.2", "TLSv1.3")
+
+
+def _served_certificate(env: Env) -> bytes:
+    context = ssl.create_default_context(cafile=str(env.cert_dir / "ca.crt"))
+    raw = socket.create_connection(("127.0.0.1", env.server.port), timeout=5)
+    with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        cert = tls.getpeercert(binary_form=True)
+    assert cert is not None
+    return cert
+
+
+def _file_certificate(env: Env) -> bytes:
+    return ssl.PEM_cert_to_DER_cert((env.cert_dir / "tls.crt").read_text())
+
+
+def test_a_rotated_certificate_is_served_without_a_restart(env: Env) -> None:
+    before = _served_certificate(env)
+    assert before == _file_certificate(env)
+    generate_certs(env.cert_dir)  # a new key and certificate from the same CA
+    rotated = _file_certificate(env)
+    assert rotated != before
+    wait_for(lambda: _served_certificate(env) == rotated, 10, message="the new certificate")
+    assert env.server.ready() is None
+    time.sleep(IDLE_TIMEOUT + 1)  # the API server's kept-alive connections are closed
+    result = env.apply(a_cronjob("after-rotation", env.namespace, schedule="* * * * 7"))
+    assert "day of week 7" in result.stderr
+    assert env.validated("after-rotation"), "the API server trusts the rotated certificate"
+    fingerprint = hashlib.sha256(rotated).hexdigest()
+    assert fingerprint != hashlib.sha256(before).hexdigest()
+
+
+def test_a_server_without_a_certificate_is_not_ready_until_one_appears(tmp_path: Path) -> None:
+    server = WebhookServer(("127.0.0.1", 0), tmp_path, manifests.routes())
+    server.start()
+    try:
+        problem = server.ready()
+        assert problem is not None
+        assert "tls.crt" in problem
+        generate_certs(tmp_path)
+        wait_for(lambda: server.ready() is None, 10, message="ready with a certificate")
+    finally:
+        server.stop()
+
+
+def test_a_half_written_pair_keeps_the_last_good_certificate(tmp_path: Path) -> None:
+    generate_certs(tmp_path)
+    watcher = CertWatcher(tmp_path)
+    first = watcher.context()
+    assert first is not None
+    assert watcher.problem is None
+    subprocess.run(
+        ["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-out", str(tmp_path / "tls.key")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    assert watcher.context() is first, "a key that does not match is not used"
+    assert watcher.problem is not None
+    assert "tls.key" in watcher.problem
+    generate_certs(tmp_path)
+    second = watcher.context()
+    assert second is not None
+    assert second is not first
+    assert watcher.problem is None
+    assert watcher.context() is second, "unchanged files are not loaded again"
