@@ -1,13 +1,14 @@
-"""config/default on the local cluster, and the manager running with exactly its RBAC.
+"""config/local on the local cluster, and the manager running with exactly its RBAC.
 
-``kubectl apply -k config/default`` installs the CRDs, the namespace, the service
-account and the roles. The manager then runs out of cluster with a token of that
-service account, so it has the permissions in config/rbac and nothing more, while the
-test drives both controllers through every write they make: Job create, history
-pruning and Replace (delete), status updates, events, the leader-election Lease,
-Deployment create and roll. Any 403 the manager receives fails the test: a code change
-that needs a verb config/rbac lacks is caught here. Finally ``kubectl delete -k
-config/default`` removes everything.
+``kubectl apply -k config/local`` (config/default without the webhooks, which need
+cert-manager) installs the CRDs, the namespace, the service account and the roles;
+``config/default`` itself is rendered and checked for the same pieces. The manager then
+runs out of cluster with a token of that service account, so it has the permissions in
+config/rbac and nothing more, while the test drives both controllers through every
+write they make: Job create, history pruning (delete), status updates, events, the
+leader-election Lease, Deployment create and roll. Any 403 the manager receives fails
+the test: a code change that needs a verb config/rbac lacks is caught here. Finally
+``kubectl delete -k config/local`` removes everything.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from cronjob_operator.controllers import configdeployment, cronjob
 from cronjob_operator.controllers.conditions import parse_time
@@ -30,6 +32,7 @@ from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.rest import RestClient, load_configuration
 from tests.integration.support import REPO, FakeClock, RunningManager, install_crds
 
+LOCAL = REPO / "config" / "local"
 SYSTEM_NAMESPACE = "cronjob-operator-system"
 SERVICE_ACCOUNT = "cronjob-operator-controller-manager"
 
@@ -45,14 +48,12 @@ def forbidden_responses() -> float:
 
 @pytest.fixture
 def deployed(control_plane: ControlPlane) -> Iterator[None]:
-    applied = control_plane.kubectl("apply", "-k", str(REPO / "config" / "default"))
-    assert applied.returncode == 0, applied.stderr
     try:
+        applied = control_plane.kubectl("apply", "-k", str(LOCAL))
+        assert applied.returncode == 0, applied.stderr
         yield
     finally:
-        deleted = control_plane.kubectl(
-            "delete", "-k", str(REPO / "config" / "default"), "--timeout=120s"
-        )
+        deleted = control_plane.kubectl("delete", "-k", str(LOCAL), "--timeout=120s")
         install_crds(control_plane)  # other tests in this session still need the CRDs
         assert deleted.returncode == 0, deleted.stderr
         wait_for(
@@ -188,3 +189,23 @@ def test_manager_does_its_whole_job_with_only_config_rbac(
     assert forbidden_responses() - denied_before == 0, (
         "the manager got a 403: config/rbac lacks a verb"
     )
+
+
+def test_config_default_renders_the_same_install_plus_webhooks(control_plane: ControlPlane) -> None:
+    def kinds(overlay: str) -> set[tuple[str, str]]:
+        rendered = control_plane.kubectl("kustomize", str(REPO / "config" / overlay), check=True)
+        return {
+            (doc["kind"], doc["metadata"]["name"])
+            for doc in yaml.safe_load_all(rendered.stdout)
+            if doc
+        }
+
+    local, default = kinds("local"), kinds("default")
+    assert local < default
+    assert {kind for kind, _ in default - local} >= {
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "Certificate",
+        "Issuer",
+        "Service",
+    }
