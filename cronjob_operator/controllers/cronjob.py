@@ -152,6 +152,7 @@ class CronJobReconciler:
         except errors.NotFound:
             return True
         except errors.ApiError as exc:
+            log.warning("deleting job %s failed: %s", name, exc)
             self._recorder.event(cronjob, "Warning", "FailedDelete", f"Deleted job {name}: {exc}")
             return False
         self._recorder.event(cronjob, "Normal", "SuccessfulDelete", f"Deleted job {name}")
