@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,8 +122,14 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def command(component: Component, layout: Layout, ports: Ports) -> list[str]:
-    """The full argv of ``component``."""
+def command(
+    component: Component,
+    layout: Layout,
+    ports: Ports,
+    *,
+    controllers: Sequence[str] = CONTROLLERS,
+) -> list[str]:
+    """The full argv of ``component`` (``controllers``: what kube-controller-manager runs)."""
     pki = layout.pki
     kubeconfig = str(layout.kubeconfig)
     binary = str(layout.binary(component))
@@ -166,7 +173,7 @@ def command(component: Component, layout: Layout, ports: Ports) -> list[str]:
             binary,
             f"--kubeconfig={kubeconfig}",
             "--leader-elect=false",
-            f"--controllers={','.join(CONTROLLERS)}",
+            f"--controllers={','.join(controllers)}",
             f"--service-account-private-key-file={pki.service_account_key}",
             f"--root-ca-file={pki.ca_cert}",
             "--secure-port=0",

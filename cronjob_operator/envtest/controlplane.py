@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
@@ -38,6 +38,7 @@ from cronjob_operator.envtest import (
     _stages,
 )
 from cronjob_operator.envtest._components import (
+    CONTROLLERS,
     START_ORDER,
     Component,
     Layout,
@@ -85,7 +86,9 @@ class ControlPlane:
     ``bin_dir`` defaults to ``$CRONJOB_OPERATOR_BIN_DIR`` or the output of
     ``hack/build-binaries.sh``; ``state_dir`` to a fresh temporary directory (it must be
     empty or absent). ``pod_run_seconds`` is how long a Job's pod stays Running before
-    kwok completes it (default ``$CRONJOB_OPERATOR_POD_RUN_SECONDS`` or 3 s). Usable as a
+    kwok completes it (default ``$CRONJOB_OPERATOR_POD_RUN_SECONDS`` or 3 s).
+    ``controllers`` are the kube-controller-manager controllers to run (default
+    ``CONTROLLERS``; benchmarks drop ``job-controller`` so no pods run). Usable as a
     context manager. Methods block; failures raise ``ControlPlaneError``.
     """
 
@@ -98,6 +101,7 @@ class ControlPlane:
         nodes: int = 1,
         persistent: bool = False,
         stop_grace: float = 10.0,
+        controllers: Sequence[str] = CONTROLLERS,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes={nodes}: a control plane needs at least one node")
@@ -107,6 +111,7 @@ class ControlPlane:
             _stages.pod_run_seconds_from_env() if pod_run_seconds is None else pod_run_seconds
         )
         self.node_names = [f"kwok-node-{index}" for index in range(nodes)]
+        self.controllers = tuple(controllers)
         self._requested_bin_dir = bin_dir
         self._requested_state_dir = state_dir
         self._layout: Layout | None = None
@@ -379,7 +384,7 @@ class ControlPlane:
         )
         components = {}
         for component in START_ORDER:
-            argv = command(component, layout, ports)
+            argv = command(component, layout, ports, controllers=self.controllers)
             self._processes[component] = ManagedProcess(component, argv, layout.log(component))
             components[str(component)] = ComponentRecord(argv=argv, log=str(layout.log(component)))
         self._record = PlaneRecord(

@@ -1,0 +1,61 @@
+"""The cluster benchmarks of bench/ (issue 8) at a tiny size, so they do not rot.
+
+Each benchmark starts its own local control plane (without the Job controller), creates
+a handful of CronJobs and Jobs, runs the instrumented operator and prints its tables.
+Only the shape of the output and the correctness checks are asserted, never a figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import api_load, naive_vs_indexed, plot, scale, skew, throughput
+
+TINY = ["--sizes", "4", "--jobs-per-cronjob", "2"]
+
+
+def test_scale_prints_every_table_and_the_plot_reads_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = [*TINY, "--all", "--steady-seconds", "1", "--sample", "3"]
+    assert scale.main(argv) == 0
+    out = capsys.readouterr().out
+    for caption in ("Scale (N CronJobs x M Jobs):", "API load:", "Naive vs indexed Job lookup:"):
+        assert caption in out
+    assert " 4/4 |" in out  # every CronJob got its status on the first reconcile
+    for lookup in ("indexed", "scan", "live"):
+        assert f" {lookup} |" in out
+    pytest.importorskip("matplotlib")
+    report = tmp_path / "scale.md"
+    report.write_text(out)
+    assert plot.main([str(report), str(tmp_path / "perf.png")]) == 0
+    assert (tmp_path / "perf.png").read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(
+    ("main", "argv"),
+    [
+        pytest.param(api_load.main, [*TINY, "--steady-seconds", "1"], id="api_load"),
+        pytest.param(naive_vs_indexed.main, [*TINY, "--sample", "2"], id="naive_vs_indexed"),
+        pytest.param(
+            throughput.main,
+            ["--cronjobs", "3", "--jobs-per-cronjob", "1", "--workers", "1,2"],
+            id="throughput",
+        ),
+    ],
+)
+def test_a_cluster_benchmark_prints_its_table(
+    main: object, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert callable(main)
+    assert main(argv) == 0
+    assert "|:" in capsys.readouterr().out
+
+
+def test_skew_measures_both_controllers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert skew.main(["--cronjobs", "3", "--margin", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "| ours (operator)" in out
+    assert "| built-in batch/v1" in out
