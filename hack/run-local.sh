@@ -24,9 +24,14 @@ cluster_up() {
 install_crds() {
   log "installing the CRDs (kubectl apply -k config/crd)"
   kubectl apply -k "${REPO_ROOT}/config/crd" >&2
-  kubectl wait --for=condition=Established --timeout=60s \
-    crd/cronjobs.batch.tutorial.kubebuilder.io \
-    crd/configdeployments.apps.tutorial.kubebuilder.io >&2
+  # A CRD just created has no status yet, and kubectl wait fails on that: retry.
+  local deadline=$((SECONDS + 60))
+  until kubectl wait --for=condition=Established --timeout=10s \
+      crd/cronjobs.batch.tutorial.kubebuilder.io \
+      crd/configdeployments.apps.tutorial.kubebuilder.io >&2 2>/dev/null; do
+    ((SECONDS < deadline)) || { log "the CRDs were not established within 60s"; exit 1; }
+    sleep 1
+  done
 }
 
 start_operator() {
