@@ -1,0 +1,111 @@
+"""The reflector's handling of watch events, without a server: store first, then the sink."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s_client
+
+from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.kinds import CONFIG_MAP
+from cronjob_operator.runtime.reflector import Backoff, Reflector
+from cronjob_operator.runtime.rest import RestClient
+from cronjob_operator.runtime.store import Store
+
+
+class Sink:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.events: list[tuple[str, str, bool]] = []
+
+    def on_add(self, obj: objects.Obj) -> None:
+        self._record("add", obj)
+
+    def on_update(self, old: objects.Obj, new: objects.Obj) -> None:
+        self._record("update", new)
+
+    def on_delete(self, obj: objects.Obj) -> None:
+        self._record("delete", obj)
+
+    def on_synced(self) -> None:
+        self.events.append(("synced", "", True))
+
+    def _record(self, kind: str, obj: objects.Obj) -> None:
+        # The store already reflects the event when the sink hears of it.
+        in_store = self.store.get(objects.object_key(obj)) is not None
+        self.events.append((kind, objects.name_of(obj), in_store))
+
+
+def event(type_: str, name: str, rv: str, **extra: Any) -> dict[str, Any]:
+    meta = {"name": name, "namespace": "ns", "resourceVersion": rv, "managedFields": [{"x": 1}]}
+    return {"type": type_, "object": {"metadata": meta, **extra}}
+
+
+@pytest.fixture
+def reflector() -> tuple[Reflector, Store, Sink]:
+    store = Store()
+    sink = Sink(store)
+    rest = RestClient(k8s_client.Configuration())  # never called: events are fed directly
+    return Reflector(rest, CONFIG_MAP, store, sink), store, sink
+
+
+def test_events_update_the_store_then_the_sink(reflector: tuple[Reflector, Store, Sink]) -> None:
+    r, store, sink = reflector
+    r._handle(event("ADDED", "a", "1"))
+    r._handle(event("MODIFIED", "a", "2", data={"k": "v"}))
+    r._handle(event("DELETED", "a", "3"))
+    assert sink.events == [("add", "a", True), ("update", "a", True), ("delete", "a", False)]
+    assert r.resource_version == "3"
+    assert len(store) == 0
+
+
+def test_objects_are_frozen_typed_and_stripped(reflector: tuple[Reflector, Store, Sink]) -> None:
+    r, store, _ = reflector
+    r._handle(event("ADDED", "a", "1"))
+    cached = store.get("ns/a")
+    assert cached is not None
+    assert cached["kind"] == "ConfigMap"
+    assert cached["apiVersion"] == "v1"
+    assert "managedFields" not in cached["metadata"]
+    with pytest.raises(TypeError):
+        cached["metadata"]["name"] = "b"
+
+
+def test_bookmarks_only_move_the_resource_version(reflector: tuple[Reflector, Store, Sink]) -> None:
+    r, store, sink = reflector
+    r._handle({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "42"}}})
+    assert r.resource_version == "42"
+    assert sink.events == []
+    assert len(store) == 0
+
+
+def test_an_error_event_410_means_relist(reflector: tuple[Reflector, Store, Sink]) -> None:
+    r, _, _ = reflector
+    with pytest.raises(errors.Gone):
+        r._handle({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}})
+
+
+def test_relist_delivers_vanished_objects_as_deletes(
+    reflector: tuple[Reflector, Store, Sink],
+) -> None:
+    r, _store, sink = reflector
+    for name in ("keep", "gone"):
+        r._handle(event("ADDED", name, "1"))
+    sink.events.clear()
+    r._replace(
+        [objects.freeze({"metadata": {"name": "keep", "namespace": "ns", "resourceVersion": "5"}})]
+    )
+    assert sink.events == [("update", "keep", True), ("delete", "gone", False)]
+
+
+def test_backoff_doubles_to_its_cap_and_resets_after_quiet() -> None:
+    now = [0.0]
+    backoff = Backoff(initial=0.8, maximum=30.0, reset_after=120.0, clock=lambda: now[0])
+    delays = [backoff.next_delay() for _ in range(8)]
+    assert 0.8 <= delays[0] <= 1.2
+    assert all(later >= earlier / 1.5 for earlier, later in itertools.pairwise(delays))
+    assert max(delays) <= 45.0
+    now[0] += 121.0
+    assert backoff.next_delay() <= 1.2
