@@ -11,9 +11,9 @@ ensure_venv() {
   if [[ -x "${VENV}/bin/python" ]] && "${VENV}/bin/python" -c 'import cronjob_operator' 2>/dev/null; then
     return 0
   fi
-  log "creating ${VENV} (python3 -m venv; pip install -e '.[test]')"
+  log "creating ${VENV} (python3 -m venv; pip install -e '.[test,bench]')"
   python3 -m venv "${VENV}" >&2
-  "${VENV}/bin/python" -m pip install --quiet -e "${REPO_ROOT}[test]" >&2
+  "${VENV}/bin/python" -m pip install --quiet -e "${REPO_ROOT}[test,bench]" >&2
 }
 
 # bin_dir: print the directory of the control plane's binaries, building them if needed
