@@ -24,6 +24,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
@@ -205,7 +206,7 @@ class CronJobReconciler:
         return requeue, self._run(cronjob, status, due.scheduled, schedule.zone)
 
     def _run(
-        self, cronjob: objects.Obj, status: dict[str, Any], scheduled: datetime, zone: Any
+        self, cronjob: objects.Obj, status: dict[str, Any], scheduled: datetime, zone: ZoneInfo
     ) -> _Problem | None:
         name = state.job_name(cronjob["metadata"]["name"], scheduled)
         active = status.get("active") or []

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 
 from cronjob_operator.runtime import objects
@@ -129,32 +130,21 @@ class Cache:
         """Start every informer; informers created later start at once. Returns at once."""
         with self._lock:
             self._started = True
-            informers = list(self._informers.values())
-        for informer in informers:
+        for informer in self._all_informers():
             informer.start()
 
     def stop(self) -> None:
         """Stop every informer's watch and thread."""
-        with self._lock:
-            informers = list(self._informers.values())
-        for informer in informers:
+        for informer in self._all_informers():
             informer.stop()
 
     def wait_for_sync(self, timeout: float | None = None) -> None:
         """Block until every informer has synced; ``CacheSyncTimeoutError`` names the laggards."""
         limit = self._sync_timeout if timeout is None else timeout
-        with self._lock:
-            informers = list(self._informers.values())
-        deadline = threading.Event()
-        timer = threading.Timer(limit, deadline.set)
-        timer.start()
-        try:
-            for informer in informers:
-                while not informer.wait_for_sync(0.1):
-                    if deadline.is_set():
-                        break
-        finally:
-            timer.cancel()
+        deadline = time.monotonic() + limit
+        informers = self._all_informers()
+        for informer in informers:
+            informer.wait_for_sync(max(0.0, deadline - time.monotonic()))
         lagging = [informer for informer in informers if not informer.has_synced]
         if lagging:
             detail = "; ".join(
@@ -167,9 +157,11 @@ class Cache:
     @property
     def synced(self) -> bool:
         """True when every informer has synced (the readiness check)."""
+        return all(informer.has_synced for informer in self._all_informers())
+
+    def _all_informers(self) -> builtins.list[Informer]:
         with self._lock:
-            informers = list(self._informers.values())
-        return all(informer.has_synced for informer in informers)
+            return builtins.list(self._informers.values())
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
         """The cached object, or ``errors.NotFound``."""
@@ -229,10 +221,7 @@ class Cache:
     def _synced_informer(self, kind: Kind) -> Informer:
         informer = self.informer(kind)
         if not informer.has_synced:
-            with self._lock:
-                started = self._started
-            if not started:
-                informer.start()
+            informer.start()  # a no-op when the cache already started it
             if not informer.wait_for_sync(self._sync_timeout):
                 raise CacheSyncTimeoutError(
                     f"timed out waiting for the {kind} cache to sync "
