@@ -37,6 +37,7 @@ __all__ = [
     "deny",
     "invalid",
     "invalid_status",
+    "name_too_long",
     "not_supported",
     "parse_review",
     "patch",
@@ -189,6 +190,14 @@ class FieldError:
 def invalid(field: str, value: Any, detail: str) -> FieldError:
     """``field.Invalid``."""
     return FieldError(ErrorType.INVALID, field, value, detail)
+
+
+def name_too_long(obj: Mapping[str, Any], limit: int, why: str) -> list[FieldError]:
+    """``metadata.name`` longer than ``limit``: one Invalid error saying ``why``, else none."""
+    name = (obj.get("metadata") or {}).get("name") or ""
+    if len(name) <= limit:
+        return []
+    return [invalid("metadata.name", name, f"must be no more than {limit} characters ({why})")]
 
 
 def required(field: str, detail: str = "") -> FieldError:

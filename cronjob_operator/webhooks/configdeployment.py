@@ -86,17 +86,9 @@ def _validate(config_deployment: Mapping[str, Any]) -> list[FieldError]:
 
 def validate_create(config_deployment: Mapping[str, Any]) -> list[FieldError]:
     """Every reason the API server must refuse to create ``config_deployment``."""
-    errors: list[FieldError] = []
-    name = (config_deployment.get("metadata") or {}).get("name") or ""
-    if len(name) > apps_v1.MAX_NAME_LENGTH:
-        errors.append(
-            admission.invalid(
-                "metadata.name",
-                name,
-                f"must be no more than {apps_v1.MAX_NAME_LENGTH} characters (it is the value "
-                "of the pods' selector label)",
-            )
-        )
+    errors = admission.name_too_long(
+        config_deployment, apps_v1.MAX_NAME_LENGTH, "it is the value of the pods' selector label"
+    )
     return errors + _validate(config_deployment)
 
 

@@ -187,17 +187,11 @@ def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
 
 def validate_create(cronjob: Mapping[str, Any]) -> list[FieldError]:
     """Every reason the API server must refuse to create ``cronjob`` (empty: it may)."""
-    errors: list[FieldError] = []
-    name = (cronjob.get("metadata") or {}).get("name") or ""
-    if len(name) > batch_v1.MAX_NAME_LENGTH:
-        errors.append(
-            admission.invalid(
-                "metadata.name",
-                name,
-                f"must be no more than {batch_v1.MAX_NAME_LENGTH} characters (the Job name "
-                "appends an 11-character suffix and must fit 63)",
-            )
-        )
+    errors = admission.name_too_long(
+        cronjob,
+        batch_v1.MAX_NAME_LENGTH,
+        "the Job name appends an 11-character suffix and must fit 63",
+    )
     return errors + _validate(cronjob, None)
 
 
