@@ -91,7 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-bind-address",
         type=_bind_address,
         default="0",
-        help="address of /metrics, e.g. ':8080'; '0' disables it",
+        help="address of /metrics, e.g. ':8443' (or ':8080' with --no-metrics-secure); "
+        "'0' disables it",
+    )
+    run.add_argument(
+        "--metrics-secure",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve /metrics over HTTPS to callers whose bearer token may 'get /metrics' "
+        "(TokenReview + SubjectAccessReview); --no-metrics-secure serves plain HTTP to anyone",
+    )
+    run.add_argument(
+        "--metrics-cert-path",
+        help="directory of the metrics server's tls.crt and tls.key, reloaded when they "
+        "change; default: a self-signed certificate made at start",
     )
     run.add_argument(
         "--health-probe-bind-address",
@@ -181,6 +194,21 @@ def _lease_namespace(flag: str | None) -> str:
         return "default"
 
 
+def _metrics_flags_problem(args: argparse.Namespace) -> str | None:
+    from cronjob_operator.runtime.serving import parse_address
+
+    metrics = parse_address(args.metrics_bind_address)
+    if args.metrics_secure and metrics is not None:
+        if metrics == parse_address(args.health_probe_bind_address):
+            return (
+                "--metrics-bind-address equals --health-probe-bind-address, but secure "
+                "metrics need their own port (e.g. --metrics-bind-address=:8443)"
+            )
+        if args.metrics_cert_path and not Path(args.metrics_cert_path).is_dir():
+            return f"--metrics-cert-path {args.metrics_cert_path!r} is not a directory"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """Build the manager from ``args``, register the enabled controllers, run it."""
     from cronjob_operator.controllers import configdeployment, cronjob
@@ -193,6 +221,10 @@ def run(args: argparse.Namespace) -> int:
     if not (args.cronjob_controller or args.configdeployment_controller):
         log.error("every controller is disabled; enable at least one")
         return 2
+    problem = _metrics_flags_problem(args)
+    if problem:
+        log.error("%s", problem)
+        return 2
     leader_election = None
     if args.leader_elect:
         leader_election = LeaderElectionConfig(
@@ -204,6 +236,8 @@ def run(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         leader_election=leader_election,
         metrics_bind_address=args.metrics_bind_address,
+        metrics_secure=args.metrics_secure,
+        metrics_cert_dir=args.metrics_cert_path,
         health_probe_bind_address=args.health_probe_bind_address,
         graceful_shutdown_timeout=args.graceful_shutdown_timeout,
         cache_sync_timeout=args.cache_sync_timeout,

@@ -22,6 +22,7 @@ import signal
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 
 from cronjob_operator.runtime import metrics
@@ -30,6 +31,7 @@ from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError
 from cronjob_operator.runtime.client import Client
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.events import EventRecorder
+from cronjob_operator.runtime.httpserver import TLSContext
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig, LeaderElector
 from cronjob_operator.runtime.reflector import Transform
@@ -48,6 +50,10 @@ class Options:
     namespace: str | None = None
     leader_election: LeaderElectionConfig | None = None
     metrics_bind_address: str = "0"
+    metrics_secure: bool = False
+    """HTTPS metrics with TokenReview/SubjectAccessReview (the CLI's default is on)."""
+    metrics_cert_dir: str | None = None
+    """tls.crt/tls.key for secure metrics, reloaded on change; None: self-signed."""
     health_probe_bind_address: str = ":8081"
     graceful_shutdown_timeout: float = 30.0
     cache_sync_timeout: float = 120.0
@@ -151,11 +157,32 @@ class Manager:
                     serve_metrics=metrics_address == probe,
                 )
             )
+        if self.options.metrics_secure and metrics_address is not None and metrics_address == probe:
+            raise ValueError(
+                "secure metrics need their own address: set metrics_bind_address "
+                f"({self.options.metrics_bind_address}) apart from the probes' port"
+            )
         if metrics_address is not None and metrics_address != probe:
-            self._servers.append(HttpServer(metrics_address, serve_metrics=True))
+            self._servers.append(self._metrics_server(metrics_address))
         for server in self._servers:
             server.start()
             log.info("serving http", extra={"port": server.port})
+
+    def _metrics_server(self, address: tuple[str, int]) -> HttpServer:
+        if not self.options.metrics_secure:
+            return HttpServer(address, serve_metrics=True)
+        from cronjob_operator.runtime import certwatcher, metrics_auth, selfsigned
+
+        tls: TLSContext
+        if self.options.metrics_cert_dir:
+            tls = certwatcher.CertWatcher(
+                Path(self.options.metrics_cert_dir), purpose="metrics"
+            ).context
+        else:
+            context = selfsigned.self_signed_context()
+            tls = lambda: context  # noqa: E731
+        authorizer = metrics_auth.MetricsAuthorizer(metrics_auth.ApiReviewer(self.rest))
+        return HttpServer(address, serve_metrics=True, tls=tls, authorize=authorizer.check)
 
     def _start_leader_election(self) -> threading.Thread | None:
         config = self.options.leader_election

@@ -13,19 +13,22 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from cronjob_operator.runtime.httpserver import HardenedHandler, HardenedServer, Limits, TLSContext
 from cronjob_operator.runtime.metrics import REGISTRY
 
-__all__ = ["Check", "HttpServer", "parse_address"]
+__all__ = ["Authorize", "Check", "HttpServer", "parse_address"]
 
 log = logging.getLogger(__name__)
 
 Check = Callable[[], str | None]
 """A named health or readiness check: None when healthy, else why not."""
+
+Authorize = Callable[[str | None, str, str], tuple[int, str] | None]
+"""(Authorization header, verb, path) -> None to serve, or the (status, reason) refusal."""
 
 
 def parse_address(address: str) -> tuple[str, int] | None:
@@ -69,6 +72,9 @@ class HttpServer:
         health: Mapping[str, Check] | None = None,
         ready: Mapping[str, Check] | None = None,
         serve_metrics: bool = False,
+        tls: TLSContext | None = None,
+        authorize: Authorize | None = None,
+        limits: Limits | None = None,
     ) -> None:
         routes: dict[str, Mapping[str, Check]] = {}
         if health is not None:
@@ -76,9 +82,14 @@ class HttpServer:
         if ready is not None:
             routes["readyz"] = ready
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
+        class Handler(HardenedHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server naming)
                 url = urlsplit(self.path)
+                if authorize is not None:
+                    refusal = authorize(self.headers.get("Authorization"), "get", url.path)
+                    if refusal is not None:
+                        self._reply(refusal[0], f"{refusal[1]}\n".encode(), "text/plain")
+                        return
                 group = url.path.strip("/").partition("/")[0]
                 if serve_metrics and url.path == "/metrics":
                     self._reply(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
@@ -98,8 +109,7 @@ class HttpServer:
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("http: " + format, *args)
 
-        self._server = ThreadingHTTPServer(address, Handler)
-        self._server.daemon_threads = True
+        self._server = HardenedServer(address, Handler, limits=limits or Limits(), tls=tls)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name=f"http-{address[1]}", daemon=True
         )
@@ -107,7 +117,7 @@ class HttpServer:
     @property
     def port(self) -> int:
         """The bound port (useful when the address asked for port 0)."""
-        return int(self._server.server_address[1])
+        return self._server.port
 
     def start(self) -> None:
         """Serve on a daemon thread; returns at once."""

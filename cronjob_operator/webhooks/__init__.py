@@ -4,7 +4,7 @@ chapters.
 The manager serves them over HTTPS on every replica (``cli`` starts the server beside the
 ``Manager``; the controllers run on the leader only). The modules, from the wire in:
 
-- ``server``: HTTPS with certificate reload (``certwatcher``), JSON in and out, bad
+- ``server``: HTTPS with certificate reload (``runtime.certwatcher``), JSON in and out, bad
   requests answered with 400 rather than crashes;
 - ``admission``: the AdmissionReview protocol and API-server-style field errors;
 - ``cronjob``, ``configdeployment``: what each kind defaults and rejects;

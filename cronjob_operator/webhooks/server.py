@@ -9,8 +9,9 @@ into answers instead of crashes:
 - not a POST of ``application/json`` to a known path, a body that is not JSON, or one a
   route rejects by raising ``BadRequest``: 4xx with a ``Status`` naming the problem;
 - a route that raises anything else: 500, logged with its traceback;
-- a client that fails the TLS handshake or goes silent: its connection is closed after
-  ``timeout`` seconds; other connections are served meanwhile (a thread per connection).
+- a client that fails the TLS handshake, goes silent, trickles, or sends too much: cut
+  off by ``runtime.httpserver``'s limits (``LIMITS``), while other connections are
+  served (a thread per connection, at most ``LIMITS.max_connections``).
 
 HTTP/2: ALPN offers only ``http/1.1``. Go clients (the API server) then speak HTTP/1.1,
 which is also controller-runtime's default since the HTTP/2 "rapid reset" CVEs; the
@@ -30,13 +31,13 @@ import ssl
 import threading
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
 
-from cronjob_operator.webhooks.certwatcher import CertWatcher
+from cronjob_operator.runtime.certwatcher import CertWatcher
+from cronjob_operator.runtime.httpserver import HardenedHandler, HardenedServer, Limits, Refused
 
-__all__ = ["MAX_BODY_BYTES", "BadRequest", "Route", "WebhookServer"]
+__all__ = ["LIMITS", "MAX_BODY_BYTES", "BadRequest", "Route", "WebhookServer"]
 
 log = logging.getLogger(__name__)
 
@@ -44,50 +45,22 @@ MAX_BODY_BYTES: Final = 16 * 1024 * 1024
 """The largest review accepted (an object is at most ~1.5 MiB in etcd; a list to convert
 holds several)."""
 
+LIMITS: Final = Limits(
+    max_connections=128,
+    idle_timeout=90.0,  # the API server's idle connections live 90 s
+    read_header_timeout=10.0,
+    max_body_bytes=MAX_BODY_BYTES,
+    read_timeout=30.0,  # the API server gives a webhook 10 s (30 s at most) in all
+    write_timeout=30.0,
+)
+"""Per-connection bounds (see ``runtime.httpserver``); at most 128 threads for webhooks."""
+
 Route = Callable[[Any], Any]
 """Answers one decoded JSON body with a JSON-serialisable answer; raises ``BadRequest``."""
 
 
 class BadRequest(ValueError):
     """The body is not a request the route can answer (the client gets a 400)."""
-
-
-class _Refusal(Exception):
-    """A request refused before any route saw it (wrong path, type or body)."""
-
-    def __init__(self, code: HTTPStatus, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class _TLSServer(ThreadingHTTPServer):
-    """Accepts TCP, wraps each connection with the current certificate's context."""
-
-    daemon_threads = True
-
-    def __init__(
-        self,
-        address: tuple[str, int],
-        handler: type[BaseHTTPRequestHandler],
-        certs: CertWatcher,
-    ) -> None:
-        self.certs = certs
-        super().__init__(address, handler)
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        connection, address = self.socket.accept()
-        context = self.certs.context()
-        if context is None:
-            connection.close()
-            raise OSError("no serving certificate")  # socketserver drops the connection
-        # The handshake happens in the connection's thread (``_Handler.handle``), so a slow
-        # client cannot hold up accepting others.
-        return context.wrap_socket(
-            connection, server_side=True, do_handshake_on_connect=False
-        ), address
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("webhook connection from %s failed", client_address, exc_info=True)
 
 
 def _status(code: HTTPStatus, message: str) -> dict[str, Any]:
@@ -102,23 +75,11 @@ def _status(code: HTTPStatus, message: str) -> dict[str, Any]:
     }
 
 
-def _handler_class(
-    routes: Mapping[str, Route], idle_timeout: float
-) -> type[BaseHTTPRequestHandler]:
-    class _Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive: the API server reuses connections
+def _handler_class(routes: Mapping[str, Route]) -> type[HardenedHandler]:
+    class _Handler(HardenedHandler):
         server_version = "cronjob-operator-webhook"
-        timeout = idle_timeout  # seconds a connection may stay silent
 
-        def handle(self) -> None:
-            try:
-                self.connection.do_handshake()
-            except (OSError, ssl.SSLError) as exc:
-                log.debug("webhook TLS handshake with %s failed: %s", self.client_address, exc)
-                return
-            super().handle()
-
-        def do_POST(self) -> None:
+        def do_POST(self) -> None:  # noqa: N802 (http.server naming)
             code, answer = self._answer()
             body = json.dumps(answer).encode()
             self.send_response(code)
@@ -131,12 +92,12 @@ def _handler_class(
             try:
                 route = routes.get(self.path.partition("?")[0])
                 if route is None:
-                    raise _Refusal(
+                    raise Refused(
                         HTTPStatus.NOT_FOUND, f"no webhook at {self.path}; serving {sorted(routes)}"
                     )
                 body = self._body()
                 return HTTPStatus.OK, route(body)
-            except _Refusal as refusal:
+            except Refused as refusal:
                 self.close_connection = True  # its body may be unread: no next request
                 return refusal.code, _status(refusal.code, str(refusal))
             except BadRequest as exc:
@@ -149,28 +110,22 @@ def _handler_class(
                 )
 
         def _body(self) -> Any:
-            """The decoded JSON body; raises ``_Refusal`` for anything else."""
+            """The decoded JSON body; raises ``Refused`` for anything else."""
             content_type = self.headers.get("Content-Type", "").partition(";")[0].strip()
             if content_type != "application/json":
-                raise _Refusal(
+                raise Refused(
                     HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
                     f"Content-Type must be application/json, not {content_type or 'unset'!r}",
                 )
+            raw = self.read_body()
+            if not raw:
+                raise Refused(HTTPStatus.BAD_REQUEST, "the body is empty; send a review")
             try:
-                length = int(self.headers.get("Content-Length", ""))
-            except ValueError:
-                length = -1
-            if not 0 < length <= MAX_BODY_BYTES:
-                raise _Refusal(
-                    HTTPStatus.BAD_REQUEST,
-                    f"a body of 1 to {MAX_BODY_BYTES} bytes with a Content-Length is required",
-                )
-            try:
-                return json.loads(self.rfile.read(length))
+                return json.loads(raw)
             except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, deep nesting
-                raise _Refusal(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}") from None
+                raise Refused(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}") from None
 
-        def do_GET(self) -> None:
+        def do_GET(self) -> None:  # noqa: N802 (http.server naming)
             self.send_error(HTTPStatus.METHOD_NOT_ALLOWED, "webhooks take POST")
 
         def log_message(self, format: str, *args: Any) -> None:
@@ -188,11 +143,13 @@ class WebhookServer:
         cert_dir: Path,
         routes: Mapping[str, Route],
         *,
-        timeout: float = 30.0,
+        limits: Limits = LIMITS,
     ) -> None:
         """Binds at once (raises ``OSError`` if the port is taken); serves from ``start``."""
         self.certs = CertWatcher(cert_dir)
-        self._server = _TLSServer(address, _handler_class(dict(routes), timeout), self.certs)
+        self._server = HardenedServer(
+            address, _handler_class(dict(routes)), limits=limits, tls=self.certs.context
+        )
         self._thread = threading.Thread(
             target=self._server.serve_forever, name=f"webhook-{self.port}", daemon=True
         )
@@ -200,7 +157,7 @@ class WebhookServer:
     @property
     def port(self) -> int:
         """The bound port (useful when the address asked for port 0)."""
-        return int(self._server.server_address[1])
+        return self._server.port
 
     def start(self) -> None:
         """Start serving on a daemon thread; returns at once. Loads the certificate first,

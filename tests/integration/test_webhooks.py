@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import dataclasses
 import hashlib
 import http.client
 import json
@@ -40,9 +41,9 @@ import pytest
 
 from cronjob_operator.api import batch_v1, batch_v2, crdgen
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime.certwatcher import CertWatcher
 from cronjob_operator.webhooks import configdeployment, conversion, cronjob, manifests
-from cronjob_operator.webhooks.certwatcher import CertWatcher
-from cronjob_operator.webhooks.server import Route, WebhookServer
+from cronjob_operator.webhooks.server import LIMITS, Route, WebhookServer
 from tests.integration.support import REPO, install_crds
 
 pytestmark = pytest.mark.cluster
@@ -229,7 +230,8 @@ def env(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -
     control_plane.kubectl("create", "namespace", namespace, check=True)
     calls: list[tuple[str, str]] = []
     routes = {path: recording(path, r, calls) for path, r in manifests.routes().items()}
-    server = WebhookServer(("127.0.0.1", 0), cert_dir, routes, timeout=IDLE_TIMEOUT)
+    limits = dataclasses.replace(LIMITS, idle_timeout=IDLE_TIMEOUT)
+    server = WebhookServer(("127.0.0.1", 0), cert_dir, routes, limits=limits)
     server.start()
     env = Env(control_plane, namespace, server, cert_dir, tmp_path_factory.mktemp("kubectl"), calls)
     with contextlib.ExitStack() as cleanup:

@@ -1,5 +1,6 @@
-"""The webhook server's TLS certificate, reloaded when its files change.
+"""A server's TLS certificate, reloaded when its files change; the one TLS policy.
 
+Used by the webhook server and by the HTTPS metrics server (``--metrics-cert-path``).
 cert-manager renews the serving certificate into a Secret and the kubelet swaps the
 mounted files; a local run rewrites them with ``hack/gen-webhook-certs.sh``. Either way
 the server must start using the new pair without a restart, as controller-runtime's
@@ -11,6 +12,12 @@ Connections already open keep the context they started with.
 A pair that does not load (missing, or caught half-written between the two files) leaves
 the last good context in use and is retried on the next connection; before any pair has
 loaded there is no context, and ``problem`` says why (the readiness check reports it).
+
+``server_context`` is the TLS policy of every server in the process: TLS 1.2 at least;
+for TLS 1.2 only ECDHE key exchange (forward secrecy) with AEAD ciphers (AES-GCM,
+ChaCha20-Poly1305), so no CBC, RC4, 3DES, static RSA or SHA-1 MAC suites; TLS 1.3 with
+OpenSSL's suites, all of which are AEAD; no renegotiation, no compression; ALPN offers
+``http/1.1`` only (no HTTP/2 server exists here; see docs/security.md).
 """
 
 from __future__ import annotations
@@ -22,21 +29,49 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["CERT_FILE", "KEY_FILE", "CertWatcher"]
+__all__ = ["CERT_FILE", "KEY_FILE", "TLS12_CIPHERS", "CertWatcher", "server_context"]
 
 log = logging.getLogger(__name__)
 
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
 
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+"""OpenSSL cipher string for TLS 1.2: forward-secret key exchange, AEAD ciphers only."""
+
 _Stamp = tuple[tuple[int, int, int], ...]
+
+
+def server_context(
+    cert_file: str | os.PathLike[str],
+    key_file: str | os.PathLike[str],
+    *,
+    alpn_protocols: Sequence[str] = ("http/1.1",),
+) -> ssl.SSLContext:
+    """A server ``SSLContext`` with the policy above; raises ``OSError``/``SSLError`` if the
+    pair does not load."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_ciphers(TLS12_CIPHERS)
+    context.options |= ssl.OP_NO_RENEGOTIATION | ssl.OP_NO_COMPRESSION
+    context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
+    context.set_alpn_protocols(list(alpn_protocols))
+    context.load_cert_chain(cert_file, key_file)
+    return context
 
 
 class CertWatcher:
     """The current server ``SSLContext`` for ``tls.crt``/``tls.key`` in a directory."""
 
-    def __init__(self, cert_dir: Path, *, alpn_protocols: Sequence[str] = ("http/1.1",)) -> None:
+    def __init__(
+        self,
+        cert_dir: Path,
+        *,
+        alpn_protocols: Sequence[str] = ("http/1.1",),
+        purpose: str = "webhook",
+    ) -> None:
         self.cert_dir = cert_dir
+        self._purpose = purpose
         self._alpn = list(alpn_protocols)
         self._lock = threading.Lock()
         self._context: ssl.SSLContext | None = None
@@ -77,19 +112,17 @@ class CertWatcher:
         return tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in stats)
 
     def _reload(self, stamp: _Stamp) -> None:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.set_alpn_protocols(self._alpn)
         try:
-            context.load_cert_chain(self.cert_file, self.key_file)
+            context = server_context(self.cert_file, self.key_file, alpn_protocols=self._alpn)
         except (OSError, ssl.SSLError) as exc:
             self._set_problem(f"cannot load {self.cert_file} and {self.key_file}: {exc}")
             return
         first = self._context is None
         self._context, self._stamp, self._problem = context, stamp, None
         log.info(
-            "%s webhook serving certificate",
+            "%s %s serving certificate",
             "loaded" if first else "reloaded",
+            self._purpose,
             extra={"cert": str(self.cert_file)},
         )
 
