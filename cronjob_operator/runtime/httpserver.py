@@ -12,7 +12,8 @@ memory. ``HardenedServer`` and ``HardenedHandler`` bound all of it, as Go's
 - ``read_header_timeout``: from the first byte of a request to the end of its headers,
   for the whole header, not per byte (a one-byte-at-a-time client is cut off on time);
   it also bounds the TLS handshake;
-- ``max_header_bytes``: request line plus headers (431 beyond; 414 for a long line);
+- ``max_header_bytes``: request line plus headers (431 beyond; 414 for a long line),
+  exact to within the 1 KiB read-ahead;
 - ``read_timeout``: reading the body; ``max_body_bytes``: its size (413 beyond, before
   reading it; 411 without a Content-Length: chunked bodies are not accepted);
 - ``write_timeout``: writing the answer, so a client that never reads cannot park a
@@ -40,6 +41,9 @@ from typing import Any, cast
 __all__ = ["HardenedHandler", "HardenedServer", "Limits", "Refused", "TLSContext"]
 
 log = logging.getLogger(__name__)
+
+_READ_BUFFER = 1024
+"""Read-ahead of the request reader: the header limit is exact to within this."""
 
 TLSContext = Callable[[], ssl.SSLContext | None]
 """Returns the context for a new connection (None: no certificate, refuse it)."""
@@ -89,7 +93,7 @@ class _GuardedReader(io.RawIOBase):
         self._deadline = time.monotonic() + self._limits.idle_timeout
         self._awaiting_first_byte = True
         # The buffered reader may pull in up to one buffer of the body with the headers.
-        self._budget = self._limits.max_header_bytes + io.DEFAULT_BUFFER_SIZE
+        self._budget = self._limits.max_header_bytes + _READ_BUFFER
 
     def expect_body(self) -> None:
         """Headers done: the body (if any) must arrive within the read timeout."""
@@ -131,7 +135,7 @@ class HardenedHandler(BaseHTTPRequestHandler):
         super().setup()
         self.rfile.close()  # replaced by a reader that enforces the limits
         self._reader = _GuardedReader(self.connection, self.limits)
-        self.rfile = io.BufferedReader(self._reader)
+        self.rfile = io.BufferedReader(self._reader, _READ_BUFFER)
 
     def handle(self) -> None:
         if isinstance(self.connection, ssl.SSLSocket):
@@ -145,7 +149,7 @@ class HardenedHandler(BaseHTTPRequestHandler):
 
     def handle_one_request(self) -> None:
         self.command, self.requestline = "", ""
-        self.request_version = self.default_request_version
+        self.request_version = self.protocol_version  # so that an early error has a status line
         self.close_connection = True  # unless parse_request finds a keep-alive request
         self._reader.expect_request()
         try:
