@@ -36,6 +36,7 @@ from cronjob_operator.webhooks.admission import AdmissionRequest, FieldError, Op
 
 __all__ = [
     "DEFAULTS",
+    "MAX_SCHEDULE_LENGTH",
     "MUTATE_PATH",
     "VALIDATE_PATH",
     "default",
@@ -97,6 +98,12 @@ def default(cronjob: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+MAX_SCHEDULE_LENGTH = 1024
+"""Longer schedules are refused before parsing (a built-in difference: robfig accepts a
+list of any length, but parsing and quoting megabytes per review costs hundreds of MiB)."""
+_TOO_LONG = f"must be at most {MAX_SCHEDULE_LENGTH} characters (five short cron fields)"
+
+
 def _detail(message: str) -> str:
     """The part of a ``cronjob_operator.schedule`` message after the field and value."""
     match = _SCHEDULE_MESSAGE.fullmatch(message)
@@ -112,6 +119,8 @@ def _schedule_errors(
         return [admission.required(field, _SCHEDULE_HINT)]
     if not isinstance(value, str):
         return [admission.invalid(field, value, "must be a string")]
+    if len(value) > MAX_SCHEDULE_LENGTH:
+        return [admission.invalid(field, f"{value[:40]}...", _TOO_LONG)]
     old_schedule = (old_spec or {}).get("schedule")
     tolerate_tz = isinstance(old_schedule, str) and old_schedule.startswith(_TZ_PREFIXES)
     if not (tolerate_tz and value.startswith(_TZ_PREFIXES)):
