@@ -221,10 +221,6 @@ def run(args: argparse.Namespace) -> int:
     if not (args.cronjob_controller or args.configdeployment_controller):
         log.error("every controller is disabled; enable at least one")
         return 2
-    problem = _metrics_flags_problem(args)
-    if problem:
-        log.error("%s", problem)
-        return 2
     leader_election = None
     if args.leader_elect:
         leader_election = LeaderElectionConfig(
@@ -292,7 +288,10 @@ def print_crds() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``cronjob-operator`` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "run" and (problem := _metrics_flags_problem(args)):
+        parser.error(problem)
     if args.command == "version":
         print(f"cronjob-operator {__version__}")
         return 0

@@ -39,7 +39,7 @@ start_operator() {
   "${VENV}/bin/cronjob-operator" run \
     --kubeconfig "${KUBECONFIG}" \
     --health-probe-bind-address "127.0.0.1:${PROBE_PORT}" \
-    --metrics-bind-address "127.0.0.1:${METRICS_PORT}" \
+    --metrics-bind-address "127.0.0.1:${METRICS_PORT}" --no-metrics-secure \
     --webhook-port 0 \
     --log-format text &
   OPERATOR_PID=$!

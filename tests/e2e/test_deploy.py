@@ -6,15 +6,19 @@ cert-manager) installs the CRDs, the namespace, the service account and the role
 runs out of cluster with a token of that service account, so it has the permissions in
 config/rbac and nothing more, while the test drives both controllers through every
 write they make: Job create, history pruning (delete), status updates, events, the
-leader-election Lease, Deployment create and roll. Any 403 the manager receives fails
-the test: a code change that needs a verb config/rbac lacks is caught here. Finally
+leader-election Lease, Deployment create and roll, and the TokenReviews and
+SubjectAccessReviews of its HTTPS /metrics (a reader-bound token gets metrics, others
+401/403). Any 403 the manager receives fails the test: a code change that needs a verb
+config/rbac lacks is caught here. Finally
 ``kubectl delete -k config/local`` removes everything.
 """
 
 from __future__ import annotations
 
+import http.client
 import logging
 import re
+import ssl
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -111,6 +115,8 @@ def manager_as_service_account(
     rest = RestClient(load_configuration(str(kubeconfig)))
     options = Options(
         health_probe_bind_address="0",
+        metrics_bind_address="127.0.0.1:0",
+        metrics_secure=True,  # its reviews run with the service account's RBAC too
         leader_election=LeaderElectionConfig(
             name="cronjob-operator.tutorial.kubebuilder.io", namespace=SYSTEM_NAMESPACE
         ),
@@ -219,6 +225,59 @@ def test_manager_does_its_whole_job_with_only_config_rbac(
     assert denials.lines == [], "config/rbac lacks a verb the manager needs"
 
 
+def scrape(port: int, token: str | None) -> tuple[int, bytes]:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # self-signed, as the ServiceMonitor's insecureSkipVerify
+    connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=context)
+    try:
+        connection.request(
+            "GET", "/metrics", headers={"Authorization": f"Bearer {token}"} if token else {}
+        )
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def token_for(control_plane: ControlPlane, namespace: str, name: str) -> str:
+    control_plane.kubectl("create", "serviceaccount", name, "-n", namespace, check=True)
+    created = control_plane.kubectl("create", "token", name, "-n", namespace, check=True)
+    return created.stdout.strip()
+
+
+def test_metrics_are_served_only_to_tokens_bound_to_the_reader_role(
+    control_plane: ControlPlane,
+    namespace: str,
+    manager_as_service_account: RunningManager,
+    denials: Denials,
+) -> None:
+    (metrics_server,) = manager_as_service_account.manager.servers
+    port = metrics_server.port
+    binding = f"test-metrics-reader-{namespace}"
+    control_plane.kubectl(
+        "create", "clusterrolebinding", binding,
+        "--clusterrole=cronjob-operator-metrics-reader",
+        f"--serviceaccount={namespace}:scraper",
+        check=True,
+    )  # fmt: skip
+    try:
+        scraper = token_for(control_plane, namespace, "scraper")
+        stranger = token_for(control_plane, namespace, "stranger")
+        wait_for(
+            lambda: scrape(port, scraper)[0] == 200,
+            60,  # a denial cached before the binding reached the authorizer lasts 30 s
+            message="the reader-bound token gets metrics",
+        )
+        assert b"# HELP" in scrape(port, scraper)[1]
+        assert scrape(port, stranger)[0] == 403
+        assert scrape(port, "not-a-token")[0] == 401
+        assert scrape(port, None)[0] == 401
+    finally:
+        control_plane.kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found")
+    assert denials.lines == [], "config/rbac lacks a verb the metrics reviews need"
+
+
 def test_config_default_renders_the_same_install_plus_webhooks(control_plane: ControlPlane) -> None:
     def kinds(overlay: str) -> set[tuple[str, str]]:
         rendered = control_plane.kubectl("kustomize", str(REPO / "config" / overlay), check=True)
@@ -236,4 +295,5 @@ def test_config_default_renders_the_same_install_plus_webhooks(control_plane: Co
         "Certificate",
         "Issuer",
         "Service",
+        "NetworkPolicy",
     }

@@ -13,6 +13,9 @@ from cronjob_operator import __version__, cli
 RUN_FLAGS = (
     "--kubeconfig",
     "--metrics-bind-address",
+    "--metrics-secure",
+    "--no-metrics-secure",
+    "--metrics-cert-path",
     "--health-probe-bind-address",
     "--leader-elect",
     "--leader-election-id",
@@ -53,6 +56,24 @@ def test_bad_flags_fail_fast_with_one_line(
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert needle in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--metrics-bind-address", ":8081"], "secure metrics need their own port"),
+        (["--metrics-bind-address", ":8443", "--metrics-cert-path", "/nowhere"], "not a directory"),
+    ],
+)
+def test_bad_secure_metrics_flags_stop_before_anything_starts(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", *argv])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
