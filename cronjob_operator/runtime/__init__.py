@@ -4,9 +4,10 @@ One concept per module, as controller-runtime has one per package: ``rest`` (tra
 typed errors in ``errors``), ``reflector``/``informer``/``store``/``cache`` (the indexed
 informer cache), ``client`` (cached reads, live writes), ``workqueue``, ``handlers``,
 ``predicates``, ``reconcile``, ``controller``, ``builder``, ``manager``,
-``leaderelection``, ``events``, ``metrics``, ``serving`` and ``logs``. This package
-imports nothing from ``api``, ``controllers`` or ``cli``. The names below are the ones
-controllers need; everything else is reached through its module.
+``leaderelection``, ``events``, ``metrics``, ``serving`` (on ``httpserver``, with
+``certwatcher``, ``selfsigned`` and ``metrics_auth`` for TLS and authenticated metrics)
+and ``logs``. This package imports nothing from ``api``, ``controllers`` or ``cli``. The
+names below are the ones controllers need; everything else is reached through its module.
 """
 
 from cronjob_operator.runtime.builder import Builder

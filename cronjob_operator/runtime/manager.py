@@ -2,7 +2,8 @@
 
 ``Manager.run`` is the process's main loop, as controller-runtime's ``mgr.Start``:
 
-1. start the probe and metrics servers and the event recorder;
+1. start the probe and metrics servers (metrics over HTTPS with authn/authz when
+   ``metrics_secure``: see ``metrics_auth``) and the event recorder;
 2. start the cache (informers list and watch, also on followers: a warm standby);
 3. with leader election, block until this process holds the Lease; without it, go on;
 4. wait for the controllers' caches to sync (a timeout is logged with the kinds and
