@@ -228,6 +228,7 @@ class HardenedServer(ThreadingHTTPServer):
         self.limits = limits
         self._tls = tls
         self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._saturated = False  # log the first refusal of a flood, not every one
         super().__init__(address, handler)
 
     @property
@@ -249,12 +250,15 @@ class HardenedServer(ThreadingHTTPServer):
 
     def verify_request(self, request: Any, client_address: Any) -> bool:
         if self._slots.acquire(blocking=False):
+            self._saturated = False
             return True
-        log.warning(
-            "refusing a connection from %s: %d connections already open",
+        log.log(
+            logging.DEBUG if self._saturated else logging.WARNING,
+            "refusing connections (from %s first): %d already open",
             client_address,
             self.limits.max_connections,
         )
+        self._saturated = True
         return False  # socketserver closes it
 
     def process_request(self, request: Any, client_address: Any) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from bench import _common, index_vs_scan, ingest, memory, read_cost
+from bench import _common, hostile_clients, index_vs_scan, ingest, memory, read_cost
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX
 from cronjob_operator.runtime.kinds import JOB
 
@@ -33,6 +33,12 @@ def table_rows(output: str) -> list[str]:
         pytest.param(read_cost.main, ["--jobs", "30", *QUICK], 4, id="read_cost"),
         pytest.param(memory.main, ["--jobs", "50"], 3, id="memory"),
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),
+        pytest.param(
+            hostile_clients.main,
+            ["--clients", "0,3", "--requests", "2", "--skip-lifetime"],
+            2,
+            id="hostile_clients",
+        ),
     ],
 )
 def test_a_benchmark_runs_and_prints_its_table(
