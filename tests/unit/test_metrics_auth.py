@@ -7,16 +7,25 @@ server in tests/e2e/test_deploy.py); the clock is injected, so expiry needs no w
 from __future__ import annotations
 
 import http.client
+import shutil
+import socket
 import ssl
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
+from kubernetes import client as k8s_client
 
 from cronjob_operator.runtime import errors
+from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.metrics_auth import CacheSettings, MetricsAuthorizer, User
+from cronjob_operator.runtime.rest import RestClient
 from cronjob_operator.runtime.selfsigned import self_signed_context
 from cronjob_operator.runtime.serving import HttpServer
 
+ROOT = Path(__file__).resolve().parents[2]
 SCRAPER = User(name="system:serviceaccount:monitoring:prometheus", groups=("system:authenticated",))
 STRANGER = User(name="system:serviceaccount:default:default")
 
@@ -189,3 +198,84 @@ def test_plain_http_to_the_https_port_gets_no_metrics(secure_server: HttpServer)
             connection.getresponse()
     finally:
         connection.close()
+
+
+def _write_pair(directory: Path, name: str) -> None:
+    subprocess.run(
+        ["openssl", "req", "-x509", "-nodes", "-newkey", "ec",
+         "-pkeyopt", "ec_paramgen_curve:P-256", "-subj", f"/CN={name}", "-days", "1",
+         "-keyout", str(directory / "tls.key.new"), "-out", str(directory / "tls.crt.new")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (directory / "tls.key.new").replace(directory / "tls.key")
+    (directory / "tls.crt.new").replace(directory / "tls.crt")
+
+
+def _served_subject(port: int) -> str:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    text = subprocess.run(
+        ["openssl", "x509", "-inform", "DER", "-noout", "-subject"],
+        input=der, check=True, capture_output=True,
+    ).stdout.decode()  # fmt: skip
+    return text.strip()
+
+
+def test_the_managers_metrics_certificate_from_a_directory_is_reloaded(tmp_path: Path) -> None:
+    _write_pair(tmp_path, "first")
+    options = Options(
+        metrics_bind_address="127.0.0.1:0", metrics_secure=True, metrics_cert_dir=str(tmp_path)
+    )
+    manager = Manager(RestClient(k8s_client.Configuration(host="http://127.0.0.1:9")), options)
+    server = manager._metrics_server(("127.0.0.1", 0))
+    server.start()
+    try:
+        assert _served_subject(server.port).endswith("first")
+        assert scrape(server.port, None) == 401  # authn/authz is on
+        _write_pair(tmp_path, "second")
+        assert _served_subject(server.port).endswith("second")  # no restart
+    finally:
+        server.stop()
+
+
+def test_config_renders_https_metrics_the_auth_role_and_the_network_policies() -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    rendered = subprocess.run(
+        [kubectl, "kustomize", str(ROOT / "config" / "default")],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    docs = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    by_kind = {(doc["kind"], doc["metadata"]["name"]): doc for doc in docs}
+    manager = by_kind["Deployment", "cronjob-operator-controller-manager"]
+    args = manager["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--metrics-bind-address=:8443" in args
+    assert not any(arg.startswith("--no-metrics-secure") for arg in args)
+    auth = by_kind["ClusterRole", "cronjob-operator-metrics-auth-role"]
+    assert {(r["apiGroups"][0], r["resources"][0], tuple(r["verbs"])) for r in auth["rules"]} == {
+        ("authentication.k8s.io", "tokenreviews", ("create",)),
+        ("authorization.k8s.io", "subjectaccessreviews", ("create",)),
+    }
+    binding = by_kind["ClusterRoleBinding", "cronjob-operator-metrics-auth-rolebinding"]
+    assert (
+        binding["subjects"][0]["name"] == manager["spec"]["template"]["spec"]["serviceAccountName"]
+    )
+    service = by_kind["Service", "cronjob-operator-controller-manager-metrics-service"]
+    assert service["spec"]["ports"][0]["port"] == 8443
+    policies = {name for kind, name in by_kind if kind == "NetworkPolicy"}
+    assert policies == {
+        "cronjob-operator-allow-metrics-traffic",
+        "cronjob-operator-allow-webhook-traffic",
+    }
+    monitor = yaml.safe_load((ROOT / "config" / "prometheus" / "monitor.yaml").read_text())
+    endpoint = monitor["spec"]["endpoints"][0]
+    assert (endpoint["scheme"], endpoint["port"]) == ("https", "https")
+    assert endpoint["bearerTokenFile"].endswith("serviceaccount/token")
