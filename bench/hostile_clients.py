@@ -5,8 +5,8 @@ Starts the probe server (``runtime.serving.HttpServer`` on the hardened
 byte every 50 ms (a slowloris), and times normal ``GET /healthz`` requests meanwhile:
 median and worst latency, and how many were refused. Also times how long the server
 lets one trickling client live (its ``read_header_timeout`` deadline, 10 s by default).
-N above the server's connection cap (64) shows the trade-off: the extra attackers are
-closed at accept, and so may be a normal request while every slot is held.
+N above the server's connection cap (64) shows eviction at work: each new connection
+frees the slot of the one that has waited longest for its headers.
 
     python -m bench.hostile_clients [--clients 0,30,60,120] [--requests 20]
 """

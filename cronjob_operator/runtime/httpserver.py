@@ -6,8 +6,9 @@ opening thousands of connections, or announcing a 10 GiB body, ties up threads a
 memory. ``HardenedServer`` and ``HardenedHandler`` bound all of it, as Go's
 ``http.Server`` fields do (``Limits`` names the Go field each one mirrors):
 
-- ``max_connections``: connections served at once; a connection beyond that is closed
-  at accept, before any byte is read (the kernel backlog holds the rest);
+- ``max_connections``: connections served at once. At the cap, a new connection evicts
+  the one that has waited longest for its request headers (an idle keep-alive or a slow
+  client); only when every connection is busy in a request is it closed at accept;
 - ``idle_timeout``: how long a kept-alive connection may wait for its next request;
 - ``read_header_timeout``: from the first byte of a request to the end of its headers,
   for the whole header, not per byte (a one-byte-at-a-time client is cut off on time);
@@ -26,6 +27,7 @@ thread, under ``read_header_timeout``, so a silent client never blocks accepting
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import socket
@@ -41,6 +43,9 @@ from typing import Any, cast
 __all__ = ["HardenedHandler", "HardenedServer", "Limits", "Refused", "TLSContext"]
 
 log = logging.getLogger(__name__)
+
+_EVICTION_WAIT = 2.0
+"""Seconds the accept loop waits for an evicted connection's slot."""
 
 _READ_BUFFER = 1024
 """Read-ahead of the request reader: the header limit is exact to within this."""
@@ -139,12 +144,16 @@ class HardenedHandler(BaseHTTPRequestHandler):
 
     def handle(self) -> None:
         if isinstance(self.connection, ssl.SSLSocket):
+            server = cast("HardenedServer", self.server)
             self.connection.settimeout(self.limits.read_header_timeout)
+            server.waiting(self.connection, True)  # a slow handshake may be evicted too
             try:
                 self.connection.do_handshake()
             except (OSError, ssl.SSLError) as exc:
                 log.debug("TLS handshake with %s failed: %s", self.client_address, exc)
                 return
+            finally:
+                server.waiting(self.connection, False)
         super().handle()
 
     def handle_one_request(self) -> None:
@@ -152,8 +161,18 @@ class HardenedHandler(BaseHTTPRequestHandler):
         self.request_version = self.protocol_version  # so that an early error has a status line
         self.close_connection = True  # unless parse_request finds a keep-alive request
         self._reader.expect_request()
+        server = cast("HardenedServer", self.server)
+        server.waiting(self.connection, True)
         try:
-            if not self._read_request_head():
+            head = self._read_request_head()
+        except TimeoutError:
+            log.debug("closing a connection from %s: too slow", self.client_address)
+            self.close_connection = True  # parse_request may have set it False already
+            return
+        finally:
+            server.waiting(self.connection, False)
+        try:
+            if not head:
                 return
             self._reader.expect_body()
             method = getattr(self, f"do_{self.command}", None)
@@ -215,6 +234,7 @@ class HardenedServer(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+    request_queue_size = socket.SOMAXCONN  # listen backlog (socketserver's default is 5)
 
     def __init__(
         self,
@@ -229,6 +249,8 @@ class HardenedServer(ThreadingHTTPServer):
         self._tls = tls
         self._slots = threading.BoundedSemaphore(limits.max_connections)
         self._saturated = False  # log the first refusal of a flood, not every one
+        self._waiting: dict[socket.socket, float] = {}  # connection -> waiting since
+        self._waiting_lock = threading.Lock()
         super().__init__(address, handler)
 
     @property
@@ -248,9 +270,21 @@ class HardenedServer(ThreadingHTTPServer):
             connection, server_side=True, do_handshake_on_connect=False
         ), address
 
+    def waiting(self, connection: socket.socket, waiting: bool) -> None:
+        """Note that a connection waits for (or has sent) a request's headers."""
+        with self._waiting_lock:
+            if waiting:
+                self._waiting[connection] = time.monotonic()
+            else:
+                self._waiting.pop(connection, None)
+
     def verify_request(self, request: Any, client_address: Any) -> bool:
         if self._slots.acquire(blocking=False):
             self._saturated = False
+            return True
+        # Every slot is held: free the one that has waited longest for its headers (an idle
+        # keep-alive or a slow client), so a flood of slow clients cannot lock others out.
+        if self._evict_longest_waiting() and self._slots.acquire(timeout=_EVICTION_WAIT):
             return True
         log.log(
             logging.DEBUG if self._saturated else logging.WARNING,
@@ -260,6 +294,18 @@ class HardenedServer(ThreadingHTTPServer):
         )
         self._saturated = True
         return False  # socketserver closes it
+
+    def _evict_longest_waiting(self) -> bool:
+        with self._waiting_lock:
+            if not self._waiting:
+                return False
+            oldest = min(self._waiting, key=self._waiting.__getitem__)
+            del self._waiting[oldest]
+        with contextlib.suppress(OSError):
+            # The plain socket's shutdown (not TLS's): the connection's own thread, blocked
+            # in recv, sees the end of the stream, finishes and frees its slot.
+            socket.socket.shutdown(oldest, socket.SHUT_RDWR)
+        return True
 
     def process_request(self, request: Any, client_address: Any) -> None:
         try:

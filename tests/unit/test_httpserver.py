@@ -8,6 +8,7 @@ these tests are generous ceilings on a deadline that is itself the behaviour und
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http.client
 import socket
 import threading
@@ -115,54 +116,79 @@ def test_a_body_that_never_arrives_is_cut_off_at_the_read_timeout(server: Harden
         assert time.monotonic() - started < LIMITS.read_timeout + 5
 
 
-def test_a_trickling_client_is_cut_off_at_the_header_deadline(server: HardenedServer) -> None:
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+def test_a_trickling_client_is_cut_off_once_at_the_header_deadline() -> None:
+    """Cut off after one header deadline from its first byte, not a second one later."""
+    limits = dataclasses.replace(LIMITS, read_header_timeout=2.0)
+    server = HardenedServer(("127.0.0.1", 0), Echo, limits=limits)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        closed_after = trickle_until_closed(server.port, b"GET / HTTP/1.1\r\nX-Slow: " + b"a" * 400)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert 2.0 <= closed_after < 2 * 2.0  # a second deadline would take it past 4 s
+
+
+def trickle_until_closed(port: int, data: bytes) -> float:
+    """Send ``data`` a byte every 50 ms; seconds until the server closed the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         started = time.monotonic()
-        closed_after = None
-        for byte in b"GET / HTTP/1.1\r\nX-Slow: " + b"a" * 100:
+        for byte in data:
             try:
                 sock.sendall(bytes([byte]))
             except OSError:
-                closed_after = time.monotonic() - started
                 break
             time.sleep(0.05)  # the client's trickle rate, not a wait for the server
-        if closed_after is None:
-            with contextlib.suppress(OSError):
-                assert sock.recv(100) == b""
-            closed_after = time.monotonic() - started
-    assert closed_after < LIMITS.read_header_timeout + 5
+        else:
+            pytest.fail("the server let the whole trickle through")
+        return time.monotonic() - started
 
 
-def test_connections_over_the_cap_are_closed_and_the_cap_frees_up(
-    server: HardenedServer,
-) -> None:
+def test_at_the_cap_the_longest_waiting_connection_makes_room(server: HardenedServer) -> None:
     idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(8)]
     try:
-        # Each idle connection holds a slot once its thread runs; the 9th is closed at once.
-        deadline = time.monotonic() + 10
-        refused = False
-        while not refused and time.monotonic() < deadline:
-            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as extra:
-                extra.sendall(b"GET / HTTP/1.1\r\n\r\n")
-                with contextlib.suppress(ConnectionResetError):
-                    refused = extra.recv(100) == b""
-        assert refused
+        assert get_ok(server.port) == 200  # the 9th evicts an idle one instead of failing
+        assert idle[0].recv(100) == b""  # the one that waited longest was closed
     finally:
         for sock in idle:
+            sock.close()
+
+
+def test_at_the_cap_with_every_connection_mid_request_a_new_one_is_closed(
+    server: HardenedServer,
+) -> None:
+    busy = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(8)]
+    try:
+        for sock in busy:  # headers sent, body pending: busy, not waiting
+            sock.sendall(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\npartial")
+        deadline = time.monotonic() + 10
+        while server._waiting or server._slots._value:  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline, "the busy connections never all started"
+            time.sleep(0.01)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as extra:
+            extra.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            with contextlib.suppress(ConnectionResetError):
+                assert extra.recv(100) == b""
+    finally:
+        for sock in busy:
             sock.close()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError, http.client.HTTPException):
             if get_ok(server.port) == 200:
                 return
-    pytest.fail("the server did not serve again after the idle connections closed")
+    pytest.fail("the server did not serve again after the busy connections closed")
 
 
-def test_many_slow_clients_do_not_stop_a_normal_request() -> None:
-    """60 connections send headers one byte at a time; a probe is still answered at once."""
+@pytest.mark.parametrize("clients", [60, 150])
+def test_many_slow_clients_do_not_stop_a_normal_request(clients: int) -> None:
+    """Connections sending headers a byte at a time, below and above the connection cap
+    (64): a probe is still answered within a few seconds."""
     server = HttpServer(("127.0.0.1", 0), health={"ping": lambda: None})
     server.start()
-    slow = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(60)]
+    slow = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(clients)]
     stop = threading.Event()
 
     def trickle() -> None:
