@@ -216,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
     from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
     from cronjob_operator.runtime.manager import Manager, Options
     from cronjob_operator.runtime.rest import RestClient, load_configuration
+    from cronjob_operator.runtime.selfsigned import SelfSignedError
 
     logs.configure(args.log_format or ("text" if sys.stderr.isatty() else "json"), args.log_level)
     if not (args.cronjob_controller or args.configdeployment_controller):
@@ -257,6 +258,9 @@ def run(args: argparse.Namespace) -> int:
     log.info("starting manager", extra={"version": __version__, "pid": os.getpid()})
     try:
         return manager.run()
+    except SelfSignedError as exc:  # no --metrics-cert-path and no openssl to make one
+        log.error("%s", exc)
+        return 1
     finally:
         if webhook_server is not None:
             webhook_server.stop()
