@@ -13,7 +13,8 @@ day of week 0-6 or SUN-SAT; names in any case), each a comma list of ``*``, ``?`
 @yearly @annually @monthly @weekly @daily @midnight @hourly or ``@every <Go duration>``.
 robfig's quirks are kept, because the point is to accept what the built-in accepts: ``?``
 is a synonym of ``*`` in every field, empty list items are ignored (``1,,2``), ``*-5``
-reads as ``*``, numbers may carry a ``+`` sign, a step larger than the range is fine, and
+reads as ``*``, numbers may carry a ``+`` sign and leading zeros of any length (Go's
+``strconv.Atoi``; ``-0`` is zero), a step larger than the range is fine, and
 ``@every`` takes any Go duration (below one second it means one second). Rejected, with a
 message that names the field and the fix: 6 or 7 fields, day of week 7, ``L`` ``W`` ``#``
 ``H``, ``@reboot`` and other unknown macros, ``TZ=``/``CRON_TZ=`` prefixes (the zone goes
@@ -350,13 +351,24 @@ def _parse_value(text: str, spec: _FieldSpec) -> int | None:
 
 
 def _parse_number(text: str) -> int | None:
-    """Go's strconv.Atoi on 64 bits, then robfig's "not negative"."""
-    if not _GO_INT.fullmatch(text) or len(text) > 20:  # longer overflows int64 anyway
+    """Go's strconv.Atoi on 64 bits, then robfig's "not negative".
+
+    Leading zeros of any length are fine, as in Go; only the significant digits count
+    towards int64's 19 (which also keeps ``int()`` clear of Python's digit limit).
+    """
+    if not _GO_INT.fullmatch(text):
         return None
-    value = int(text)
-    if not 0 <= value <= _INT64_MAX:
+    value = _significant_int(text.lstrip("+-"))
+    if value is None or value > _INT64_MAX or (text[0] == "-" and value != 0):
         return None
     return value
+
+
+def _significant_int(digits: str) -> int | None:
+    """The value of a decimal digit string, or None when it has more than 20 significant
+    digits (more than any uint64; callers check their own bound)."""
+    significant = digits.lstrip("0")
+    return int(significant or "0") if len(significant) <= 20 else None
 
 
 def _not_a_value(item: str, bound: str, spec: _FieldSpec) -> str:
@@ -401,12 +413,13 @@ def _parse_go_duration(text: str) -> int | None:
         whole, fraction, unit = match.groups()
         if not whole and not fraction:
             return None  # no digits, e.g. ".s"
-        if len(whole) > 20:
-            return None  # overflows int64
+        number = _significant_int(whole)
+        if number is None or number > 1 << 63:
+            return None  # overflows int64 (leading zeros are fine, as in Go)
         if unit not in _GO_UNITS:
             return None
         scale = _GO_UNITS[unit]
-        value = int(whole or "0") * scale
+        value = number * scale
         if fraction:
             # Go computes the fraction in float64 too, from the digits that fit in int64.
             digits = fraction[:18]

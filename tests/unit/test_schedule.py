@@ -256,6 +256,13 @@ ACCEPTED = [
     "*-5 * * * *",  # anything after "*-" is ignored
     "+5 * * * *",  # strconv.Atoi takes a sign
     "*/100 * * * *",  # a step beyond the range selects the start only
+    # strconv.Atoi takes leading zeros of any length, so robfig does too:
+    "0000000000000000000005 * * * *",
+    "+000000000000000000000000000000000000000000005 * * * *",
+    "*/0000000000000000000000015 * * * *",
+    pytest.param("0" * 5000 + "5 * * * *", id="5000 zeros"),  # past Python's int() digit limit
+    "@every 000000000000000000000001h",  # and so does Go's time.ParseDuration
+    "@every 0000000000000000000000001.5h",
 ]
 
 
@@ -290,6 +297,9 @@ REJECTED = [
     ("* * * * 1-7", "day of week 7 is out of range 0-6"),
     ("0-60 * * * *", "minute 60 is out of range 0-59"),
     ("99999999999999999999 * * * *", "minute 99999999999999999999 is out of range 0-59"),
+    ("09223372036854775808 * * * *", "is out of range 0-59"),  # overflows int64
+    ("*/0009223372036854775808 * * * *", 'minute step "0009223372036854775808"'),
+    ("@every 09223372036854775808ns", "is not a duration"),
     ("5-3 * * * *", 'minute range "5-3" runs backwards'),
     ("*/0 * * * *", "must be a positive number"),
     ("*/x * * * *", 'minute step "x"'),
