@@ -40,11 +40,14 @@ unset): a daily 09:00 in America/New_York is 14:00Z in winter and 13:00Z in summ
 * Spring forward: a wall-clock time that does not exist that day is skipped that day
   (croniter alone would run a 02:30 job at 03:00).
 * Fall back: a schedule that names particular hours (``30 1 * * *``, ``0 9-17 * * *``)
-  runs once, at the first occurrence of the repeated time; upstream runs it twice, which is
-  a known wart. A schedule whose hour field is every hour (``*/15 * * * *``, ``0 * * * *``,
-  @hourly) keeps its cadence and runs in both occurrences of the repeated hour, as upstream
-  does; running it once would leave an hour-long hole in a job meant to run every few
-  minutes. This is Vixie cron's rule for wildcard jobs, applied to the hour field.
+  runs at most once per wall-clock time: at the first occurrence of the repeated time, or,
+  when that one was not run and is past ``startingDeadlineSeconds`` (the controller was
+  down, say), at the second; upstream runs it twice, which is a known wart. Without a
+  deadline a missed first occurrence never expires, so it runs late instead. A schedule
+  whose hour field is every hour (``*/15 * * * *``, ``0 * * * *``, @hourly) keeps its
+  cadence and runs in both occurrences of the repeated hour, as upstream does; running it
+  once would leave an hour-long hole in a job meant to run every few minutes. This is
+  Vixie cron's rule for wildcard jobs, applied to the hour field.
 
 ``@every <d>`` is a constant delay, not a wall-clock schedule: as in upstream, its times
 are ``earliest + k*d`` (k >= 1) where ``earliest`` is ``status.lastScheduleTime``, else
@@ -63,7 +66,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -235,6 +238,28 @@ class _Every:
 
 
 _Rule = _Cron | _Every
+
+_SecondPass = Callable[[datetime], bool]
+"""Given the first occurrence (UTC) of a repeated wall-clock time, whether its second
+occurrence is a schedule time too."""
+
+
+def _keeps_cadence(cron: _Cron) -> _SecondPass:
+    """The fixed part of the fall-back rule: an every-hour schedule runs in both passes."""
+    every_hour = cron.every_hour
+    return lambda first: every_hour
+
+
+def _once_per_wall_time(cron: _Cron, earliest: datetime, reach: datetime | None) -> _SecondPass:
+    """The fall-back rule at one moment: every-hour schedules run in both passes; others
+    run at most once per wall-clock time, so the second pass counts only when the first
+    was not run (it came after ``earliest``) and can no longer run (at or before
+    ``reach``, ``now - startingDeadlineSeconds``)."""
+    if cron.every_hour:
+        return _keeps_cadence(cron)
+    if reach is None:
+        return lambda first: False
+    return lambda first: earliest < first <= reach
 
 
 def _split_fields(expression: str) -> list[str]:
@@ -502,36 +527,44 @@ class Schedule:
             return _add(_floor_second(t), self._rule.delay)
         return next(self._fires_after(t), None)
 
-    def _fires_after(self, t: datetime) -> Iterator[datetime]:
-        """Schedule times strictly after ``t``, ascending (a cron rule only)."""
+    def _fires_after(
+        self, t: datetime, second_pass: _SecondPass | None = None
+    ) -> Iterator[datetime]:
+        """Schedule times strictly after ``t``, ascending (a cron rule only).
+
+        ``second_pass`` says which second occurrences of a repeated wall-clock time count
+        (by default: all of them for an every-hour schedule, none otherwise)."""
         assert isinstance(self._rule, _Cron)
+        twice = second_pass or _keeps_cadence(self._rule)
         wall = t.astimezone(self.zone)
-        twice = self._rule.every_hour
         start = wall.replace(tzinfo=None)
-        if twice and wall.fold == 0:
+        if wall.fold == 0:
             # In the first pass of a repeated hour, the second pass of earlier wall-clock
             # times is still ahead: look back by the length of the repeat.
             start -= _fold_length(wall)
-        second_pass: deque[datetime] = deque()  # ascending, due after the first pass
+        later: deque[datetime] = deque()  # second passes, ascending, due after the first
         for naive in self._walls(start, forward=True):
             first, second = _instants(naive, self.zone)
             if first is None:
                 continue  # does not exist that day: skipped
-            while second_pass and second_pass[0] < first:
-                late = second_pass.popleft()
+            while later and later[0] < first:
+                late = later.popleft()
                 if late > t:
                     yield late
             if first > t:
                 yield first
-            if second is not None and twice:
-                second_pass.append(second)
-        yield from (late for late in second_pass if late > t)
+            if second is not None and twice(first):
+                later.append(second)
+        yield from (late for late in later if late > t)
 
-    def _fires_at_or_before(self, t: datetime) -> Iterator[datetime]:
-        """Schedule times at or before ``t``, newest first (a cron rule only)."""
+    def _fires_at_or_before(
+        self, t: datetime, second_pass: _SecondPass | None = None
+    ) -> Iterator[datetime]:
+        """Schedule times at or before ``t``, newest first (a cron rule only);
+        ``second_pass`` as for :meth:`_fires_after`."""
         assert isinstance(self._rule, _Cron)
+        twice = second_pass or _keeps_cadence(self._rule)
         wall = t.astimezone(self.zone)
-        twice = self._rule.every_hour
         start = wall.replace(tzinfo=None)
         if wall.fold == 1:
             # In the second pass of a repeated hour, the first pass of later wall-clock
@@ -543,7 +576,9 @@ class Schedule:
             first, second = _instants(naive, self.zone)
             if first is None:
                 continue
-            latest, earlier = (second, first) if second is not None and twice else (first, None)
+            latest, earlier = first, None
+            if second is not None and twice(first):
+                latest, earlier = second, first
             while first_pass and first_pass[0] > latest:
                 early = first_pass.popleft()
                 if early <= t:
@@ -632,20 +667,21 @@ def most_recent_due(
     earliest, now = _as_utc(earliest, "earliest"), _as_utc(now, "now")
     if starting_deadline_seconds is not None and starting_deadline_seconds < 0:
         raise ValueError(f"starting_deadline_seconds must be >= 0, not {starting_deadline_seconds}")
-    lower = earliest
+    reach = None
     if starting_deadline_seconds is not None:
         reach = _add(now, -timedelta(seconds=min(starting_deadline_seconds, 10**13)))
-        if reach is not None and reach > lower:
-            lower = reach
-    if isinstance(schedule._rule, _Every):
-        return _every_due(schedule._rule.delay, earliest, lower, now)
-    latest = next(schedule._fires_at_or_before(now), None)
+    lower = max(earliest, reach) if reach is not None else earliest
+    rule = schedule._rule
+    if isinstance(rule, _Every):
+        return _every_due(rule.delay, earliest, lower, now)
+    twice = _once_per_wall_time(rule, earliest, reach)
+    latest = next(schedule._fires_at_or_before(now, twice), None)
     scheduled = latest if latest is not None and latest > lower else None
     missed = 0
     if scheduled is not None:
-        in_window = takewhile(lambda t: t <= now, schedule._fires_after(lower))
+        in_window = takewhile(lambda t: t <= now, schedule._fires_after(lower, twice))
         missed = sum(1 for _ in islice(in_window, MAX_MISSED + 1))
-    next_time = next(schedule._fires_after(now), None)
+    next_time = next(schedule._fires_after(now, twice), None)
     return Due(scheduled, missed, missed > MAX_MISSED, next_time)
 
 

@@ -598,6 +598,59 @@ def test_in_the_second_pass_a_missed_first_pass_time_is_found() -> None:
     assert due.next_time == utc(2024, 11, 4, 6, 45)
 
 
+def test_a_first_pass_past_its_deadline_leaves_the_second_pass_to_run() -> None:
+    """At most once per wall-clock time: 01:30 EDT was missed (deadline 600 s), so 01:30
+    EST, the same wall-clock time an hour later, runs instead of skipping the day."""
+    due = due_at(
+        "30 1 * * *",
+        earliest=utc(2026, 10, 31, 5, 30),  # ran 01:30 EDT the day before
+        now=utc(2026, 11, 1, 6, 35),  # 01:35 EST
+        deadline=600,
+        zone="America/New_York",
+    )
+    assert due.scheduled == utc(2026, 11, 1, 6, 30)
+    assert due.missed == 1
+    assert due.next_time == utc(2026, 11, 2, 6, 30)
+
+
+def test_before_the_second_pass_a_missed_first_pass_requeues_for_it() -> None:
+    due = due_at(
+        "30 1 * * *",
+        earliest=utc(2026, 10, 31, 5, 30),
+        now=utc(2026, 11, 1, 6, 10),  # 01:10 EST: 01:30 EDT is past its deadline
+        deadline=600,
+        zone="America/New_York",
+    )
+    assert due.scheduled is None
+    assert due.next_time == utc(2026, 11, 1, 6, 30)
+
+
+def test_a_first_pass_still_in_reach_runs_late_and_the_second_pass_does_not_count() -> None:
+    # No deadline: the missed 01:30 EDT is still in reach at 01:35 EST and runs (late);
+    # the second pass is not another time to run.
+    due = due_at(
+        "30 1 * * *",
+        earliest=utc(2026, 10, 31, 5, 30),
+        now=utc(2026, 11, 1, 6, 35),
+        zone="America/New_York",
+    )
+    assert due.scheduled == utc(2026, 11, 1, 5, 30)
+    assert due.missed == 1
+    assert due.next_time == utc(2026, 11, 2, 6, 30)
+
+
+def test_a_first_pass_that_ran_keeps_the_second_pass_from_running() -> None:
+    due = due_at(
+        "30 1 * * *",
+        earliest=utc(2026, 11, 1, 5, 30),  # 01:30 EDT ran
+        now=utc(2026, 11, 1, 6, 35),
+        deadline=600,
+        zone="America/New_York",
+    )
+    assert due.scheduled is None
+    assert due.next_time == utc(2026, 11, 2, 6, 30)
+
+
 def test_in_the_first_pass_the_second_pass_is_ahead() -> None:
     # "0 * * * *": at 01:30 EDT (05:30Z), the next run is 01:00 EST (06:00Z).
     due = due_at(
