@@ -10,8 +10,10 @@ module does the reads, writes and events around them.
 Errors: a bad schedule or time zone is reported (Warning event, ``Degraded``) and not
 retried until the spec changes; a Job the API server rejects as invalid is reported and
 retried at the next scheduled time; other API failures raise, so the controller retries
-with backoff. Status is written once, only when it changed, retrying conflicts against a
-fresh read so it is never dropped.
+with backoff. With ``Replace``, a failed delete of an active Job raises before the new
+Job is created: two runs are never active because a delete failed. Status is written
+once, only when it changed, retrying conflicts against a fresh read so it is never
+dropped.
 
 RBAC this code needs (mirrored in config/rbac/role.yaml, checked by an e2e test):
 cronjobs get/list/watch, cronjobs/status get/update; jobs get/list/watch/create/delete;
@@ -138,10 +140,13 @@ class CronJobReconciler:
             *state.to_prune(jobs.successful, spec.get("successfulJobsHistoryLimit")),
             *state.to_prune(jobs.failed, spec.get("failedJobsHistoryLimit")),
         ]
-        for job in doomed:
+        for job in doomed:  # a failed prune is reported and retried on the next reconcile
             self._delete_job(cronjob, objects.name_of(job), uid=job["metadata"].get("uid"))
 
-    def _delete_job(self, cronjob: objects.Obj, name: str, *, uid: str | None) -> bool:
+    def _delete_job(
+        self, cronjob: objects.Obj, name: str, *, uid: str | None
+    ) -> errors.ApiError | None:
+        """Delete one Job (only if it still has ``uid``); the error, None when it is gone."""
         try:
             self._client.delete(
                 JOB,
@@ -151,13 +156,13 @@ class CronJobReconciler:
                 uid=uid,
             )
         except errors.NotFound:
-            return True
+            return None
         except errors.ApiError as exc:
             log.warning("deleting job %s failed: %s", name, exc)
             self._recorder.event(cronjob, "Warning", "FailedDelete", f"Deleted job {name}: {exc}")
-            return False
+            return exc
         self._recorder.event(cronjob, "Normal", "SuccessfulDelete", f"Deleted job {name}")
-        return True
+        return None
 
     def _schedule(
         self, cronjob: objects.Obj, status: dict[str, Any], now: datetime
@@ -226,10 +231,24 @@ class CronJobReconciler:
             )
             return None
         if policy == "Replace":
-            for ref in list(active):
-                if self._delete_job(cronjob, ref["name"], uid=ref.get("uid")):
-                    active.remove(ref)
+            self._replace_active(cronjob, status)
         return self._create(cronjob, status, state.build_job(cronjob, scheduled, zone), scheduled)
+
+    def _replace_active(self, cronjob: objects.Obj, status: dict[str, Any]) -> None:
+        """Delete every active Job before the new run is created.
+
+        A delete that fails (a 500, a 409 because the name now has another uid) raises
+        before anything is created, so Replace never leaves two runs active; the
+        controller retries with backoff. The next reconcile's sync confirms against the
+        API server whether an entry's Job is really gone (a failed GET there raises too).
+        """
+        active = status.get("active") or []
+        for ref in list(active):
+            error = self._delete_job(cronjob, ref["name"], uid=ref.get("uid"))
+            if error is not None:
+                self._write_status(cronjob, status)  # keep what this reconcile learned
+                raise error
+            active.remove(ref)
 
     def _create(
         self,

@@ -20,6 +20,7 @@ from cronjob_operator.controllers.conditions import parse_time, rfc3339
 from cronjob_operator.envtest import FAIL_LABEL, RUN_DURATION_ANNOTATION, ControlPlane, wait_for
 from cronjob_operator.runtime import metrics
 from cronjob_operator.runtime.manager import Options
+from cronjob_operator.runtime.reconcile import Request
 from tests.integration.support import (
     FakeClock,
     RunningManager,
@@ -390,4 +391,100 @@ def test_unparseable_schedule_is_reported_without_a_hot_loop(
         lambda: (world.condition("broken", "Degraded") or {}).get("status") == "False",
         30,
         message="Degraded cleared once the schedule is fixed",
+    )
+
+
+# --- Replace when the old Job cannot be deleted ----------------------------------------
+
+
+def job_deletes_denied(namespace: str) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy (and its binding) that makes the API server refuse every
+    Job DELETE in ``namespace``: a real failed delete, from the real API server."""
+    name = f"deny-job-delete-{namespace}"
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["batch"],
+                            "apiVersions": ["v1"],
+                            "operations": ["DELETE"],
+                            "resources": ["jobs"],
+                        }
+                    ]
+                },
+                "validations": [{"expression": "false", "message": "Job deletes are denied"}],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        },
+    ]
+
+
+def delete_is_denied(world: World, job_name: str) -> bool:
+    """Whether the API server refuses to delete ``job_name`` (a server-side dry run)."""
+    result = world.cp.kubectl("delete", "job", job_name, "-n", world.ns, "--dry-run=server")
+    return result.returncode != 0 and "Job deletes are denied" in result.stderr
+
+
+@contextlib.contextmanager
+def denying_job_deletes(world: World, probe_job: str) -> Iterator[None]:
+    """Job deletes in the test namespace fail for the length of the block.
+
+    The policy takes effect asynchronously; ``probe_job`` (an existing Job) is used to
+    wait until it does, and until it no longer does after removal."""
+    policy = job_deletes_denied(world.ns)
+    for obj in policy:
+        apply(world.cp, obj)
+    try:
+        wait_for(lambda: delete_is_denied(world, probe_job), 30, message="policy in force")
+        yield
+    finally:
+        for obj in reversed(policy):
+            world.cp.kubectl("delete", obj["kind"], obj["metadata"]["name"], "--wait=true")
+    wait_for(lambda: not delete_is_denied(world, probe_job), 30, message="policy removed")
+
+
+def test_replace_never_runs_two_jobs_when_the_delete_fails(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("swap", world.ns, run="10m", concurrencyPolicy="Replace"))
+    first = tick_after(created_at(world, "swap"))
+    job1 = run_at(operator, clock, world, "swap", first)
+    wait_for(
+        lambda: [r["name"] for r in world.status("swap").get("active") or []] == [job1],
+        30,
+        message="first run active",
+    )
+    request = Request(world.ns, "swap")
+    queue = operator.controllers["cronjob"].queue
+    with denying_job_deletes(world, job1):
+        job2 = run_at(operator, clock, world, "swap", first + FIVE_MINUTES)
+        wait_for(lambda: "FailedDelete" in world.event_reasons("swap"), 30, message="FailedDelete")
+        # The reconcile that failed to delete ends in an error and is retried with backoff
+        # (a reconcile that went on to create the new Job would have succeeded).
+        wait_for(lambda: queue.num_requeues(request) >= 2, 30, message="retried with backoff")
+        assert sorted(world.jobs()) == [job1], "the new run must wait for the old to go"
+        assert [r["name"] for r in world.status("swap").get("active") or []] == [job1]
+    operator.kick("cronjob", world.ns, "swap")
+    wait_for(lambda: sorted(world.jobs()) == [job2], 60, message="old job replaced once allowed")
+    wait_for(
+        lambda: [r["name"] for r in world.status("swap").get("active") or []] == [job2],
+        30,
+        message="active holds only the new job",
     )

@@ -1,0 +1,154 @@
+"""The CronJob reconciler's API-facing decisions, against an in-memory client that fails
+on demand (the failures a real API server gives: a 500, a 409 uid precondition).
+
+The fake keeps only what these tests need: Jobs by name with uids, and the CronJob's
+status. The real-cluster versions of these behaviours are in
+tests/integration/test_cronjob_controller.py.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.controllers import cronjob_state as state
+from cronjob_operator.controllers.cronjob import CronJobReconciler
+from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.reconcile import Request
+
+CREATED = datetime(2016, 5, 19, 9, 59, tzinfo=UTC)
+FIRST = datetime(2016, 5, 19, 10, tzinfo=UTC)
+
+
+def failure(error: type[errors.ApiError], code: int) -> errors.ApiError:
+    return error({"reason": error.__name__, "message": f"injected {code}"}, code=code)
+
+
+class FakeClient:
+    """Jobs and one CronJob in memory; ``fail[(verb, name)]`` is raised by that call."""
+
+    def __init__(self, cronjob: dict[str, Any]) -> None:
+        self.cronjob = cronjob
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.fail: dict[tuple[str, str], errors.ApiError] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.live = self
+
+    def _call(self, verb: str, name: str) -> None:
+        self.calls.append((verb, name))
+        if (verb, name) in self.fail:
+            raise self.fail[(verb, name)]
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
+        self._call("get", name)
+        if kind == CRONJOB:
+            return objects.freeze(self.cronjob)
+        if name not in self.jobs:
+            raise failure(errors.NotFound, 404)
+        return objects.freeze(self.jobs[name])
+
+    def list(self, kind: Kind, **_: Any) -> list[objects.Obj]:
+        return [objects.freeze(job) for job in self.jobs.values()]
+
+    def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+        name = obj["metadata"]["name"]
+        self._call("create", name)
+        job = {**obj, "metadata": {**obj["metadata"], "uid": f"uid-{name}"}, "status": {}}
+        self.jobs[name] = job
+        return job
+
+    def delete(self, kind: Kind, name: str, *, uid: str | None = None, **_: Any) -> None:
+        self._call("delete", name)
+        if name not in self.jobs:
+            raise failure(errors.NotFound, 404)
+        if uid is not None and self.jobs[name]["metadata"]["uid"] != uid:
+            raise failure(errors.Conflict, 409)
+        del self.jobs[name]
+
+    def update_status(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+        self.cronjob = {**self.cronjob, "status": obj["status"]}
+        return self.cronjob
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def event(self, obj: objects.Obj, type_: str, reason: str, message: str) -> None:
+        self.reasons.append(reason)
+
+
+def replace_cronjob() -> dict[str, Any]:
+    return {
+        "apiVersion": CRONJOB.api_version,
+        "kind": "CronJob",
+        "metadata": {
+            "name": "swap",
+            "namespace": "ns",
+            "uid": "cj-uid",
+            "generation": 1,
+            "creationTimestamp": "2016-05-19T09:59:00Z",
+        },
+        "spec": {
+            "schedule": "0 * * * *",
+            "concurrencyPolicy": "Replace",
+            "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}},
+        },
+    }
+
+
+def reconciler_at(client: FakeClient, moment: datetime) -> tuple[CronJobReconciler, Recorder]:
+    recorder = Recorder()
+    reconciler = CronJobReconciler(client, recorder, clock=lambda: moment)  # type: ignore[arg-type]
+    return reconciler, recorder
+
+
+def first_run_active() -> FakeClient:
+    client = FakeClient(replace_cronjob())
+    reconciler, _ = reconciler_at(client, FIRST + timedelta(minutes=1))
+    reconciler.reconcile(Request("ns", "swap"))
+    assert list(client.jobs) == [state.job_name("swap", FIRST)]
+    return client
+
+
+SECOND = FIRST + timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [failure(errors.ServerError, 500), failure(errors.Conflict, 409)],
+    ids=["500", "409 uid precondition"],
+)
+def test_a_failed_delete_stops_the_replace_before_anything_is_created(
+    error: errors.ApiError,
+) -> None:
+    client = first_run_active()
+    old = state.job_name("swap", FIRST)
+    client.fail[("delete", old)] = error
+    reconciler, recorder = reconciler_at(client, SECOND + timedelta(minutes=1))
+    with pytest.raises(type(error)):  # the controller retries with backoff
+        reconciler.reconcile(Request("ns", "swap"))
+    assert list(client.jobs) == [old]
+    assert ("create", state.job_name("swap", SECOND)) not in client.calls
+    assert [ref["name"] for ref in client.cronjob["status"]["active"]] == [old]
+    assert "FailedDelete" in recorder.reasons
+
+    del client.fail[("delete", old)]  # the retry, once the delete works
+    reconciler.reconcile(Request("ns", "swap"))
+    assert list(client.jobs) == [state.job_name("swap", SECOND)]
+
+
+def test_a_failed_get_of_the_old_job_stops_the_replace() -> None:
+    client = first_run_active()
+    old = state.job_name("swap", FIRST)
+    del client.jobs[old]  # not in the cache (lag): the reconciler asks the API server
+    client.fail[("get", old)] = failure(errors.ServerError, 500)
+    reconciler, _ = reconciler_at(client, SECOND + timedelta(minutes=1))
+    before = len(client.calls)
+    with pytest.raises(errors.ServerError):
+        reconciler.reconcile(Request("ns", "swap"))
+    assert client.calls[before:] == [("get", "swap"), ("get", old)], "nothing deleted or created"
