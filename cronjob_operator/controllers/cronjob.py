@@ -270,7 +270,10 @@ class CronJobReconciler:
                 return None
             created = existing
         except errors.Invalid as exc:
-            message = f"spec.jobTemplate: the API server rejected Job {name}: {exc.message}"
+            message = (
+                f"spec.jobTemplate: the API server rejected Job {name}: {exc.message}; "
+                "fix the template (every run would be rejected the same way)"
+            )
             self._recorder.event(cronjob, "Warning", "FailedCreate", message)
             return _Problem("InvalidJobTemplate", message)
         except errors.ApiError as exc:
@@ -302,12 +305,7 @@ class CronJobReconciler:
             condition("Degraded", True, problem.reason, problem.message)
         else:
             condition("Degraded", False, "AsExpected", "")
-        if (cronjob.get("spec") or {}).get("suspend"):
-            condition("Available", False, "Suspended", "spec.suspend is true: no new runs start")
-        elif problem is not None and problem.reason != "InvalidJobTemplate":
-            condition("Available", False, problem.reason, problem.message)
-        else:
-            condition("Available", True, "Scheduling", "runs start on schedule")
+        condition("Available", *_availability(cronjob, problem))
         count = len(status.get("active") or [])
         if count:
             condition("Progressing", True, "JobsActive", f"{count} active job(s)")
@@ -317,6 +315,28 @@ class CronJobReconciler:
 
     def _write_status(self, cronjob: objects.Obj, status: dict[str, Any]) -> None:
         write_status(self._client, CRONJOB, cronjob, status)
+
+
+def _availability(cronjob: objects.Obj, problem: _Problem | None) -> tuple[bool, str, str]:
+    """Available's (status, reason, message): True only when runs really start on schedule.
+
+    The reason names what keeps runs from starting, most fundamental first: the CronJob
+    is being deleted, suspended, or has a problem (which includes a Job template that the
+    API server rejects: every run would fail to start)."""
+    metadata = cronjob["metadata"]
+    if metadata.get("deletionTimestamp"):
+        finalizers = ", ".join(metadata.get("finalizers") or ()) or "none"
+        return (
+            False,
+            "Terminating",
+            "metadata.deletionTimestamp is set: no new runs start; the CronJob is removed "
+            f"once its finalizers are gone ({finalizers})",
+        )
+    if (cronjob.get("spec") or {}).get("suspend"):
+        return False, "Suspended", "spec.suspend is true: no new runs start"
+    if problem is not None:
+        return False, problem.reason, problem.message
+    return True, "Scheduling", "runs start on schedule"
 
 
 def observe_skew(job: objects.Obj, scheduled: datetime) -> None:

@@ -488,3 +488,59 @@ def test_replace_never_runs_two_jobs_when_the_delete_fails(
         30,
         message="active holds only the new job",
     )
+
+
+# --- Available says whether runs start ---------------------------------------------------
+
+
+def available_after(world: World, name: str, reason: str) -> dict[str, Any]:
+    """The Available condition, once a reconcile has set it with ``reason``."""
+    found: dict[str, Any] = wait_for(
+        lambda: (
+            (world.condition(name, "Available") or {}).get("reason") == reason
+            and world.condition(name, "Available")
+        ),
+        30,
+        message=f"Available reason {reason}",
+    )
+    return found
+
+
+def test_a_cronjob_being_deleted_is_not_available(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    held = cronjob_object("held", world.ns)
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    apply(world.cp, held)
+    assert available_after(world, "held", "Scheduling")["status"] == "True"
+    world.cp.kubectl(
+        "delete", "cronjobs.batch.tutorial.kubebuilder.io", "held", "-n", world.ns, "--wait=false"
+    )
+    try:
+        available = available_after(world, "held", "Terminating")
+        assert available["status"] == "False"
+        assert "example.com/hold" in available["message"]
+    finally:
+        world.cp.kubectl(
+            "patch",
+            "cronjobs.batch.tutorial.kubebuilder.io",
+            "held",
+            "-n",
+            world.ns,
+            "--type=merge",
+            "-p",
+            '{"metadata":{"finalizers":null}}',
+        )
+
+
+def test_a_job_template_the_api_server_rejects_is_not_available(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    bad = cronjob_object("rejected", world.ns)
+    bad["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["name"] = "Bad_Name"
+    apply(world.cp, bad)
+    run_at(operator, clock, world, "rejected", tick_after(created_at(world, "rejected")))
+    available = available_after(world, "rejected", "InvalidJobTemplate")
+    assert available["status"] == "False"
+    assert "spec.jobTemplate" in available["message"]
+    assert "FailedCreate" in world.event_reasons("rejected")

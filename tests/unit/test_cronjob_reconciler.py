@@ -152,3 +152,46 @@ def test_a_failed_get_of_the_old_job_stops_the_replace() -> None:
     with pytest.raises(errors.ServerError):
         reconciler.reconcile(Request("ns", "swap"))
     assert client.calls[before:] == [("get", "swap"), ("get", old)], "nothing deleted or created"
+
+
+def condition(client: FakeClient, type_: str) -> dict[str, Any]:
+    conditions = client.cronjob["status"]["conditions"]
+    return next(c for c in conditions if c["type"] == type_)
+
+
+def test_a_cronjob_being_deleted_is_not_available() -> None:
+    client = first_run_active()
+    client.cronjob["metadata"] |= {
+        "deletionTimestamp": "2016-05-19T10:30:00Z",
+        "finalizers": ["example.com/hold"],
+    }
+    reconciler, _ = reconciler_at(client, SECOND + timedelta(minutes=1))
+    reconciler.reconcile(Request("ns", "swap"))
+    available = condition(client, "Available")
+    assert (available["status"], available["reason"]) == ("False", "Terminating")
+    assert "metadata.deletionTimestamp" in available["message"]
+    assert "example.com/hold" in available["message"]
+    assert list(client.jobs) == [state.job_name("swap", FIRST)], "no new run while deleting"
+
+
+class RejectingClient(FakeClient):
+    """Every Job create is rejected as invalid, as the API server does for a bad template."""
+
+    def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+        self._call("create", obj["metadata"]["name"])
+        raise errors.Invalid(
+            {"reason": "Invalid", "message": 'Job.batch "x" is invalid: spec.template: bad'},
+            code=422,
+        )
+
+
+def test_a_job_template_the_api_server_rejects_is_not_available() -> None:
+    client = RejectingClient(replace_cronjob())
+    reconciler, recorder = reconciler_at(client, FIRST + timedelta(minutes=1))
+    reconciler.reconcile(Request("ns", "swap"))
+    available = condition(client, "Available")
+    assert (available["status"], available["reason"]) == ("False", "InvalidJobTemplate")
+    assert "spec.jobTemplate" in available["message"]
+    degraded = condition(client, "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidJobTemplate")
+    assert "FailedCreate" in recorder.reasons
