@@ -169,6 +169,8 @@ class CronJobReconciler:
     ) -> tuple[timedelta | None, _Problem | None]:
         """Steps 5-9: maybe create a Job; returns when to look again and any problem."""
         spec = cronjob.get("spec") or {}
+        created = parse_time(cronjob["metadata"].get("creationTimestamp")) or now
+        since = state.observe_schedule(status, spec, created=created, now=now)
         if cronjob["metadata"].get("deletionTimestamp") or spec.get("suspend"):
             return None, None
         try:
@@ -184,12 +186,11 @@ class CronJobReconciler:
             )
             self._recorder.event(cronjob, "Warning", "FailedCreate", message)
             return None, _Problem("NameTooLong", message)
-        earliest = parse_time(status.get("lastScheduleTime")) or parse_time(
-            cronjob["metadata"].get("creationTimestamp")
-        )
+        # Never a run for a time before the last edit of the schedule or time zone.
+        earliest = max(parse_time(status.get("lastScheduleTime")) or created, since)
         due = schedules.most_recent_due(
             schedule,
-            earliest=earliest or now,
+            earliest=earliest,
             now=now,
             starting_deadline_seconds=spec.get("startingDeadlineSeconds"),
         )

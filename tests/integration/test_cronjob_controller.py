@@ -544,3 +544,38 @@ def test_a_job_template_the_api_server_rejects_is_not_available(
     assert available["status"] == "False"
     assert "spec.jobTemplate" in available["message"]
     assert "FailedCreate" in world.event_reasons("rejected")
+
+
+# --- editing the schedule ------------------------------------------------------------------
+
+
+def test_a_schedule_edit_never_runs_a_time_before_the_edit(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("edited", world.ns))
+    first = tick_after(created_at(world, "edited"))
+    job1 = run_at(operator, clock, world, "edited", first)
+    wait_for(lambda: world.status("edited").get("lastScheduleTime") == rfc3339(first), 30)
+
+    # At first+4m the schedule becomes hourly at first+2m's minute: that time has passed
+    # since the last run, but it is before the edit, so it must not run.
+    clock.set(first + timedelta(minutes=4))
+    missed = first + timedelta(minutes=2)
+    edited = world.cronjob("edited")
+    edited["spec"]["schedule"] = f"{missed.minute} * * * *"
+    apply(world.cp, edited)
+    wait_for(
+        lambda: (
+            (world.status("edited").get("observedSchedule") or {}).get("schedule")
+            == edited["spec"]["schedule"]
+        ),
+        30,
+        message="a reconcile after the edit recorded the new schedule",
+    )
+    assert f"edited-{int(missed.timestamp())}" not in world.jobs()
+    assert world.status("edited")["lastScheduleTime"] == rfc3339(first)
+
+    # The next time of the new schedule runs.
+    job2 = run_at(operator, clock, world, "edited", missed + timedelta(hours=1))
+    wait_for(lambda: job2 in world.jobs(), 30, message="the new schedule's next run")
+    assert sorted(world.jobs()) == sorted([job1, job2])

@@ -195,3 +195,57 @@ def test_a_job_template_the_api_server_rejects_is_not_available() -> None:
     degraded = condition(client, "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "InvalidJobTemplate")
     assert "FailedCreate" in recorder.reasons
+
+
+# --- editing the schedule or time zone ------------------------------------------------------
+
+
+def hourly_that_ran_at(schedule: str, ran: datetime, zone: str | None = None) -> FakeClient:
+    """A CronJob on ``schedule`` whose last run was ``ran`` (reconciled then)."""
+    cronjob = replace_cronjob()
+    cronjob["spec"] |= {"schedule": schedule, "concurrencyPolicy": "Allow"}
+    if zone:
+        cronjob["spec"]["timeZone"] = zone
+    client = FakeClient(cronjob)
+    reconciler_at(client, ran + timedelta(seconds=1))[0].reconcile(Request("ns", "swap"))
+    assert client.cronjob["status"]["lastScheduleTime"] == ran.strftime("%Y-%m-%dT%H:%M:%SZ")
+    client.jobs.clear()  # finished and pruned: only new creates matter below
+    return client
+
+
+def test_a_schedule_edit_does_not_run_a_time_before_the_edit() -> None:
+    client = hourly_that_ran_at("0 * * * *", FIRST)  # ran 10:00
+    client.cronjob["spec"]["schedule"] = "30 * * * *"  # edited at 10:40
+    reconciler, _ = reconciler_at(client, FIRST + timedelta(minutes=40))
+    result = reconciler.reconcile(Request("ns", "swap"))
+    assert client.jobs == {}, "10:30 is before the edit: no catch-up run"
+    assert result.requeue_after == pytest.approx(timedelta(minutes=50).total_seconds() + 0.1)
+    reconciler_at(client, FIRST + timedelta(minutes=90, seconds=1))[0].reconcile(
+        Request("ns", "swap")
+    )
+    assert list(client.jobs) == [state.job_name("swap", FIRST + timedelta(minutes=90))]
+
+
+def test_a_time_zone_edit_does_not_run_the_day_twice() -> None:
+    nine = datetime(2016, 12, 1, 9, tzinfo=UTC)
+    client = hourly_that_ran_at("0 9 * * *", nine)
+    client.cronjob["spec"]["timeZone"] = "Atlantic/Azores"  # 09:00 there is 10:00Z in winter
+    reconciler, _ = reconciler_at(client, nine + timedelta(minutes=90))
+    result = reconciler.reconcile(Request("ns", "swap"))
+    assert client.jobs == {}, "09:00 Azores today (10:00Z) is before the edit"
+    tomorrow = nine + timedelta(days=1, hours=1)
+    assert result.requeue_after == pytest.approx((tomorrow - nine).total_seconds() - 5400 + 0.1)
+
+
+def test_the_edit_is_remembered_across_restarts() -> None:
+    """The operator was down when the schedule changed, and every reconcile is by a fresh
+    reconciler (as after a restart): only status can tell them what ran against what."""
+    client = hourly_that_ran_at("0 * * * *", FIRST)
+    client.cronjob["spec"]["schedule"] = "30 * * * *"
+    for minutes in (50, 55, 59):  # first sight of the edit at 10:50, then restarts
+        reconciler_at(client, FIRST + timedelta(minutes=minutes))[0].reconcile(
+            Request("ns", "swap")
+        )
+    assert client.jobs == {}
+    observed = client.cronjob["status"]["observedSchedule"]
+    assert observed == {"schedule": "30 * * * *", "since": "2016-05-19T10:50:00Z"}

@@ -487,6 +487,11 @@ def a_stored_cronjob(schedule_: str, **metadata: Any) -> dict[str, Any]:
             },
         ],
         "observedGeneration": 3,
+        "observedSchedule": {
+            "schedule": schedule_,
+            "timeZone": "Europe/Berlin",
+            "since": "2026-01-02T03:04:05Z",
+        },
     }
     return obj
 
@@ -507,6 +512,15 @@ def test_everything_but_the_schedule_is_copied_status_conditions_included() -> N
     assert {k: v for k, v in v2["spec"].items() if k != "schedule"} == {
         k: v for k, v in v1["spec"].items() if k != "schedule"
     }
+
+
+def test_the_observed_schedule_is_the_v1_string_in_both_versions() -> None:
+    """Five v2 fields cannot say @every, and status has no annotation to keep it in."""
+    v1 = a_stored_cronjob("@every 90m")
+    v2 = conversion.to_v2(v1)
+    assert v2["status"]["observedSchedule"] == v1["status"]["observedSchedule"]
+    assert v2["status"]["observedSchedule"]["schedule"] == "@every 90m"
+    assert conversion.to_v1(v2) == v1
 
 
 ROUND_TRIPS = [
