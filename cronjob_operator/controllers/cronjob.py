@@ -1,7 +1,7 @@
 """The CronJob reconciler: create Jobs on schedule, keep status true, prune history.
 
 This is the kubebuilder tutorial's controller with the built-in controller's semantics
-(docs/cronjob-semantics, "Reconcile, in order"). Child Jobs are found through the
+(docs/cronjob-semantics.md, "Reconcile, in order"). Child Jobs are found through the
 informer cache's ``.metadata.controller`` field index, never by listing all Jobs; only
 Jobs whose controller owner uid is this CronJob's count. The pure rules live in
 ``cronjob_state`` (status, pruning, Job construction) and ``schedule`` (time); this

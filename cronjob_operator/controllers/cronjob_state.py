@@ -1,7 +1,7 @@
 """The CronJob controller's pure logic: classify child Jobs, sync status, choose prunes, build Jobs.
 
 Nothing here does I/O or reads the clock, so every rule of the reconcile (steps 2-4 and
-9 of docs/cronjob-semantics) is unit-tested without a cluster; ``cronjob.py`` does the
+9 of docs/cronjob-semantics.md) is unit-tested without a cluster; ``cronjob.py`` does the
 reads, writes and events around it.
 
 * A Job is finished when it has the condition ``Complete=True`` (succeeded) or

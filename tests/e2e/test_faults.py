@@ -131,7 +131,9 @@ def test_missing_permission_is_one_clear_error_not_ready_and_no_crash_loop(
         code = operator.wait(30)
         took = time.monotonic() - sent
     assert code == 0, operator.log_tail()
-    assert took < 10, f"SIGTERM took {took:.1f}s while the caches could not sync"
+    # The behaviour is "exits within its graceful-shutdown timeout (30 s by default)
+    # although the caches never sync"; waiting on such a cache would never return.
+    assert took < 30, f"SIGTERM took {took:.1f}s while the caches could not sync"
     errors_seen = [e for e in logs if e.get("level") in {"error", "critical", "raw"}]
     assert len(errors_seen) == 1, errors_seen
     message = errors_seen[0]["msg"]
@@ -390,13 +392,19 @@ def test_leader_killed_and_terminated_hands_over_without_losing_runs(
     # The follower counts the lease from when it first saw the last renewal, which can be
     # one (jittered) retry period after the kill: lease + retry after that, at the latest.
     slowest_retry = retry_period * (1 + jitter)
-    assert takeover <= lease_duration + 2 * slowest_retry + 1.0, takeover
+    # Never two leaders: the follower may take over only once the lease expired, counted
+    # from a renewal that was at most one jittered retry period before the kill.
+    assert takeover >= lease_duration - slowest_retry, takeover
+    # And it does take over through expiry; the bound only needs to be finite: twice the
+    # lease leaves room for a loaded machine.
+    assert takeover <= 2 * lease_duration, takeover
     assert (killed_run.duplicated, killed_run.lost, killed_run.unexpected) == (0, 0, [])
     assert (total.duplicated, total.lost, total.unexpected) == (0, 0, []), total
     assert code == 0
-    # Released, not expired: the standby takes it at its next try (one jittered retry
-    # period), plus the old leader's drain; far below the 15 s an expiry would take.
-    assert handover <= slowest_retry + 2.0, handover
+    # Released, not expired: the old leader says so, and the standby led sooner than an
+    # expiry ever could (lease minus one retry period; it takes over at its next try).
+    assert any(e["msg"].startswith("released lease") for e in follower.logs()), "released"
+    assert handover < lease_duration - slowest_retry, handover
     table.add(
         FaultRow(
             "leader SIGKILL (2 replicas)",
@@ -582,16 +590,22 @@ def test_manager_restarted_mid_run_reruns_nothing(
     for name in owners:
         last = remaining[f"{name}-{int(second.timestamp())}"]
         assert status(name)["lastSuccessfulTime"] == last["status"]["completionTime"]
+    # Every creation of a run: the operator's (its events, a repeat counted by the event's
+    # count) and the one made by hand for "torn".
+    creations = [job["metadata"]["name"]] + [
+        e["message"].removeprefix("Created job ")
+        for e in creates
+        for _ in range(int(e.get("count") or 1))
+    ]
+    faults = ["manager stopped with runs active", "crash between Job create and status write"]
     table.add(
-        FaultRow(
+        FaultRow.from_runs(
             "manager restarted mid-run",
-            "stop with a run active; and a crash between Job create and status write",
-            2,
-            4,
-            4,
-            0,
-            0,
-            "no run re-created; active/lastScheduleTime/lastSuccessfulTime right; "
+            "; ".join(faults),
+            len(faults),
+            expected={f"{n}-{int(t.timestamp())}" for n in owners for t in (first, second)},
+            created=creations,
+            observed="no run re-created; active/lastScheduleTime/lastSuccessfulTime right; "
             "history pruned to 1",
         )
     )
@@ -797,18 +811,22 @@ def test_status_write_racing_another_writer_loses_nothing(
     assert final["metadata"]["annotations"]["e2e/patches"] == str(patches)
     assert sorted(made) == sorted(expected), made
     assert sorted(r["name"] for r in final["status"]["active"]) == sorted(expected)
+    stale_runs = {f"stale-{int(t.timestamp())}" for t in ticks[:2]}
+    stale_made = [
+        j["metadata"]["name"]
+        for j in jobs(control_plane, namespace)
+        if j["metadata"]["name"].startswith("stale-")
+    ]
     table.add(
-        FaultRow(
+        FaultRow.from_runs(
             "status write conflict",
             f"stale cache copy (metadata changed; status changed) + {patches} concurrent "
-            "patches during 6 runs",
-            2 + len(ticks),
-            len(expected) + 2,
-            len(made) + 2,
-            len(made) - len(set(made)),
-            len(expected - set(made)),
-            f"409s: {metadata_conflicts:.0f} retried at once; {status_conflicts:.0f} against "
-            f"another status writer, {resolution} (its field kept); {stress_conflicts:.0f} "
-            "under stress; every run recorded, every patch kept",
+            f"patches during {len(ticks)} runs",
+            len(stale_runs) + len(ticks),
+            expected=stale_runs | expected,
+            created=stale_made + made,
+            observed=f"409s: {metadata_conflicts:.0f} retried at once; {status_conflicts:.0f} "
+            f"against another status writer, {resolution} (its field kept); "
+            f"{stress_conflicts:.0f} under stress; every run recorded, every patch kept",
         )
     )

@@ -18,7 +18,6 @@ import pytest
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.controllers.conditions import parse_time, rfc3339
 from cronjob_operator.envtest import FAIL_LABEL, RUN_DURATION_ANNOTATION, ControlPlane, wait_for
-from cronjob_operator.runtime import metrics
 from cronjob_operator.runtime.manager import Options
 from cronjob_operator.runtime.reconcile import Request
 from tests.integration.support import (
@@ -30,16 +29,7 @@ from tests.integration.support import (
 )
 
 FIVE_MINUTES = timedelta(minutes=5)
-
-
-def reconciles_finished(controller: str) -> float:
-    """How many reconciles of ``controller`` this process has finished, any result."""
-    return sum(
-        sample.value
-        for metric in metrics.RECONCILE_TOTAL.collect()
-        for sample in metric.samples
-        if sample.name.endswith("_total") and sample.labels.get("controller") == controller
-    )
+CRONJOBS = "cronjobs.batch.tutorial.kubebuilder.io"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -203,9 +193,7 @@ def test_creates_job_on_schedule_and_tracks_status(
         message="events recorded",
     )
 
-    done_before = reconciles_finished("cronjob")
-    operator.kick("cronjob", world.ns, "hello")  # same time again: no second run
-    wait_for(lambda: reconciles_finished("cronjob") > done_before, 10, message="reconciled")
+    operator.kick_and_wait("cronjob", world.ns, "hello")  # same time again: no second run
     assert list(world.jobs()) == [job_name]
 
 
@@ -267,13 +255,23 @@ def test_concurrency_policies(
 
 def test_suspend_stops_new_runs(operator: RunningManager, clock: FakeClock, world: World) -> None:
     apply(world.cp, cronjob_object("paused", world.ns, suspend=True))
-    run_at(operator, clock, world, "paused", tick_after(created_at(world, "paused")))
     wait_for(
         lambda: (world.condition("paused", "Available") or {}).get("reason") == "Suspended",
         30,
         message="Available=False/Suspended",
     )
+    due = tick_after(created_at(world, "paused"))
+    clock.set(due + timedelta(seconds=1))
+    operator.kick_and_wait("cronjob", world.ns, "paused")  # a reconcile at the due time
     assert world.jobs() == {}
+    assert "lastScheduleTime" not in world.status("paused")
+    # The same reconcile unsuspended does run: the suspension is what stopped it.
+    world.cp.kubectl(
+        "patch", CRONJOBS, "paused", "-n", world.ns, "--type=merge",
+        "-p", '{"spec": {"suspend": false}}', check=True,
+    )  # fmt: skip
+    job_name = f"paused-{int(due.timestamp())}"
+    wait_for(lambda: job_name in world.jobs(), 30, message=f"{job_name} once unsuspended")
 
 
 @contextlib.contextmanager
@@ -337,8 +335,8 @@ def test_jobs_of_other_owners_are_never_counted(
             30,
             message="the twin's own job is active for the twin",
         )
-        operator.kick("cronjob", world.ns, "same")
-        wait_for(lambda: world.condition("same", "Available"), 30, message="reconciled")
+        operator.kick_and_wait("cronjob", world.ns, "same")
+        assert world.condition("same", "Available"), "reconciled and wrote its status"
         assert not world.status("same").get("active"), (
             "a job from an earlier same-named CronJob is not ours"
         )

@@ -46,9 +46,12 @@ class RecordingSink:
         self.fail_with: Exception | None = None
         self.gate = threading.Event()
         self.gate.set()
+        self.entered = threading.Event()
+        """Set once a write has reached the sink (and waits at ``gate`` if it is closed)."""
 
     def create(self, kind: kinds.Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
         assert kind == kinds.EVENT
+        self.entered.set()
         self.gate.wait()
         self.calls.append(("create", obj["metadata"]["name"], dict(obj)))
         if self.fail_with is not None:
@@ -71,6 +74,7 @@ class RecordingSink:
     ) -> dict[str, Any]:
         assert kind == kinds.EVENT
         assert patch_type is PatchType.MERGE
+        self.entered.set()
         self.gate.wait()
         self.calls.append(("patch", name, dict(patch)))
         if self.fail_with is not None:
@@ -322,16 +326,20 @@ class TestRecorder:
         sink.gate.clear()  # the API server hangs
         recorder = recorder_for(sink, clock, queue_size=3)
         recorder.start()
-        started = time.monotonic()
-        for i in range(10):
-            recorder.event(CRONJOB, "Normal", "R", f"m{i}")
-        assert time.monotonic() - started < 1.0
-        stats = recorder.stats()
-        # one write is held by the hung sender, three wait in the queue
-        assert stats.queue_full in (6, 7)
+        recorder.event(CRONJOB, "Normal", "R", "m0")
+        assert sink.entered.wait(10), "the sender took m0 and hangs in the API call"
+        # Blocking would mean waiting for the hung API server, which never answers until
+        # the gate opens: so "returned at all" is the behaviour, the 30 s only a backstop.
+        producer = threading.Thread(
+            target=lambda: [recorder.event(CRONJOB, "Normal", "R", f"m{i}") for i in range(1, 10)]
+        )
+        producer.start()
+        producer.join(30)
+        assert not producer.is_alive(), "event() blocked behind a hung API server"
+        assert recorder.stats().queue_full == 6, "m1-m3 fill the queue of 3, m4-m9 are dropped"
         sink.gate.set()
         recorder.stop(timeout=5.0)
-        assert recorder.stats().created == 10 - stats.queue_full
+        assert [body["message"] for _, _, body in sink.calls] == ["m0", "m1", "m2", "m3"]
 
     def test_never_raises(self, sink: RecordingSink, clock: FakeClock) -> None:
         recorder = recorder_for(sink, clock)
@@ -386,7 +394,12 @@ class TestRecorder:
         recorder = recorder_for(sink, clock)
         recorder.start()
         recorder.event(CRONJOB, "Normal", "R", "m")
+        assert sink.entered.wait(10)
         started = time.monotonic()
         recorder.stop(timeout=0.2)
-        assert time.monotonic() - started < 1.0
+        # The bound is the behaviour: stop waits at most ``timeout`` to enqueue its marker
+        # and ``timeout`` for the sender, 0.4 s; 10 s only says it gave up rather than
+        # waiting for the hung API server.
+        assert time.monotonic() - started < 10.0
+        assert sink.calls == [], "returned while the write still hangs"
         sink.gate.set()

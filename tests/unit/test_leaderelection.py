@@ -35,10 +35,16 @@ class TestMayAcquire:
         observation = le.Observation(held_by(OTHER, duration=15), observed_at=100.0)
         assert le.may_acquire(observation, identity=ME, now=115.0)
 
-    def test_a_released_lease_of_one_second_expires_quickly(self) -> None:
+    def test_a_released_lease_has_no_holder_and_a_one_second_duration(self) -> None:
         released = le.released_record(held_by(OTHER), now=NOW)
-        assert released.holder_identity == ""
+        assert (released.holder_identity, released.lease_duration_seconds) == ("", 1)
         assert le.may_acquire(le.Observation(released, 0.0), identity=ME, now=0.0)
+
+    def test_a_one_second_lease_of_another_expires_after_one_second(self) -> None:
+        # Through expiry, not the empty-holder rule: the holder is still named.
+        observation = le.Observation(held_by(OTHER, duration=1), observed_at=100.0)
+        assert not le.may_acquire(observation, identity=ME, now=100.9)
+        assert le.may_acquire(observation, identity=ME, now=101.0)
 
 
 class TestObserve:

@@ -1,4 +1,4 @@
-"""The schedule rules: the accept set, the worked examples of cronjob-semantics.md, DST."""
+"""The schedule rules: the accept set, the worked examples of docs/cronjob-semantics.md, DST."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_public_names() -> None:
     )
 
 
-# --- worked examples (cronjob-semantics.md; creation 2016-05-19, a Thursday) -------------
+# --- worked examples (docs/cronjob-semantics.md; creation 2016-05-19, a Thursday) -------------
 
 # (schedule, earliest = lastScheduleTime or creation, now, deadline, runs, requeue, warning)
 WORKED_EXAMPLES = [
