@@ -28,6 +28,9 @@ log = logging.getLogger("cronjob_operator")
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DEFAULT_LEADER_ELECTION_ID = "cronjob-operator.tutorial.kubebuilder.io"
+COMPONENT = "cronjob-operator"
+"""Who we are to the API server: the Events' reporting component and the user agent."""
+USER_AGENT = f"{COMPONENT}/{__version__}"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -184,10 +187,9 @@ def _lease_namespace(flag: str | None) -> str:
 def run(args: argparse.Namespace) -> int:
     """Build the manager from ``args``, register the enabled controllers, run it."""
     from cronjob_operator.controllers import configdeployment, cronjob
-    from cronjob_operator.runtime import logs
+    from cronjob_operator.runtime import RestClient, load_configuration, logs
     from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
     from cronjob_operator.runtime.manager import Manager, Options
-    from cronjob_operator.runtime.rest import RestClient, load_configuration
 
     logs.configure(args.log_format or ("text" if sys.stderr.isatty() else "json"), args.log_level)
     if not (args.cronjob_controller or args.configdeployment_controller):
@@ -208,9 +210,10 @@ def run(args: argparse.Namespace) -> int:
         graceful_shutdown_timeout=args.graceful_shutdown_timeout,
         cache_sync_timeout=args.cache_sync_timeout,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
+        component=COMPONENT,
     )
     try:
-        rest = RestClient(load_configuration(args.kubeconfig))
+        rest = RestClient(load_configuration(args.kubeconfig), user_agent=USER_AGENT)
     except Exception as exc:
         log.error("cannot load a Kubernetes client configuration: %s", exc)
         return 1

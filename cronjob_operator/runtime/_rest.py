@@ -27,7 +27,6 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from cronjob_operator import __version__
 from cronjob_operator.runtime import errors, metrics
 
 __all__ = ["RestClient", "RetryPolicy", "WatchStream", "load_configuration"]
@@ -35,7 +34,8 @@ __all__ = ["RestClient", "RetryPolicy", "WatchStream", "load_configuration"]
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
-USER_AGENT = f"cronjob-operator/{__version__}"
+DEFAULT_USER_AGENT = "cronjob-operator-runtime"
+"""Sent when the caller names no user agent; an application passes its own (name/version)."""
 
 
 def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
@@ -123,8 +123,10 @@ class RestClient:
         pool_size: int = 32,
         retry: RetryPolicy | None = None,
         timeout: float = 30.0,
+        user_agent: str = DEFAULT_USER_AGENT,
     ) -> None:
         configuration.connection_pool_maxsize = pool_size
+        self._user_agent = user_agent
         self._configuration = configuration
         self._pool: urllib3.PoolManager = k8s_client.rest.RESTClientObject(
             configuration
@@ -229,7 +231,7 @@ class RestClient:
         return response
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": JSON, "User-Agent": USER_AGENT}
+        headers = {"Accept": JSON, "User-Agent": self._user_agent}
         if content_type:
             headers["Content-Type"] = content_type
         token = self._configuration.get_api_key_with_prefix("BearerToken", alias="authorization")

@@ -25,21 +25,23 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from cronjob_operator.runtime import objects
+from cronjob_operator.runtime._informer import Informer
+from cronjob_operator.runtime._labels import parse_selector
+from cronjob_operator.runtime._reflector import Transform, strip_managed_fields
+from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime._store import NAMESPACE_INDEX, Store
 from cronjob_operator.runtime.client import not_found
-from cronjob_operator.runtime.informer import Informer
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.labels import parse_selector
-from cronjob_operator.runtime.reflector import Transform, strip_managed_fields
-from cronjob_operator.runtime.rest import RestClient
-from cronjob_operator.runtime.store import NAMESPACE_INDEX, Store
 
 __all__ = [
     "ALL_NAMESPACES",
     "Cache",
     "CacheSyncTimeoutError",
     "FieldIndexFunc",
+    "Transform",
     "UnindexedFieldError",
     "field_index_name",
+    "strip_managed_fields",
 ]
 
 ALL_NAMESPACES = "__all_namespaces"

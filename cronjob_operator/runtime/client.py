@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.rest import RestClient
 
 __all__ = ["Client", "LiveReader", "PatchType", "Propagation", "Reader", "Writer"]
 

@@ -23,12 +23,12 @@ import time
 from collections.abc import Sequence
 
 from cronjob_operator.runtime import errors, metrics
+from cronjob_operator.runtime._informer import Informer
+from cronjob_operator.runtime._workqueue import RateLimiter, WorkQueue
 from cronjob_operator.runtime.handlers import EnqueueHandler, MapFunc
-from cronjob_operator.runtime.informer import Informer
 from cronjob_operator.runtime.logs import reconcile_scope
 from cronjob_operator.runtime.predicates import Predicate
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result, TerminalError
-from cronjob_operator.runtime.workqueue import RateLimiter, WorkQueue
 
 __all__ = ["Controller"]
 

@@ -50,8 +50,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cronjob_operator.runtime import errors, kinds, metrics, objects
+from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.client import LiveReader, Writer
-from cronjob_operator.runtime.rest import RestClient
 
 __all__ = [
     "JITTER_FACTOR",

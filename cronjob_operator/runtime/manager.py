@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from types import FrameType
 
 from cronjob_operator.runtime import metrics
+from cronjob_operator.runtime._reflector import Transform
+from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.builder import Builder
 from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError
 from cronjob_operator.runtime.client import Client
@@ -32,8 +34,6 @@ from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig, LeaderElector
-from cronjob_operator.runtime.reflector import Transform
-from cronjob_operator.runtime.rest import RestClient
 from cronjob_operator.runtime.serving import Check, HttpServer, parse_address
 
 __all__ = ["Manager", "Options"]
@@ -52,7 +52,8 @@ class Options:
     graceful_shutdown_timeout: float = 30.0
     cache_sync_timeout: float = 120.0
     max_concurrent_reconciles: int = 1
-    component: str = "cronjob-operator"
+    component: str = "controller-manager"
+    """The event source (``reportingComponent``); an application passes its own name."""
 
 
 class Manager:
@@ -84,6 +85,11 @@ class Manager:
         self._ready: dict[str, Check] = {"cache-sync": self._cache_ready}
         self._servers: list[HttpServer] = []
         self.elector: LeaderElector | None = None
+
+    @property
+    def max_concurrent_reconciles(self) -> int:
+        """The default workers per controller (``Options.max_concurrent_reconciles``)."""
+        return self.options.max_concurrent_reconciles
 
     def builder(self, name: str) -> Builder:
         """Start declaring a controller named ``name``."""

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.manager import Manager, Options
-from cronjob_operator.runtime.rest import RestClient, load_configuration
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_NAMES = (
