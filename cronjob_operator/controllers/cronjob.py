@@ -29,17 +29,18 @@ from zoneinfo import ZoneInfo
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers.conditions import condition_setter, parse_time, rfc3339
 from cronjob_operator.controllers.metrics import JOB_CREATION_SKEW
-from cronjob_operator.controllers.status import Clock, utc_now, write_status
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache import strip_managed_fields
 from cronjob_operator.runtime.client import Client, Propagation
+from cronjob_operator.runtime.clock import Clock, utc_now
+from cronjob_operator.runtime.conditions import condition_setter, parse_time, rfc3339
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager
 from cronjob_operator.runtime.reconcile import Request, Result
+from cronjob_operator.runtime.status import write_status
 
 __all__ = ["JOB_OWNER_INDEX", "CronJobReconciler", "job_owner_index", "setup", "slim_job"]
 

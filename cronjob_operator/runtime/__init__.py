@@ -35,7 +35,24 @@ from cronjob_operator.runtime.client import (
     Reader,
     Writer,
 )
+from cronjob_operator.runtime.clock import Clock, FakeClock, utc_now
+from cronjob_operator.runtime.conditions import (
+    condition_setter,
+    find_condition,
+    parse_time,
+    rfc3339,
+    set_condition,
+)
 from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.controllerutil import (
+    AlreadyOwnedError,
+    OperationResult,
+    controller_reference,
+    create_or_patch,
+    create_or_update,
+    is_controlled_by,
+    set_controller_reference,
+)
 from cronjob_operator.runtime.errors import (
     AlreadyExists,
     ApiError,
@@ -78,12 +95,15 @@ from cronjob_operator.runtime.objects import (
 from cronjob_operator.runtime.predicates import (
     Predicate,
     and_,
+    annotations_changed,
     generation_changed,
+    labels_changed,
     not_,
     or_,
     resource_version_changed,
 )
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result, TerminalError
+from cronjob_operator.runtime.status import merge_status, write_status
 
 __all__ = [
     "CONFIG_MAP",
@@ -98,16 +118,19 @@ __all__ = [
     "SECRET",
     "WARNING",
     "AlreadyExists",
+    "AlreadyOwnedError",
     "ApiError",
     "BadRequest",
     "Builder",
     "Cache",
     "CacheSyncTimeoutError",
     "Client",
+    "Clock",
     "Conflict",
     "Controller",
     "ControllerHost",
     "EventRecorder",
+    "FakeClock",
     "FieldIndexFunc",
     "Forbidden",
     "Gone",
@@ -119,6 +142,7 @@ __all__ = [
     "MapFunc",
     "NotFound",
     "Obj",
+    "OperationResult",
     "Options",
     "PatchType",
     "Predicate",
@@ -137,18 +161,33 @@ __all__ = [
     "UnindexedFieldError",
     "Writer",
     "and_",
+    "annotations_changed",
+    "condition_setter",
     "controller_ref",
+    "controller_reference",
+    "create_or_patch",
+    "create_or_update",
+    "find_condition",
     "for_object",
     "for_owner",
     "freeze",
     "generation_changed",
+    "is_controlled_by",
+    "labels_changed",
     "load_configuration",
+    "merge_status",
     "name_of",
     "namespace_of",
     "not_",
     "object_key",
     "or_",
+    "parse_time",
     "resource_version_changed",
+    "rfc3339",
+    "set_condition",
+    "set_controller_reference",
     "strip_managed_fields",
     "thaw",
+    "utc_now",
+    "write_status",
 ]

@@ -33,11 +33,11 @@ import yaml
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers.conditions import parse_time, rfc3339
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import errors, metrics, objects
 from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.client import Client
+from cronjob_operator.runtime.conditions import parse_time, rfc3339
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.reconcile import Request

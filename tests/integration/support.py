@@ -3,8 +3,8 @@
 ``install_crds`` applies config/crd and waits until the API server serves the kinds;
 ``running_manager`` runs a ``Manager`` in a background thread for the length of a
 ``with`` block (controllers chosen by the caller, clock injectable) and stops it
-gracefully at the end. ``FakeClock`` is the clock tests move by hand, so schedule
-decisions never depend on the wall clock.
+gracefully at the end. ``FakeClock`` (the runtime's, re-exported) is the clock tests move by
+hand, so schedule decisions never depend on the wall clock.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,22 +44,6 @@ def install_crds(control_plane: ControlPlane) -> None:
             60,
             message=f"CRD {name} established",
         )
-
-
-@dataclass
-class FakeClock:
-    """A clock that only moves when told to."""
-
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def set(self, moment: datetime) -> None:
-        self.now = moment
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
 
 
 @dataclass

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from cronjob_operator.controllers import cronjob
-from cronjob_operator.controllers.conditions import parse_time
 from cronjob_operator.envtest import RUN_DURATION_ANNOTATION, ControlPlane, wait_for
+from cronjob_operator.runtime.conditions import parse_time
 from cronjob_operator.runtime.manager import Options
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
 from tests.e2e.support import FaultRow, FaultTable

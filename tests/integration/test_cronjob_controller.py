@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from cronjob_operator.controllers import cronjob
-from cronjob_operator.controllers.conditions import parse_time, rfc3339
 from cronjob_operator.envtest import FAIL_LABEL, RUN_DURATION_ANNOTATION, ControlPlane, wait_for
 from cronjob_operator.runtime import metrics
+from cronjob_operator.runtime.conditions import parse_time, rfc3339
 from cronjob_operator.runtime.manager import Options
 from tests.integration.support import (
     FakeClock,

@@ -30,7 +30,7 @@ PUBLIC_RUNTIME_NAMES = {
     # reconcile types, the builder, handlers and predicates
     "Reconciler", "Request", "Result", "TerminalError", "Builder", "ControllerHost",
     "Controller", "MapFunc", "for_object", "for_owner", "Predicate", "and_", "or_", "not_",
-    "generation_changed", "resource_version_changed",
+    "generation_changed", "resource_version_changed", "labels_changed", "annotations_changed",
     # the client, its cache and the transport it is built on
     "Client", "Reader", "Writer", "LiveReader", "PatchType", "Propagation", "Cache",
     "CacheSyncTimeoutError", "UnindexedFieldError", "FieldIndexFunc", "Transform",
@@ -42,6 +42,11 @@ PUBLIC_RUNTIME_NAMES = {
     "Obj", "freeze", "thaw", "name_of", "namespace_of", "object_key", "controller_ref",
     "Kind", "CONFIG_MAP", "DEPLOYMENT", "EVENT", "JOB", "LEASE", "NAMESPACE", "POD",
     "REPLICA_SET", "SECRET",
+    # controllerutil: ownership, create-or-update, status, conditions, the clock
+    "AlreadyOwnedError", "OperationResult", "controller_reference", "create_or_patch",
+    "create_or_update", "is_controlled_by", "set_controller_reference", "merge_status",
+    "write_status", "condition_setter", "find_condition", "parse_time", "rfc3339",
+    "set_condition", "Clock", "FakeClock", "utc_now",
     # events, the manager
     "EventRecorder", "NORMAL", "WARNING", "Manager", "Options", "LeaderElectionConfig",
 }  # fmt: skip
