@@ -17,6 +17,7 @@ package imports ``api``, ``controllers``, ``webhooks`` or ``cli``; what is speci
 application (its component name, user agent, kinds) is passed in by the caller.
 """
 
+from cronjob_operator.runtime import context
 from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.builder import Builder, ControllerHost
 from cronjob_operator.runtime.cache import (
@@ -43,7 +44,8 @@ from cronjob_operator.runtime.conditions import (
     rfc3339,
     set_condition,
 )
-from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.context import Context
+from cronjob_operator.runtime.controller import Controller, ControllerOptions
 from cronjob_operator.runtime.controllerutil import (
     AlreadyOwnedError,
     OperationResult,
@@ -58,6 +60,7 @@ from cronjob_operator.runtime.errors import (
     ApiError,
     BadRequest,
     Conflict,
+    DeadlineExceeded,
     Forbidden,
     Gone,
     Invalid,
@@ -83,6 +86,7 @@ from cronjob_operator.runtime.kinds import (
 )
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
+from cronjob_operator.runtime.metrics import Metrics
 from cronjob_operator.runtime.objects import (
     Obj,
     controller_ref,
@@ -103,6 +107,7 @@ from cronjob_operator.runtime.predicates import (
     resource_version_changed,
 )
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result, TerminalError
+from cronjob_operator.runtime.runnable import Runnable
 from cronjob_operator.runtime.status import merge_status, write_status
 
 __all__ = [
@@ -127,8 +132,11 @@ __all__ = [
     "Client",
     "Clock",
     "Conflict",
+    "Context",
     "Controller",
     "ControllerHost",
+    "ControllerOptions",
+    "DeadlineExceeded",
     "EventRecorder",
     "FakeClock",
     "FieldIndexFunc",
@@ -140,6 +148,7 @@ __all__ = [
     "LiveReader",
     "Manager",
     "MapFunc",
+    "Metrics",
     "NotFound",
     "Obj",
     "OperationResult",
@@ -152,6 +161,7 @@ __all__ = [
     "Request",
     "RestClient",
     "Result",
+    "Runnable",
     "ServerError",
     "TerminalError",
     "TooManyRequests",
@@ -163,6 +173,7 @@ __all__ = [
     "and_",
     "annotations_changed",
     "condition_setter",
+    "context",
     "controller_ref",
     "controller_reference",
     "create_or_patch",

@@ -128,6 +128,15 @@ class Cache:
         """Index ``kind`` by ``field``: ``fn`` returns the values an object has for it."""
         self.informer(kind).store.add_indexer(field_index_name(field), _namespaced_values(fn))
 
+    needs_leader_election = False
+    """A manager Runnable on every replica: a follower keeps a warm cache."""
+
+    def run(self, stop: threading.Event) -> None:
+        """Run the informers until ``stop`` is set (the Runnable entry point)."""
+        self.start()
+        stop.wait()
+        self.stop()
+
     def start(self) -> None:
         """Start every informer; informers created later start at once. Returns at once."""
         with self._lock:

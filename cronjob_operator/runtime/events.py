@@ -315,6 +315,15 @@ class EventRecorder:
         except Exception:
             log.exception("recording event %s failed", reason)
 
+    needs_leader_election = False
+    """A manager Runnable on every replica: followers record events too."""
+
+    def run(self, stop: threading.Event) -> None:
+        """Send events until ``stop`` is set, then flush what is queued (the Runnable entry)."""
+        self.start()
+        stop.wait()
+        self.stop()
+
     def start(self) -> None:
         """Start the sender thread (idempotent)."""
         with self._lock:

@@ -16,7 +16,7 @@ whole life of a candidate:
    then renew every ``retry_period``, retrying failures every ``retry_period``.
 3. Stop leading when:
    * no renewal has succeeded for ``renew_deadline`` (measured from the start of the
-     last successful renewal; a request still in flight at the deadline is abandoned),
+     last successful renewal; the REST calls of a round honour that deadline),
      or a renewal finds another holder in the Lease: the Lease is lost.
      ``on_stopped_leading`` is called at once and ``run`` returns; the manager then
      exits, as controller-runtime does, so two leaders never act at once;
@@ -49,9 +49,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from cronjob_operator.runtime import errors, kinds, metrics, objects
+from cronjob_operator.runtime import context, errors, kinds, objects
 from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.client import LiveReader, Writer
+from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
 __all__ = [
     "JITTER_FACTOR",
@@ -72,9 +73,6 @@ log = logging.getLogger(__name__)
 
 JITTER_FACTOR = 1.2
 """Acquire retries wait ``retry_period * (1 + random * JITTER_FACTOR)``, as client-go."""
-
-_POLL_INTERVAL = 0.1
-"""How often an in-flight acquire attempt checks whether ``stop`` was set."""
 
 
 def _default_identity() -> str:
@@ -229,6 +227,7 @@ class LeaderElector:
         on_stopped_leading: Callable[[], None],
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = _utc_now,
+        metrics: Metrics | None = None,
     ) -> None:
         self._reader = LiveReader(rest)
         self._writer = Writer(rest)
@@ -238,7 +237,7 @@ class LeaderElector:
         self._clock = clock
         self._wall_clock = wall_clock
         self._lease_seconds = int(config.lease_duration)
-        self._gauge = metrics.LEADER_ELECTION_MASTER_STATUS.labels(config.name)
+        self._gauge = (metrics or DEFAULT).leader_election_master_status.labels(config.name)
         self._observation: Observation | None = None
         self._lease: Mapping[str, Any] | None = None
         self._leading = False
@@ -282,13 +281,13 @@ class LeaderElector:
         log.info("attempting to acquire leader lease %s", self._describe)
         while not stop.is_set():
             started = self._clock()
-            outcome = self._bounded(self._try_acquire_or_renew, deadline=None, stop=stop)
-            if outcome is not None:
-                self._apply(outcome)
-                if outcome.acquired:
-                    self._renewed_at = started
-                    log.info("successfully acquired lease %s as %s", self._describe, self.identity)
-                    return True
+            ctx = self._until(started + self._config.renew_deadline, stop)
+            outcome = self._attempt(self._try_acquire_or_renew, ctx)
+            self._apply(outcome)
+            if outcome.acquired:
+                self._renewed_at = started
+                log.info("successfully acquired lease %s as %s", self._describe, self.identity)
+                return True
             period = self._config.retry_period * (1 + random.random() * JITTER_FACTOR)
             if stop.wait(period):
                 break
@@ -301,15 +300,14 @@ class LeaderElector:
             deadline = self._renewed_at + config.renew_deadline
             while True:
                 started = self._clock()
-                outcome = self._bounded(self._try_acquire_or_renew, deadline=deadline, stop=None)
-                if outcome is not None:
-                    self._apply(outcome)
-                    if outcome.acquired:
-                        self._renewed_at = started
-                        log.debug("renewed lease %s", self._describe)
-                        break
-                    if self._held_by_other():
-                        return False
+                outcome = self._attempt(self._try_acquire_or_renew, self._until(deadline))
+                self._apply(outcome)
+                if outcome.acquired:
+                    self._renewed_at = started
+                    log.debug("renewed lease %s", self._describe)
+                    break
+                if self._held_by_other():
+                    return False
                 remaining = deadline - self._clock()
                 if remaining <= 0:
                     log.error(
@@ -329,42 +327,27 @@ class LeaderElector:
         holder = observation.record.holder_identity
         return bool(holder) and holder != self.identity
 
-    def _bounded(
-        self,
-        attempt: Callable[[Observation | None], _Outcome],
-        *,
-        deadline: float | None,
-        stop: threading.Event | None,
-    ) -> _Outcome | None:
-        """Run one attempt on a helper thread; None if ``deadline`` or ``stop`` came first.
+    def _attempt(
+        self, attempt: Callable[[Observation | None], _Outcome], ctx: context.Context
+    ) -> _Outcome:
+        """Run one attempt on this thread, its REST calls bounded by ``ctx``.
 
-        A request can block for the REST client's whole retry budget; a leader must not
-        keep acting past its deadline while it waits, so the attempt is abandoned (its
-        late result is discarded, and at worst holds the Lease until it expires).
+        A request could otherwise block for the REST client's whole retry budget; a
+        leader must not keep acting past its renew deadline while it waits, so the
+        calls give up at the deadline (``DeadlineExceeded``, a failed round).
         """
         observation = self._observation
-        result: list[_Outcome] = []
-        done = threading.Event()
-
-        def target() -> None:
+        with context.scope(ctx):
             try:
-                result.append(attempt(observation))
+                return attempt(observation)
             except Exception:
                 log.exception("leader election attempt on lease %s failed", self._describe)
-            finally:
-                done.set()
+                return _Outcome(False, observation, None)
 
-        threading.Thread(target=target, name="leader-election-attempt", daemon=True).start()
-        while True:
-            wait: float | None = None if deadline is None else deadline - self._clock()
-            if wait is not None and wait <= 0:
-                return None
-            if stop is not None:
-                wait = _POLL_INTERVAL if wait is None else min(wait, _POLL_INTERVAL)
-            if done.wait(wait):
-                return result[0] if result else _Outcome(False, observation, None)
-            if stop is not None and stop.is_set():
-                return None
+    def _until(self, deadline: float, stop: threading.Event | None = None) -> context.Context:
+        """A context ending at ``deadline`` (on ``clock``), or when ``stop`` is set."""
+        seconds = max(0.0, deadline - self._clock())
+        return context.Context(stop or threading.Event()).with_timeout(seconds)
 
     def _apply(self, outcome: _Outcome) -> None:
         previous = self._observation
@@ -448,11 +431,8 @@ class LeaderElector:
                 return _Outcome(False, None, None)
             return _Outcome(True, Observation(record_from_lease(released), self._clock()), released)
 
-        deadline = self._clock() + self._config.renew_deadline
-        outcome = self._bounded(attempt, deadline=deadline, stop=None)
-        if outcome is None:
-            log.warning("releasing lease %s timed out", self._describe)
-        elif outcome.acquired:
+        outcome = self._attempt(attempt, self._until(self._clock() + self._config.renew_deadline))
+        if outcome.acquired:
             self._apply(outcome)
             log.info("released lease %s", self._describe)
 

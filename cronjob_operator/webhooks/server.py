@@ -202,6 +202,15 @@ class WebhookServer:
         """The bound port (useful when the address asked for port 0)."""
         return int(self._server.server_address[1])
 
+    needs_leader_election = False
+    """A manager Runnable on every replica: admission and conversion never wait for a leader."""
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until ``stop`` is set, then close the socket (the manager's Runnable entry)."""
+        self.start()
+        stop.wait()
+        self.stop()
+
     def start(self) -> None:
         """Start serving on a daemon thread; returns at once. Loads the certificate first,
         so that a missing one is logged at startup rather than at the first request."""

@@ -3,8 +3,8 @@
 ``install_crds`` applies config/crd and waits until the API server serves the kinds;
 ``running_manager`` runs a ``Manager`` in a background thread for the length of a
 ``with`` block (controllers chosen by the caller, clock injectable) and stops it
-gracefully at the end. ``FakeClock`` (the runtime's, re-exported) is the clock tests move by
-hand, so schedule decisions never depend on the wall clock.
+gracefully at the end. Tests move time with the runtime's ``FakeClock``, so schedule
+decisions never depend on the wall clock.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def running_manager(
     thread.start()
     try:
         wait_for(
-            manager.cache.synced.__bool__ if False else lambda: manager.cache.synced,
+            lambda: manager.cache.synced,
             60,
             message="manager caches to sync",
         )

@@ -17,11 +17,11 @@ import pytest
 
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.envtest import FAIL_LABEL, RUN_DURATION_ANNOTATION, ControlPlane, wait_for
-from cronjob_operator.runtime import metrics
+from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.conditions import parse_time, rfc3339
 from cronjob_operator.runtime.manager import Options
+from cronjob_operator.runtime.reconcile import Request
 from tests.integration.support import (
-    FakeClock,
     RunningManager,
     apply,
     install_crds,
@@ -31,11 +31,11 @@ from tests.integration.support import (
 FIVE_MINUTES = timedelta(minutes=5)
 
 
-def reconciles_finished(controller: str) -> float:
+def reconciles_finished(operator: RunningManager, controller: str) -> float:
     """How many reconciles of ``controller`` this process has finished, any result."""
     return sum(
         sample.value
-        for metric in metrics.RECONCILE_TOTAL.collect()
+        for metric in operator.manager.metrics.reconcile_total.collect()
         for sample in metric.samples
         if sample.name.endswith("_total") and sample.labels.get("controller") == controller
     )
@@ -202,9 +202,11 @@ def test_creates_job_on_schedule_and_tracks_status(
         message="events recorded",
     )
 
-    done_before = reconciles_finished("cronjob")
+    done_before = reconciles_finished(operator, "cronjob")
     operator.kick("cronjob", world.ns, "hello")  # same time again: no second run
-    wait_for(lambda: reconciles_finished("cronjob") > done_before, 10, message="reconciled")
+    wait_for(
+        lambda: reconciles_finished(operator, "cronjob") > done_before, 10, message="reconciled"
+    )
     assert list(world.jobs()) == [job_name]
 
 
@@ -374,14 +376,7 @@ def test_unparseable_schedule_is_reported_without_a_hot_loop(
     )
     queue = operator.controllers["cronjob"].queue
     wait_for(lambda: len(queue) == 0, 10, message="queue idle")
-    assert (
-        queue.num_requeues(
-            __import__("cronjob_operator.runtime.reconcile", fromlist=["Request"]).Request(
-                world.ns, "broken"
-            )
-        )
-        == 0
-    )
+    assert queue.num_requeues(Request(world.ns, "broken")) == 0
 
     cj = world.cronjob("broken")
     cj["spec"]["schedule"] = "*/5 * * * *"

@@ -175,7 +175,7 @@ def test_a_leader_whose_lease_is_stolen_stops_at_once(
     a = candidates("a")
     wait_for(a.started.is_set, 10, "a to lead")
     gauge = {"name": LEASE}
-    assert metrics.REGISTRY.get_sample_value("leader_election_master_status", gauge) == 1
+    assert metrics.DEFAULT.registry.get_sample_value("leader_election_master_status", gauge) == 1
 
     lease = lease_of(rest, namespace)
     lease["spec"] = {**lease["spec"], "holderIdentity": "intruder", "leaseDurationSeconds": 60}
@@ -186,7 +186,7 @@ def test_a_leader_whose_lease_is_stolen_stops_at_once(
     a.thread.join(5)
     assert not a.thread.is_alive()  # run returned: the manager exits
     assert not a.elector.is_leader
-    assert metrics.REGISTRY.get_sample_value("leader_election_master_status", gauge) == 0
+    assert metrics.DEFAULT.registry.get_sample_value("leader_election_master_status", gauge) == 0
     assert lease_of(rest, namespace)["spec"]["holderIdentity"] == "intruder"
 
 

@@ -47,8 +47,9 @@ PUBLIC_RUNTIME_NAMES = {
     "create_or_update", "is_controlled_by", "set_controller_reference", "merge_status",
     "write_status", "condition_setter", "find_condition", "parse_time", "rfc3339",
     "set_condition", "Clock", "FakeClock", "utc_now",
-    # events, the manager
+    # events, the manager and its runnables, metrics, cancellation and deadlines
     "EventRecorder", "NORMAL", "WARNING", "Manager", "Options", "LeaderElectionConfig",
+    "Runnable", "Metrics", "ControllerOptions", "Context", "DeadlineExceeded", "context",
 }  # fmt: skip
 
 

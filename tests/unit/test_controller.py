@@ -106,12 +106,14 @@ def test_a_raising_reconciler_does_not_kill_its_worker(
 
     recorder = Recorder(explode_once)
     controller = run(recorder)
-    panics_before = metrics.RECONCILE_PANICS.labels(controller.name)._value.get()
+    panics_before = metrics.DEFAULT.reconcile_panics.labels(controller.name)._value.get()
     controller.queue.add(Request("ns", "bad"))
     wait_for(lambda: recorder.calls.count(Request("ns", "bad")) == 2, 5, message="retried")
     controller.queue.add(Request("ns", "good"))
     wait_for(lambda: Request("ns", "good") in recorder.calls, 5, message="worker still alive")
-    assert metrics.RECONCILE_PANICS.labels(controller.name)._value.get() == panics_before + 1
+    assert (
+        metrics.DEFAULT.reconcile_panics.labels(controller.name)._value.get() == panics_before + 1
+    )
 
 
 def test_terminal_errors_are_not_retried(run: Callable[[Recorder], Controller]) -> None:

@@ -331,7 +331,9 @@ class TestShutdown:
 
 
 def sample(metric: str, queue: WorkQueue[str]) -> float:
-    value = metrics.REGISTRY.get_sample_value(metric, {"name": queue.name, "controller": "test"})
+    value = metrics.DEFAULT.registry.get_sample_value(
+        metric, {"name": queue.name, "controller": "test"}
+    )
     assert value is not None, metric
     return value
 
