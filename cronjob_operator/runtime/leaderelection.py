@@ -32,8 +32,9 @@ client-go's MicroTime (``2006-01-02T15:04:05.000000Z``), written from ``wall_clo
 every decision uses ``clock`` (monotonic). The ``leader_election_master_status{name}``
 gauge is 1 while leading and 0 otherwise.
 
-The decisions are pure functions (``observe``, ``may_acquire``, ``acquired_record``,
-``released_record``) so they are unit tested without a cluster.
+The decisions are pure functions in ``_leaserecord`` (``observe``, ``may_acquire``,
+``acquired_record``, ``released_record``), unit tested without a cluster; this module
+is the elector that acts on them.
 """
 
 from __future__ import annotations
@@ -50,24 +51,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cronjob_operator.runtime import context, errors, kinds, objects
+from cronjob_operator.runtime._leaserecord import (
+    LeaderElectionRecord,
+    Observation,
+    acquired_record,
+    lease_spec,
+    may_acquire,
+    observe,
+    record_from_lease,
+    released_record,
+)
 from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.client import LiveReader, Writer
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
-__all__ = [
-    "JITTER_FACTOR",
-    "LeaderElectionConfig",
-    "LeaderElectionRecord",
-    "LeaderElector",
-    "Observation",
-    "acquired_record",
-    "format_micro_time",
-    "lease_spec",
-    "may_acquire",
-    "observe",
-    "record_from_lease",
-    "released_record",
-]
+__all__ = ["JITTER_FACTOR", "LeaderElectionConfig", "LeaderElector"]
 
 log = logging.getLogger(__name__)
 
@@ -104,106 +102,6 @@ class LeaderElectionConfig:
             raise ValueError("lease_duration must be greater than renew_deadline")
         if self.retry_period <= 0 or self.renew_deadline <= JITTER_FACTOR * self.retry_period:
             raise ValueError(f"renew_deadline must be greater than {JITTER_FACTOR} x retry_period")
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderElectionRecord:
-    """The Lease spec fields leader election reads and writes (times as sent)."""
-
-    holder_identity: str = ""
-    lease_duration_seconds: int = 0
-    acquire_time: str = ""
-    renew_time: str = ""
-    lease_transitions: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """A record and the time on OUR clock when we first saw it unchanged."""
-
-    record: LeaderElectionRecord
-    observed_at: float
-
-
-def format_micro_time(moment: datetime) -> str:
-    """A metav1.MicroTime in RFC 3339 with microseconds, in UTC."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def record_from_lease(lease: Mapping[str, Any]) -> LeaderElectionRecord:
-    """The leader election record held in a Lease object."""
-    spec = lease.get("spec") or {}
-    return LeaderElectionRecord(
-        holder_identity=str(spec.get("holderIdentity") or ""),
-        lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
-        acquire_time=str(spec.get("acquireTime") or ""),
-        renew_time=str(spec.get("renewTime") or ""),
-        lease_transitions=int(spec.get("leaseTransitions") or 0),
-    )
-
-
-def lease_spec(record: LeaderElectionRecord) -> dict[str, Any]:
-    """The Lease spec for ``record`` (what client-go's LeaderElectionRecordToLeaseSpec sends)."""
-    spec: dict[str, Any] = {
-        "holderIdentity": record.holder_identity,
-        "leaseDurationSeconds": record.lease_duration_seconds,
-        "leaseTransitions": record.lease_transitions,
-    }
-    if record.acquire_time:
-        spec["acquireTime"] = record.acquire_time
-    if record.renew_time:
-        spec["renewTime"] = record.renew_time
-    return spec
-
-
-def observe(previous: Observation | None, record: LeaderElectionRecord, now: float) -> Observation:
-    """``previous`` if the record is unchanged since then, else ``record`` seen ``now``."""
-    if previous is not None and previous.record == record:
-        return previous
-    return Observation(record, now)
-
-
-def may_acquire(observation: Observation, *, identity: str, now: float) -> bool:
-    """True when we may write ourselves into the Lease.
-
-    The Lease is free when nobody holds it, when we hold it already, or when its record
-    has not changed for its ``leaseDurationSeconds`` since we first observed it.
-    """
-    record = observation.record
-    if not record.holder_identity or record.holder_identity == identity:
-        return True
-    return now >= observation.observed_at + record.lease_duration_seconds
-
-
-def acquired_record(
-    old: LeaderElectionRecord | None,
-    *,
-    identity: str,
-    lease_duration_seconds: int,
-    now: datetime,
-) -> LeaderElectionRecord:
-    """The record that makes ``identity`` the holder (a renewal if it holds ``old``).
-
-    A renewal keeps ``acquireTime`` and ``leaseTransitions``; taking the Lease from
-    someone else (or from nobody) sets ``acquireTime`` and counts one more transition.
-    A new Lease starts at zero transitions.
-    """
-    stamp = format_micro_time(now)
-    if old is None:
-        return LeaderElectionRecord(identity, lease_duration_seconds, stamp, stamp, 0)
-    if old.holder_identity == identity:
-        return LeaderElectionRecord(
-            identity, lease_duration_seconds, old.acquire_time, stamp, old.lease_transitions
-        )
-    return LeaderElectionRecord(
-        identity, lease_duration_seconds, stamp, stamp, old.lease_transitions + 1
-    )
-
-
-def released_record(old: LeaderElectionRecord, *, now: datetime) -> LeaderElectionRecord:
-    """The record that gives the Lease up: no holder, 1 s duration (as client-go)."""
-    stamp = format_micro_time(now)
-    return LeaderElectionRecord("", 1, stamp, stamp, old.lease_transitions)
 
 
 @dataclass(frozen=True, slots=True)
