@@ -1,15 +1,15 @@
 """Shared pieces of the benchmarks: realistic synthetic Jobs, timing, tables, the machine.
 
 ``JOB_TEMPLATE`` (read from ``bench/job_template.json``) is the shape of a Job as the API
-server returns it for a run our CronJob controller created: captured from the local
-control plane (kube-apiserver v1.36) and edited only where our controller differs from
-``kubectl apply`` (it POSTs, so there is no last-applied annotation and the first
-managedFields entry is ``cronjob-operator``'s and covers ``ownerReferences``). It has metadata with a controller ownerReference, labels,
-annotations, two managedFields entries, the defaulted pod template and a completed
-status: about 3.9 KB of JSON. ``JobFactory`` stamps out copies with distinct names, uids,
-owners and versions as JSON bytes (what a LIST or WATCH carries); ``decode`` turns bytes
-into cache objects through the reflector's own path (orjson, transform, freeze). A real
-Job (``kubectl get job NAME -o json``) can replace the template: ``--template PATH``.
+server returns it for a run our CronJob controller created: captured from the local control
+plane (kube-apiserver v1.36) and edited only where our controller differs from ``kubectl
+apply`` (it POSTs, so there is no last-applied annotation and the first managedFields entry
+is ``cronjob-operator``'s and covers ``ownerReferences``). It has metadata with a controller
+ownerReference, labels, annotations, two managedFields entries, the defaulted pod template
+and a completed status: about 3.9 KB of JSON. ``JobFactory`` stamps out copies with distinct
+names, uids, owners and versions as JSON bytes (what a LIST or WATCH carries); ``decode``
+turns bytes into cache objects through the reflector's own path (orjson, transform, freeze).
+A real Job (``kubectl get job NAME -o json``) can replace the template: ``--template PATH``.
 
 Timing is ``timeit`` (``Timing.per_call``): the number of calls per sample is raised
 until one sample takes ``min_time``; the result is the median over ``repeat`` samples,
