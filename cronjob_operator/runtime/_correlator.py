@@ -28,10 +28,9 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from cronjob_operator.runtime import kinds, objects
-from cronjob_operator.runtime.client import PatchType
 
 __all__ = [
     "DEFAULT_BURST",
@@ -39,7 +38,6 @@ __all__ = [
     "NORMAL",
     "WARNING",
     "EventCorrelator",
-    "EventSink",
     "EventWrite",
     "SpamFilter",
     "format_time",
@@ -70,23 +68,6 @@ def utc_now() -> datetime:
 def format_time(moment: datetime) -> str:
     """A metav1.Time: RFC 3339 in UTC, whole seconds."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class EventSink(Protocol):
-    """Where Events are written: ``client.Writer`` (or a test double)."""
-
-    def create(self, kind: kinds.Kind, obj: Mapping[str, Any]) -> dict[str, Any]: ...
-
-    def patch(
-        self,
-        kind: kinds.Kind,
-        name: str,
-        patch: Any,
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-        subresource: str = "",
-    ) -> dict[str, Any]: ...
 
 
 class _LRU(Generic[K, V]):

@@ -32,6 +32,7 @@ from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime._store import NAMESPACE_INDEX, Store
 from cronjob_operator.runtime.client import not_found
 from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.runnable import run_between
 
 __all__ = [
     "ALL_NAMESPACES",
@@ -133,9 +134,7 @@ class Cache:
 
     def run(self, stop: threading.Event) -> None:
         """Run the informers until ``stop`` is set (the Runnable entry point)."""
-        self.start()
-        stop.wait()
-        self.stop()
+        run_between(stop, self.start, self.stop)
 
     def start(self) -> None:
         """Start every informer; informers created later start at once. Returns at once."""

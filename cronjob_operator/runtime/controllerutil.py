@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime.client import PatchType
+from cronjob_operator.runtime.client import ObjectWriter
 from cronjob_operator.runtime.kinds import Kind
 
 __all__ = [
@@ -53,25 +53,12 @@ class AlreadyOwnedError(ValueError):
     """The object already has a controller owner other than the one being set."""
 
 
-class ObjectClient(Protocol):
+class ObjectClient(ObjectWriter, Protocol):
     """The reads and writes the helpers use; ``Client`` (and a fake client) has them."""
 
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj: ...
-
-    def create(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]: ...
-
-    def update(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]: ...
-
-    def patch(
-        self,
-        kind: Kind,
-        name: str,
-        patch: Any,
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-        subresource: str = "",
-    ) -> dict[str, Any]: ...
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
+        """The object (from the cache), or ``errors.NotFound``."""
+        ...
 
 
 def controller_reference(owner: objects.Obj) -> dict[str, Any]:

@@ -34,13 +34,14 @@ from cronjob_operator.runtime._correlator import (
     NORMAL,
     WARNING,
     EventCorrelator,
-    EventSink,
     EventWrite,
     make_event,
     utc_now,
 )
+from cronjob_operator.runtime.client import ObjectWriter
+from cronjob_operator.runtime.runnable import run_between
 
-__all__ = ["NORMAL", "WARNING", "EventRecorder", "EventSink", "RecorderStats"]
+__all__ = ["NORMAL", "WARNING", "EventRecorder", "RecorderStats"]
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        writer: EventSink,
+        writer: ObjectWriter,
         *,
         component: str,
         host: str = "",
@@ -102,9 +103,7 @@ class EventRecorder:
 
     def run(self, stop: threading.Event) -> None:
         """Send events until ``stop`` is set, then flush what is queued (the Runnable entry)."""
-        self.start()
-        stop.wait()
-        self.stop()
+        run_between(stop, self.start, self.stop)
 
     def start(self) -> None:
         """Start the sender thread (idempotent)."""

@@ -13,9 +13,10 @@ the reverse of the order they were added.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["Runnable"]
+__all__ = ["Runnable", "run_between"]
 
 
 class Runnable(Protocol):
@@ -29,3 +30,10 @@ class Runnable(Protocol):
     def run(self, stop: threading.Event) -> None:
         """Run until ``stop`` is set, then clean up and return; an exception is logged."""
         ...
+
+
+def run_between(stop: threading.Event, start: Callable[[], None], halt: Callable[[], None]) -> None:
+    """``run`` for a service with a non-blocking ``start`` and a cleaning-up ``halt``."""
+    start()
+    stop.wait()
+    halt()

@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
 
+from cronjob_operator.runtime.runnable import run_between
 from cronjob_operator.webhooks.certwatcher import CertWatcher
 
 __all__ = ["MAX_BODY_BYTES", "BadRequest", "Route", "WebhookServer"]
@@ -207,9 +208,7 @@ class WebhookServer:
 
     def run(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set, then close the socket (the manager's Runnable entry)."""
-        self.start()
-        stop.wait()
-        self.stop()
+        run_between(stop, self.start, self.stop)
 
     def start(self) -> None:
         """Start serving on a daemon thread; returns at once. Loads the certificate first,
