@@ -175,3 +175,27 @@ def test_a_context_deadline_bounds_waits() -> None:
     assert context.current() is context.BACKGROUND
     with context.scope(ctx):
         assert context.current() is ctx
+
+
+def test_a_reconcile_runs_within_the_reconcile_timeout(rest: RestClient) -> None:
+    seen: list[float | None] = []
+    done = threading.Event()
+
+    class Looks:
+        def reconcile(self, request: Request) -> Result:
+            seen.append(context.current().remaining())
+            done.set()
+            return Result()
+
+    manager = Manager(rest, Options(reconcile_timeout=30.0))
+    controller = manager.builder("bounded").for_(POD).complete(Looks())
+    assert controller.reconcile_timeout == 30.0
+    controller.start()
+    try:
+        controller.queue.add(Request("ns", "a"))
+        assert done.wait(30)
+    finally:
+        controller.stop(5)
+    [remaining] = seen
+    assert remaining is not None
+    assert 0 < remaining <= 30
