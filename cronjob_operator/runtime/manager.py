@@ -99,11 +99,10 @@ class Manager:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._stop_leaders = threading.Event()
-        self._stop_others = threading.Event()
         self._release_lease = threading.Event()
         self._lost_lease = threading.Event()
         self._failed = threading.Event()
-        self._leader_threads: list[threading.Thread] = []
+        self._leader_threads: list[tuple[threading.Thread, threading.Event]] = []
         self._health: dict[str, Check] = {"ping": lambda: None}
         self._ready: dict[str, Check] = {"cache-sync": self._cache_ready}
         self._servers: list[HttpServer] = []
@@ -153,15 +152,17 @@ class Manager:
             self._install_signal_handlers()
         self._servers = self._build_servers()
         others = [*self._servers, *(r for r in self._runnables if not r.needs_leader_election)]
-        other_threads = [self._spawn(runnable, self._stop_others) for runnable in others]
+        started = [self._spawn(runnable, threading.Event()) for runnable in others]
         leader_thread = self._start_leader_election()
         if self.elector is None:
             # On a thread, as with a Lease: a SIGTERM must not wait for a cache that cannot sync.
             self._on_started_leading()
         self._stop.wait()
-        return self._shutdown(leader_thread, other_threads)
+        return self._shutdown(leader_thread, started)
 
-    def _spawn(self, runnable: Runnable, stop: threading.Event) -> threading.Thread:
+    def _spawn(
+        self, runnable: Runnable, stop: threading.Event
+    ) -> tuple[threading.Thread, threading.Event]:
         def target() -> None:
             try:
                 runnable.run(stop)
@@ -173,7 +174,7 @@ class Manager:
         name = f"runnable-{type(runnable).__name__}-{getattr(runnable, 'name', id(runnable))}"
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
-        return thread
+        return thread, stop
 
     def _cache_ready(self) -> str | None:
         if self.cache.synced:
@@ -255,12 +256,14 @@ class Manager:
         log.info("leader runnables started", extra={"runnables": names})
 
     def _shutdown(
-        self, leader_thread: threading.Thread | None, other_threads: list[threading.Thread]
+        self,
+        leader_thread: threading.Thread | None,
+        others: list[tuple[threading.Thread, threading.Event]],
     ) -> int:
         timeout = self.options.graceful_shutdown_timeout
         deadline = time.monotonic() + timeout
         with self._lock:
-            leader_threads = list(self._leader_threads)
+            leader_threads = [thread for thread, _ in self._leader_threads]
         self._stop_leaders.set()
         for thread in leader_threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -269,8 +272,8 @@ class Manager:
         self._release_lease.set()  # only now: never a second leader while we still reconcile
         if leader_thread is not None:
             leader_thread.join(timeout)
-        self._stop_others.set()
-        for thread in reversed(other_threads):
+        for thread, stop in reversed(others):  # one at a time: the reverse of the start order
+            stop.set()
             thread.join(max(_MIN_STOP_WAIT, deadline - time.monotonic()))
         log.info("manager stopped")
         return 1 if self._lost_lease.is_set() or self._failed.is_set() else 0
