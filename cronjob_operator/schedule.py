@@ -77,6 +77,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 __all__ = [
+    "MACROS",
     "MAX_MISSED",
     "Due",
     "Reason",
@@ -99,7 +100,7 @@ TIME_ZONE_FIELD: Final = "spec.timeZone"
 
 _MINUTE: Final = timedelta(minutes=1)
 _ZERO: Final = timedelta(0)
-_MACROS: Final = {
+MACROS: Final[Mapping[str, str]] = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
     "@monthly": "0 0 1 * *",
@@ -108,6 +109,8 @@ _MACROS: Final = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
+"""The cron macros and the five fields each stands for (the one table; v1<->v2 conversion
+expands macros with it too)."""
 _EVERY_PREFIX: Final = "@every "
 _FIELD_LAYOUT: Final = "minute hour day-of-month month day-of-week"
 _MACRO_HINT: Final = (
@@ -298,8 +301,8 @@ def _parse(expression: str) -> tuple[_Rule | None, list[str]]:
 
 
 def _parse_macro(expression: str) -> tuple[_Rule | None, list[str]]:
-    if expression in _MACROS:
-        return _parse(_MACROS[expression])
+    if expression in MACROS:
+        return _parse(MACROS[expression])
     if expression.startswith(_EVERY_PREFIX):
         text = expression[len(_EVERY_PREFIX) :]
         nanoseconds = _parse_go_duration(text)

@@ -28,20 +28,23 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from prometheus_client import Histogram
+
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers.conditions import condition_setter, parse_time, rfc3339
-from cronjob_operator.controllers.metrics import JOB_CREATION_SKEW
-from cronjob_operator.controllers.status import Clock, utc_now, write_status
+from cronjob_operator.controllers.metrics import job_creation_skew
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.cache import strip_managed_fields
 from cronjob_operator.runtime.client import Client, Propagation
+from cronjob_operator.runtime.clock import Clock, utc_now
+from cronjob_operator.runtime.conditions import condition_setter, parse_time, rfc3339
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager
 from cronjob_operator.runtime.reconcile import Request, Result
-from cronjob_operator.runtime.reflector import strip_managed_fields
+from cronjob_operator.runtime.status import write_status
 
 __all__ = ["JOB_OWNER_INDEX", "CronJobReconciler", "job_owner_index", "setup", "slim_job"]
 
@@ -85,10 +88,18 @@ class _Problem:
 class CronJobReconciler:
     """Reconciles one CronJob per call; see the module docstring."""
 
-    def __init__(self, client: Client, recorder: EventRecorder, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        client: Client,
+        recorder: EventRecorder,
+        *,
+        clock: Clock = utc_now,
+        skew: Histogram | None = None,
+    ) -> None:
         self._client = client
         self._recorder = recorder
         self._clock = clock
+        self._skew = skew if skew is not None else job_creation_skew(None)
 
     def reconcile(self, request: Request) -> Result:
         try:
@@ -283,7 +294,7 @@ class CronJobReconciler:
             raise
         else:
             self._recorder.event(cronjob, "Normal", "SuccessfulCreate", f"Created job {name}")
-            observe_skew(created, scheduled)
+            observe_skew(self._skew, created, scheduled)
         ref = state.job_reference(created)
         active = status.setdefault("active", [])
         running = state.finished_state(created) is None  # an existing Job may be done already
@@ -340,16 +351,17 @@ def _availability(cronjob: objects.Obj, problem: _Problem | None) -> tuple[bool,
     return True, "Scheduling", "runs start on schedule"
 
 
-def observe_skew(job: objects.Obj, scheduled: datetime) -> None:
+def observe_skew(skew: Histogram, job: objects.Obj, scheduled: datetime) -> None:
     """Record how late a Job was created relative to its scheduled time."""
     created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
     if created is not None:
-        JOB_CREATION_SKEW.observe(max(0.0, (created - scheduled).total_seconds()))
+        skew.observe(max(0.0, (created - scheduled).total_seconds()))
 
 
 def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
     """Register the Job transform and owner index, and the CronJob controller."""
     manager.cache.set_transform(JOB, slim_job)
     manager.cache.index_field(JOB, JOB_OWNER_INDEX, job_owner_index)
-    reconciler = CronJobReconciler(manager.client, manager.recorder, clock=clock)
+    skew = job_creation_skew(manager.metrics.registry)
+    reconciler = CronJobReconciler(manager.client, manager.recorder, clock=clock, skew=skew)
     return manager.builder("cronjob").for_(CRONJOB).owns(JOB).complete(reconciler)

@@ -27,8 +27,8 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from cronjob_operator.controllers.conditions import parse_time, rfc3339
-from cronjob_operator.runtime import objects
+from cronjob_operator.runtime import controllerutil, objects
+from cronjob_operator.runtime.conditions import parse_time, rfc3339
 
 __all__ = [
     "SCHEDULED_AT_ANNOTATION",
@@ -195,16 +195,7 @@ def build_job(cronjob: objects.Obj, scheduled: datetime, zone: ZoneInfo) -> dict
             "namespace": metadata["namespace"],
             "labels": objects.thaw(template_meta.get("labels") or {}),
             "annotations": annotations,
-            "ownerReferences": [
-                {
-                    "apiVersion": cronjob["apiVersion"],
-                    "kind": cronjob["kind"],
-                    "name": metadata["name"],
-                    "uid": metadata["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [controllerutil.controller_reference(cronjob)],
         },
         "spec": objects.thaw(template.get("spec") or {}),
     }

@@ -33,14 +33,15 @@ import yaml
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers.conditions import parse_time, rfc3339
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import errors, metrics, objects
+from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.client import Client
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import parse_time, rfc3339
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.reconcile import Request
-from cronjob_operator.runtime.rest import RestClient, load_configuration
 from tests.e2e.support import (
     CRONJOBS,
     FaultRow,
@@ -55,7 +56,7 @@ from tests.e2e.support import (
     parse_stamp,
     wait_for_second,
 )
-from tests.integration.support import REPO, FakeClock, install_crds, running_manager
+from tests.integration.support import REPO, install_crds, running_manager
 
 DEADLINE = 300
 
@@ -455,7 +456,7 @@ def test_etcd_compaction_relists_and_converges(
     table: FaultTable,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.reflector")
+    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime._reflector")
     clock = FakeClock()
     setups = {"cronjob": lambda mgr: cronjob.setup(mgr, clock=clock)}
     options = Options(namespace=namespace, health_probe_bind_address="0")
@@ -653,10 +654,10 @@ class CountingReconciler:
         return self.running == 0 and len(controller.queue) == 0
 
 
-def conflicts_seen() -> float:
+def conflicts_seen(counted: metrics.Metrics) -> float:
     return sum(
         sample.value
-        for metric in metrics.REST_CLIENT_REQUESTS.collect()
+        for metric in counted.rest_client_requests.collect()
         for sample in metric.samples
         if sample.name.endswith("_total") and sample.labels.get("code") == "409"
     )
@@ -716,9 +717,9 @@ def test_status_write_racing_another_writer_loses_nothing(
         control_plane.kubectl(
             "annotate", CRONJOBS, "stale", "-n", namespace, "e2e/writer=other", check=True
         )
-        before = conflicts_seen()
+        before = conflicts_seen(metrics.DEFAULT)
         reconciler(stale, ticks[0] + timedelta(seconds=1)).reconcile(Request(namespace, "stale"))
-        metadata_conflicts = conflicts_seen() - before
+        metadata_conflicts = conflicts_seen(metrics.DEFAULT) - before
         assert metadata_conflicts >= 1
         assert status("stale")["lastScheduleTime"] == rfc3339(ticks[0])
         assert [r["name"] for r in status("stale")["active"]] == [
@@ -763,7 +764,7 @@ def test_status_write_racing_another_writer_loses_nothing(
         assert sorted(r["name"] for r in after["active"]) == sorted(
             f"stale-{int(t.timestamp())}" for t in ticks[:2]
         )
-        status_conflicts = conflicts_seen() - before - metadata_conflicts
+        status_conflicts = conflicts_seen(metrics.DEFAULT) - before - metadata_conflicts
 
     # 3. Stress: another writer patches a CronJob non-stop while the controller runs it.
     clock = FakeClock(ticks[0] - timedelta(minutes=1))
@@ -786,7 +787,7 @@ def test_status_write_racing_another_writer_loses_nothing(
                 )
 
         thread = threading.Thread(target=other_writer, daemon=True)
-        before = conflicts_seen()
+        before = conflicts_seen(running.manager.metrics)
         thread.start()
         try:
             for moment in ticks:
@@ -800,7 +801,7 @@ def test_status_write_racing_another_writer_loses_nothing(
         finally:
             stop.set()
             thread.join(10)
-        stress_conflicts = conflicts_seen() - before
+        stress_conflicts = conflicts_seen(running.manager.metrics) - before
     expected = {f"raced-{int(m.timestamp())}" for m in ticks}
     made = [
         j["metadata"]["name"]

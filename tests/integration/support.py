@@ -3,7 +3,7 @@
 ``install_crds`` applies config/crd and waits until the API server serves the kinds;
 ``running_manager`` runs a ``Manager`` in a background thread for the length of a
 ``with`` block (controllers chosen by the caller, clock injectable) and stops it
-gracefully at the end. ``FakeClock`` is the clock tests move by hand, so schedule
+gracefully at the end. Tests move time with the runtime's ``FakeClock``, so schedule
 decisions never depend on the wall clock. ``RunningManager.kick_and_wait`` is how a test
 waits for "the reconcile after my action": every reconciler is wrapped in a
 ``ReconcileWitness`` that numbers reconcile starts per request, so the wait ends only when
@@ -17,16 +17,15 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
-from cronjob_operator.runtime.rest import RestClient, load_configuration
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_NAMES = (
@@ -50,22 +49,6 @@ def install_crds(control_plane: ControlPlane) -> None:
             60,
             message=f"CRD {name} established",
         )
-
-
-@dataclass
-class FakeClock:
-    """A clock that only moves when told to."""
-
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def set(self, moment: datetime) -> None:
-        self.now = moment
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
 
 
 class ReconcileWitness:
@@ -154,7 +137,7 @@ def running_manager(
     thread.start()
     try:
         wait_for(
-            manager.cache.synced.__bool__ if False else lambda: manager.cache.synced,
+            lambda: manager.cache.synced,
             60,
             message="manager caches to sync",
         )

@@ -23,12 +23,13 @@ from typing import Any
 import pytest
 
 from cronjob_operator.controllers import cronjob
-from cronjob_operator.controllers.conditions import parse_time
 from cronjob_operator.envtest import RUN_DURATION_ANNOTATION, ControlPlane, wait_for
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import parse_time
 from cronjob_operator.runtime.manager import Options
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
 from tests.e2e.support import FaultRow, FaultTable
-from tests.integration.support import FakeClock, RunningManager, apply, install_crds
+from tests.integration.support import RunningManager, apply, install_crds
 from tests.integration.support import running_manager as run_manager
 
 CRD = "cronjobs.batch.tutorial.kubebuilder.io"

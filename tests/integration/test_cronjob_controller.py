@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from cronjob_operator.controllers import cronjob
-from cronjob_operator.controllers.conditions import parse_time, rfc3339
 from cronjob_operator.envtest import FAIL_LABEL, RUN_DURATION_ANNOTATION, ControlPlane, wait_for
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import parse_time, rfc3339
 from cronjob_operator.runtime.manager import Options
 from cronjob_operator.runtime.reconcile import Request
 from tests.integration.support import (
-    FakeClock,
     RunningManager,
     apply,
     install_crds,
@@ -373,14 +373,7 @@ def test_unparseable_schedule_is_reported_without_a_hot_loop(
     )
     queue = operator.controllers["cronjob"].queue
     wait_for(lambda: len(queue) == 0, 10, message="queue idle")
-    assert (
-        queue.num_requeues(
-            __import__("cronjob_operator.runtime.reconcile", fromlist=["Request"]).Request(
-                world.ns, "broken"
-            )
-        )
-        == 0
-    )
+    assert queue.num_requeues(Request(world.ns, "broken")) == 0
 
     cj = world.cronjob("broken")
     cj["spec"]["schedule"] = "*/5 * * * *"

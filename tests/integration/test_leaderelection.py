@@ -12,13 +12,13 @@ import pytest
 
 from cronjob_operator import envtest
 from cronjob_operator.runtime import kinds, metrics
+from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.client import LiveReader, Writer
 from cronjob_operator.runtime.leaderelection import (
     LeaderElectionConfig,
     LeaderElector,
     record_from_lease,
 )
-from cronjob_operator.runtime.rest import RestClient, load_configuration
 
 LEASE = "cronjob-operator-lock"
 LEASE_DURATION = 3.0
@@ -180,7 +180,7 @@ def test_a_leader_whose_lease_is_stolen_stops_at_once(
     a = candidates("a", lease_duration=30.0, renew_deadline=20.0)
     wait_for(a.started.is_set, 10, "a to lead")
     gauge = {"name": LEASE}
-    assert metrics.REGISTRY.get_sample_value("leader_election_master_status", gauge) == 1
+    assert metrics.DEFAULT.registry.get_sample_value("leader_election_master_status", gauge) == 1
 
     lease = lease_of(rest, namespace)
     lease["spec"] = {**lease["spec"], "holderIdentity": "intruder", "leaseDurationSeconds": 60}
@@ -191,7 +191,7 @@ def test_a_leader_whose_lease_is_stolen_stops_at_once(
     a.thread.join(5)
     assert not a.thread.is_alive()  # run returned: the manager exits
     assert not a.elector.is_leader
-    assert metrics.REGISTRY.get_sample_value("leader_election_master_status", gauge) == 0
+    assert metrics.DEFAULT.registry.get_sample_value("leader_election_master_status", gauge) == 0
     assert lease_of(rest, namespace)["spec"]["holderIdentity"] == "intruder"
 
 

@@ -14,12 +14,12 @@ import pytest
 
 from cronjob_operator.envtest import wait_for
 from cronjob_operator.runtime import errors, handlers, metrics, objects
+from cronjob_operator.runtime._workqueue import ItemExponentialFailureRateLimiter
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.handlers import EnqueueHandler
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.predicates import resource_version_changed
 from cronjob_operator.runtime.reconcile import Request, Result, TerminalError
-from cronjob_operator.runtime.workqueue import ItemExponentialFailureRateLimiter
 
 PARENT = Kind("example.com", "v1", "Parent", "parents")
 
@@ -134,12 +134,14 @@ def test_a_raising_reconciler_does_not_kill_its_worker(
 
     recorder = Recorder(explode_once)
     controller = run(recorder)
-    panics_before = metrics.RECONCILE_PANICS.labels(controller.name)._value.get()
+    panics_before = metrics.DEFAULT.reconcile_panics.labels(controller.name)._value.get()
     controller.queue.add(Request("ns", "bad"))
     wait_for(lambda: recorder.calls.count(Request("ns", "bad")) == 2, 5, message="retried")
     controller.queue.add(Request("ns", "good"))
     wait_for(lambda: Request("ns", "good") in recorder.calls, 5, message="worker still alive")
-    assert metrics.RECONCILE_PANICS.labels(controller.name)._value.get() == panics_before + 1
+    assert (
+        metrics.DEFAULT.reconcile_panics.labels(controller.name)._value.get() == panics_before + 1
+    )
 
 
 def test_terminal_errors_are_not_retried(run: Start) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cronjob_operator.runtime import errors, events, kinds
+from cronjob_operator.runtime import _correlator, errors, events, kinds
 from cronjob_operator.runtime.client import PatchType
 
 START = datetime(2016, 5, 19, 9, 59, 0, tzinfo=UTC)
@@ -115,7 +115,7 @@ def flush(recorder: events.EventRecorder) -> None:
 
 class TestMakeEvent:
     def test_fields(self) -> None:
-        event = events.make_event(
+        event = _correlator.make_event(
             CRONJOB, "Normal", "SuccessfulCreate", "Created job x",
             component="cronjob-controller", host="node-1", now=START,
         )  # fmt: skip
@@ -145,7 +145,7 @@ class TestMakeEvent:
 
     def test_names_are_unique(self) -> None:
         names = {
-            events.make_event(CRONJOB, "Normal", "R", "m", component="c", host="", now=START)[
+            _correlator.make_event(CRONJOB, "Normal", "R", "m", component="c", host="", now=START)[
                 "metadata"
             ]["name"]
             for _ in range(100)
@@ -154,30 +154,30 @@ class TestMakeEvent:
 
     def test_cluster_scoped_object_goes_to_default_namespace(self) -> None:
         node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "u"}}
-        event = events.make_event(node, "Warning", "R", "m", component="c", host="", now=START)
+        event = _correlator.make_event(node, "Warning", "R", "m", component="c", host="", now=START)
         assert event["metadata"]["namespace"] == "default"
         assert "namespace" not in event["involvedObject"]
         assert event["source"] == {"component": "c"}
 
     def test_message_is_truncated(self) -> None:
-        event = events.make_event(
+        event = _correlator.make_event(
             CRONJOB, "Normal", "R", "x" * 5000, component="c", host="", now=START
         )
         assert len(event["message"]) == 1024
 
     def test_long_names_stay_valid(self) -> None:
         obj = {**CRONJOB, "metadata": {"name": "a" * 253, "namespace": "ns1"}}
-        event = events.make_event(obj, "Normal", "R", "m", component="c", host="", now=START)
+        event = _correlator.make_event(obj, "Normal", "R", "m", component="c", host="", now=START)
         assert len(event["metadata"]["name"]) == 253
 
     @pytest.mark.parametrize("type_", ["normal", "Error", ""])
     def test_unknown_type_is_refused(self, type_: str) -> None:
         with pytest.raises(ValueError, match="unsupported event type"):
-            events.make_event(CRONJOB, type_, "R", "m", component="c", host="", now=START)
+            _correlator.make_event(CRONJOB, type_, "R", "m", component="c", host="", now=START)
 
     def test_object_without_kind_is_refused(self) -> None:
         with pytest.raises(ValueError, match="apiVersion, kind"):
-            events.make_event({"metadata": {"name": "x"}}, "Normal", "R", "m",
+            _correlator.make_event({"metadata": {"name": "x"}}, "Normal", "R", "m",
                               component="c", host="", now=START)  # fmt: skip
 
 
@@ -247,11 +247,15 @@ class TestAggregation:
         assert recorder.stats() == events.RecorderStats(created=2, patched=1)
 
     def test_aggregation_is_by_correlator_state_not_by_time(self, clock: FakeClock) -> None:
-        correlator = events.EventCorrelator()
-        first = events.make_event(CRONJOB, "Normal", "R", "m", component="c", host="", now=START)
-        assert correlator.correlate(first, START) == events.EventWrite(first, None)
+        correlator = _correlator.EventCorrelator()
+        first = _correlator.make_event(
+            CRONJOB, "Normal", "R", "m", component="c", host="", now=START
+        )
+        assert correlator.correlate(first, START) == _correlator.EventWrite(first, None)
         clock.advance(3600)
-        later = events.make_event(CRONJOB, "Normal", "R", "m", component="c", host="", now=clock())
+        later = _correlator.make_event(
+            CRONJOB, "Normal", "R", "m", component="c", host="", now=clock()
+        )
         write = correlator.correlate(later, clock())
         assert write is not None
         assert write.patch == {"count": 2, "lastTimestamp": "2016-05-19T10:59:00Z"}
@@ -261,7 +265,7 @@ class TestAggregation:
 
 class TestSpamFilter:
     def test_token_bucket(self) -> None:
-        spam = events.SpamFilter(burst=3, qps=1 / 300)
+        spam = _correlator.SpamFilter(burst=3, qps=1 / 300)
         key = ("c", "", "CronJob", "ns1", "hourly", "u-1", "v1")
         assert [spam.allow(key, START) for _ in range(4)] == [True, True, True, False]
         assert not spam.allow(key, START + timedelta(seconds=299))
@@ -270,14 +274,14 @@ class TestSpamFilter:
         assert spam.allow(("other",), START)
 
     def test_refill_stops_at_burst(self) -> None:
-        spam = events.SpamFilter(burst=2, qps=1.0)
+        spam = _correlator.SpamFilter(burst=2, qps=1.0)
         key = ("k",)
         assert spam.allow(key, START)
         later = START + timedelta(hours=1)
         assert [spam.allow(key, later) for _ in range(3)] == [True, True, False]
 
     def test_clock_going_backwards_adds_nothing(self) -> None:
-        spam = events.SpamFilter(burst=1, qps=1.0)
+        spam = _correlator.SpamFilter(burst=1, qps=1.0)
         assert spam.allow(("k",), START)
         assert not spam.allow(("k",), START - timedelta(seconds=100))
 

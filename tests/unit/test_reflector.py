@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
+from cronjob_operator.runtime import _reflector as reflector_module
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime import reflector as reflector_module
+from cronjob_operator.runtime._reflector import Backoff, Reflector
+from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime._store import Store
 from cronjob_operator.runtime.kinds import CONFIG_MAP
-from cronjob_operator.runtime.reflector import Backoff, Reflector
-from cronjob_operator.runtime.rest import RestClient
-from cronjob_operator.runtime.store import Store
 
 
 class Sink:

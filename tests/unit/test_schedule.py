@@ -50,6 +50,7 @@ def fires(expression: str, after: datetime, count: int, zone: str | None = None)
 def test_public_names() -> None:
     assert sorted(schedule.__all__) == sorted(
         [
+            "MACROS",
             "MAX_MISSED",
             "Due",
             "Reason",

@@ -614,7 +614,7 @@ def test_any_v1_schedule_survives_a_v2_round_trip(expression: str) -> None:
     assert conversion.to_v1(conversion.to_v2(v1)) == v1
 
 
-@pytest.mark.parametrize("macro", sorted(conversion.MACROS))
+@pytest.mark.parametrize("macro", sorted(schedule.MACROS))
 def test_macro_fields_fire_when_the_macro_does(macro: str) -> None:
     start = datetime(2025, 12, 30, 12, 34, tzinfo=UTC)
 
@@ -627,7 +627,7 @@ def test_macro_fields_fire_when_the_macro_does(macro: str) -> None:
             t = nxt
         return found
 
-    assert times(conversion.MACROS[macro]) == times(macro)
+    assert times(schedule.MACROS[macro]) == times(macro)
     assert times(macro)[1] - times(macro)[0] >= timedelta(hours=1)
 
 
