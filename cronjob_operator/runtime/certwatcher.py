@@ -11,7 +11,9 @@ Connections already open keep the context they started with.
 
 A pair that does not load (missing, or caught half-written between the two files) leaves
 the last good context in use and is retried on the next connection; before any pair has
-loaded there is no context, and ``problem`` says why (the readiness check reports it).
+loaded there is no context, and ``problem`` says why (the readiness check reports it)
+and what to do: a new user's first ``cronjob-operator run`` has webhooks on and no
+certificate, so the message names both ways out (``CERT_FIX``).
 
 ``server_context`` is the TLS policy of every server in the process: TLS 1.2 at least;
 for TLS 1.2 only ECDHE key exchange (forward secrecy) with AEAD ciphers (AES-GCM,
@@ -29,7 +31,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["CERT_FILE", "KEY_FILE", "TLS12_CIPHERS", "CertWatcher", "server_context"]
+__all__ = ["CERT_FILE", "CERT_FIX", "KEY_FILE", "TLS12_CIPHERS", "CertWatcher", "server_context"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,13 @@ KEY_FILE = "tls.key"
 
 TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 """OpenSSL cipher string for TLS 1.2: forward-secret key exchange, AEAD ciphers only."""
+
+CERT_FIX = (
+    "to run without webhooks pass --webhook-port=0 (kubebuilder's ENABLE_WEBHOOKS=false); "
+    "to serve them, put tls.crt and tls.key in --webhook-cert-dir "
+    "(hack/gen-webhook-certs.sh makes a pair for a local run; cert-manager in a cluster)"
+)
+"""What to do when no serving certificate has loaded yet; appended to the problem."""
 
 _Stamp = tuple[tuple[int, int, int], ...]
 
@@ -101,7 +110,7 @@ class CertWatcher:
             try:
                 stamp = self._read_stamp()
             except OSError as exc:
-                self._set_problem(f"cannot read the certificate: {exc}")
+                self._set_problem(f"cannot read the webhook serving certificate: {exc}")
                 return self._context
             if stamp != self._stamp:
                 self._reload(stamp)
@@ -127,6 +136,11 @@ class CertWatcher:
         )
 
     def _set_problem(self, problem: str) -> None:
+        """Record (and log once) why the files are not in use; until a pair has loaded,
+        the webhooks cannot serve at all, so the message says what to do about it (the
+        advice is about webhooks, so only a webhook certificate's problem carries it)."""
+        if self._context is None and self._purpose == "webhook":
+            problem = f"{problem}; {CERT_FIX}"
         if problem != self._problem:
             log.error("%s", problem)
         self._problem = problem

@@ -36,6 +36,7 @@ from typing import Any, Final
 
 from cronjob_operator.runtime.certwatcher import CertWatcher
 from cronjob_operator.runtime.httpserver import HardenedHandler, HardenedServer, Limits, Refused
+from cronjob_operator.runtime.runnable import run_between
 
 __all__ = ["LIMITS", "MAX_BODY_BYTES", "BadRequest", "Route", "WebhookServer"]
 
@@ -158,6 +159,13 @@ class WebhookServer:
     def port(self) -> int:
         """The bound port (useful when the address asked for port 0)."""
         return self._server.port
+
+    needs_leader_election = False
+    """A manager Runnable on every replica: admission and conversion never wait for a leader."""
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until ``stop`` is set, then close the socket (the manager's Runnable entry)."""
+        run_between(stop, self.start, self.stop)
 
     def start(self) -> None:
         """Start serving on a daemon thread; returns at once. Loads the certificate first,

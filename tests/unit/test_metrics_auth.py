@@ -18,10 +18,9 @@ import pytest
 import yaml
 from kubernetes import client as k8s_client
 
-from cronjob_operator.runtime import errors
+from cronjob_operator.runtime import RestClient, errors
 from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.metrics_auth import CacheSettings, MetricsAuthorizer, User
-from cronjob_operator.runtime.rest import RestClient
 from cronjob_operator.runtime.selfsigned import self_signed_context
 from cronjob_operator.runtime.serving import HttpServer
 
