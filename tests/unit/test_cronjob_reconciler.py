@@ -1,0 +1,273 @@
+"""The CronJob reconciler on the fake client, with an injected clock: no cluster, no waiting.
+
+Each test sets up the objects, moves the clock and calls ``reconcile`` directly, then
+reads back what the API would hold. The same behaviours run on the real control plane
+in tests/integration/test_cronjob_controller.py; these cover the branches fast.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.controllers.conditions import find_condition, rfc3339
+from cronjob_operator.controllers.cronjob import (
+    JOB_OWNER_INDEX,
+    CronJobReconciler,
+    job_owner_index,
+)
+from cronjob_operator.controllers.cronjob_state import job_name
+from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.fake import (
+    DEFAULT_START,
+    Action,
+    FakeClient,
+    FakeClientBuilder,
+    FakeClock,
+    FakeRecorder,
+)
+from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.reconcile import Request, Result
+
+NS = "ns1"
+NAME = "every5"
+CREATED = DEFAULT_START  # 00:00, a five-minute boundary
+FIRST_RUN = CREATED + timedelta(minutes=5)
+
+
+def cronjob(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": CRONJOB.api_version,
+        "kind": "CronJob",
+        "metadata": {"name": NAME, "namespace": NS, "creationTimestamp": rfc3339(CREATED)},
+        "spec": {
+            "schedule": "*/5 * * * *",
+            "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}},
+            **spec,
+        },
+    }
+
+
+class Harness:
+    """A reconciler wired to a fake client, recorder and clock."""
+
+    def __init__(self, *initial: dict[str, Any]) -> None:
+        self.clock = FakeClock(CREATED)
+        self.client: FakeClient = (
+            FakeClientBuilder()
+            .with_kinds(CRONJOB)
+            .with_index(JOB, JOB_OWNER_INDEX, job_owner_index)
+            .with_clock(self.clock)
+            .with_objects(*initial)
+            .build()
+        )
+        self.recorder = FakeRecorder()
+        self.reconciler = CronJobReconciler(self.client, self.recorder, clock=self.clock)  # type: ignore[arg-type]
+
+    def reconcile_at(self, moment: datetime) -> Result:
+        self.clock.set(moment)
+        return self.reconciler.reconcile(Request(NS, NAME))
+
+    def cronjob(self) -> objects.Obj:
+        return self.client.get(CRONJOB, NAME, NS)
+
+    def status(self) -> objects.Obj:
+        return self.cronjob().get("status") or {}
+
+    def condition(self, type_: str) -> dict[str, Any]:
+        found = find_condition(objects.thaw(self.status().get("conditions") or []), type_)
+        assert found is not None, f"no {type_} condition in {self.status()}"
+        return found
+
+    def jobs(self) -> dict[str, objects.Obj]:
+        return {objects.name_of(job): job for job in self.client.list(JOB, namespace=NS)}
+
+    def finish(self, name: str, state: str = "Complete", started: datetime | None = None) -> None:
+        job = objects.thaw(self.client.get(JOB, name, NS))
+        job["status"] = {
+            "conditions": [{"type": state, "status": "True"}],
+            "startTime": rfc3339(started or self.clock()),
+        }
+        if state == "Complete":
+            job["status"]["completionTime"] = rfc3339(self.clock())
+        self.client.update_status(JOB, job)
+
+
+def test_first_run_creates_the_job_and_records_it() -> None:
+    world = Harness(cronjob())
+    result = world.reconcile_at(FIRST_RUN + timedelta(seconds=3))
+    expected = job_name(NAME, FIRST_RUN)
+    assert list(world.jobs()) == [expected]
+    job = world.jobs()[expected]
+    owner = objects.controller_ref(job)
+    assert owner is not None
+    assert owner["uid"] == world.cronjob()["metadata"]["uid"]
+    status = world.status()
+    assert status["lastScheduleTime"] == rfc3339(FIRST_RUN)
+    assert [ref["name"] for ref in status["active"]] == [expected]
+    assert world.recorder.reasons() == ["SuccessfulCreate"]
+    assert world.condition("Progressing")["status"] == "True"
+    assert world.condition("Available")["reason"] == "Scheduling"
+    assert result.requeue_after == pytest.approx(5 * 60 - 3, abs=1)
+
+
+def test_before_the_first_time_nothing_runs_and_it_requeues_for_it() -> None:
+    world = Harness(cronjob())
+    result = world.reconcile_at(CREATED + timedelta(minutes=2))
+    assert world.jobs() == {}
+    assert result.requeue_after == pytest.approx(3 * 60, abs=1)
+    assert world.condition("Progressing")["reason"] == "Idle"
+
+
+def test_same_time_twice_creates_one_job_and_writes_nothing_new() -> None:
+    world = Harness(cronjob())
+    world.reconcile_at(FIRST_RUN)
+    writes = len(world.client.writes)
+    world.reconcile_at(FIRST_RUN + timedelta(seconds=10))
+    assert len(world.jobs()) == 1
+    assert world.client.writes[writes:] == []  # a no-op reconcile makes no API writes
+
+
+def test_finished_job_moves_to_last_successful_time() -> None:
+    world = Harness(cronjob())
+    world.reconcile_at(FIRST_RUN)
+    world.clock.advance(timedelta(minutes=1))
+    world.finish(job_name(NAME, FIRST_RUN))
+    world.reconcile_at(world.clock())
+    status = world.status()
+    assert status.get("active") in (None, ())
+    assert status["lastSuccessfulTime"] == rfc3339(FIRST_RUN + timedelta(minutes=1))
+    assert "SawCompletedJob" in world.recorder.reasons()
+
+
+@pytest.mark.parametrize(
+    ("policy", "jobs_after", "reason"),
+    [
+        ("Allow", 2, "SuccessfulCreate"),
+        ("Forbid", 1, "JobAlreadyActive"),
+        ("Replace", 1, "SuccessfulDelete"),
+    ],
+)
+def test_concurrency_policies(policy: str, jobs_after: int, reason: str) -> None:
+    world = Harness(cronjob(concurrencyPolicy=policy))
+    world.reconcile_at(FIRST_RUN)
+    world.recorder.clear()
+    second = FIRST_RUN + timedelta(minutes=5)
+    world.reconcile_at(second)
+    assert len(world.jobs()) == jobs_after
+    assert reason in world.recorder.reasons()
+    if policy == "Replace":
+        assert list(world.jobs()) == [job_name(NAME, second)]
+        assert [ref["name"] for ref in world.status()["active"]] == [job_name(NAME, second)]
+
+
+def test_history_limits_prune_the_oldest_finished_jobs() -> None:
+    world = Harness(cronjob(successfulJobsHistoryLimit=1, failedJobsHistoryLimit=0))
+    runs = [FIRST_RUN + timedelta(minutes=5 * i) for i in range(3)]
+    for run in runs:
+        world.reconcile_at(run)
+    world.finish(job_name(NAME, runs[0]), started=runs[0])
+    world.finish(job_name(NAME, runs[1]), started=runs[1])
+    world.finish(job_name(NAME, runs[2]), "Failed", started=runs[2])
+    world.reconcile_at(runs[2] + timedelta(minutes=1))
+    assert list(world.jobs()) == [job_name(NAME, runs[1])]
+    deletes = world.client.writes_of("delete", JOB)
+    assert {action.name for action in deletes} == {job_name(NAME, runs[0]), job_name(NAME, runs[2])}
+
+
+def test_suspend_stops_new_runs_and_says_so() -> None:
+    world = Harness(cronjob(suspend=True))
+    result = world.reconcile_at(FIRST_RUN)
+    assert world.jobs() == {}
+    assert result == Result()
+    assert world.condition("Available")["reason"] == "Suspended"
+
+
+def test_starting_deadline_skips_a_run_that_is_too_late() -> None:
+    world = Harness(cronjob(startingDeadlineSeconds=60))
+    world.reconcile_at(FIRST_RUN + timedelta(minutes=2))
+    assert world.jobs() == {}
+    world.reconcile_at(FIRST_RUN + timedelta(minutes=5, seconds=30))
+    assert list(world.jobs()) == [job_name(NAME, FIRST_RUN + timedelta(minutes=5))]
+
+
+def test_too_many_missed_runs_start_only_the_latest() -> None:
+    world = Harness(cronjob())
+    late = CREATED + timedelta(days=1, seconds=10)
+    world.reconcile_at(late)
+    assert list(world.jobs()) == [job_name(NAME, CREATED + timedelta(days=1))]
+    assert "TooManyMissedTimes" in world.recorder.reasons()
+
+
+@pytest.mark.parametrize(
+    ("spec", "reason"),
+    [
+        ({"schedule": "not a schedule"}, "UnparseableSchedule"),
+        ({"timeZone": "Mars/Olympus"}, "UnknownTimeZone"),
+        ({"schedule": "0 0 30 2 *"}, "InvalidSchedule"),
+    ],
+)
+def test_bad_input_is_degraded_and_not_retried(spec: dict[str, Any], reason: str) -> None:
+    world = Harness(cronjob(**spec))
+    result = world.reconcile_at(FIRST_RUN)
+    assert result == Result()
+    degraded = world.condition("Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", reason)
+    assert world.condition("Available")["status"] == "False"
+    assert world.recorder.events[0].type == "Warning"
+    assert world.jobs() == {}
+
+
+def test_job_the_api_rejects_is_degraded_but_stays_available() -> None:
+    world = Harness(cronjob())
+
+    def reject(action: Action) -> errors.ApiError:
+        status = {"reason": "Invalid", "message": f"Job {action.name} is invalid: spec: bad"}
+        return errors.api_error(422, status)
+
+    world.client.prepend_reactor("create", JOB, reject)
+    world.reconcile_at(FIRST_RUN)
+    assert world.condition("Degraded")["reason"] == "InvalidJobTemplate"
+    assert world.condition("Available")["status"] == "True"
+    assert "FailedCreate" in world.recorder.reasons()
+
+
+def test_other_create_failures_raise_for_backoff() -> None:
+    world = Harness(cronjob())
+    world.client.prepend_reactor("create", JOB, lambda _: errors.api_error(500, {}))
+    with pytest.raises(errors.ServerError):
+        world.reconcile_at(FIRST_RUN)
+
+
+def test_status_conflict_is_merged_onto_a_fresh_read() -> None:
+    world = Harness(cronjob())
+    conflicts = iter([errors.api_error(409, {"reason": "Conflict"})])
+
+    def once(action: Action) -> errors.ApiError | None:
+        return next(conflicts, None) if action.subresource == "status" else None
+
+    world.client.prepend_reactor("update", CRONJOB, once)
+    world.reconcile_at(FIRST_RUN)
+    assert world.status()["lastScheduleTime"] == rfc3339(FIRST_RUN)
+
+
+def test_job_of_someone_else_with_our_name_is_left_alone() -> None:
+    stranger = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job_name(NAME, FIRST_RUN), "namespace": NS},
+        "spec": {},
+    }
+    world = Harness(cronjob(), stranger)
+    world.reconcile_at(FIRST_RUN)
+    assert "UnexpectedJob" in world.recorder.reasons()
+    assert objects.controller_ref(world.jobs()[job_name(NAME, FIRST_RUN)]) is None
+
+
+def test_deleted_cronjob_is_done() -> None:
+    world = Harness()
+    assert world.reconcile_at(FIRST_RUN) == Result()
+    assert world.client.writes == []
