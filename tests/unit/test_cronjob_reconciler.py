@@ -65,7 +65,7 @@ class Harness:
             .build()
         )
         self.recorder = FakeRecorder()
-        self.reconciler = CronJobReconciler(self.client, self.recorder, clock=self.clock)  # type: ignore[arg-type]
+        self.reconciler = CronJobReconciler(self.client, self.recorder, clock=self.clock)
 
     def reconcile_at(self, moment: datetime) -> Result:
         self.clock.set(moment)
