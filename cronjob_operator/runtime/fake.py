@@ -84,19 +84,20 @@ _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 class FakeClock:
     """A clock that moves only when told: ``clock()`` is an aware UTC datetime.
 
-    ``monotonic`` is the same time as float seconds, for code that takes a
-    ``Callable[[], float]`` (the work queue, the spam filter).
+    ``monotonic`` is the same clock as float seconds since ``start``, for code that
+    takes a ``Callable[[], float]`` (the work queue's delays and backoff).
     """
 
     def __init__(self, start: datetime = DEFAULT_START) -> None:
         self.now = start
+        self._origin = start
 
     def __call__(self) -> datetime:
         return self.now
 
     def monotonic(self) -> float:
-        """The current time as seconds since the epoch."""
-        return self.now.timestamp()
+        """Seconds since ``start`` (small numbers keep float sums exact)."""
+        return (self.now - self._origin).total_seconds()
 
     def set(self, moment: datetime) -> None:
         """Jump to ``moment`` (aware)."""

@@ -3,8 +3,9 @@
 ``install_crds`` applies config/crd and waits until the API server serves the kinds;
 ``running_manager`` runs a ``Manager`` in a background thread for the length of a
 ``with`` block (controllers chosen by the caller, clock injectable) and stops it
-gracefully at the end. ``FakeClock`` is the clock tests move by hand, so schedule
-decisions never depend on the wall clock.
+gracefully at the end. ``wall_clock`` gives the runtime's ``FakeClock`` (the clock
+tests move by hand, so schedule decisions never depend on the wall clock) starting at
+the time the API server stamps on objects.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.fake import FakeClock
 from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.rest import RestClient, load_configuration
 
@@ -47,20 +49,9 @@ def install_crds(control_plane: ControlPlane) -> None:
         )
 
 
-@dataclass
-class FakeClock:
-    """A clock that only moves when told to."""
-
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def set(self, moment: datetime) -> None:
-        self.now = moment
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
+def wall_clock() -> FakeClock:
+    """A ``FakeClock`` that starts at the wall clock, as the API server's timestamps do."""
+    return FakeClock(datetime.now(UTC))
 
 
 @dataclass
@@ -102,7 +93,7 @@ def running_manager(
     thread.start()
     try:
         wait_for(
-            manager.cache.synced.__bool__ if False else lambda: manager.cache.synced,
+            lambda: manager.cache.synced,
             60,
             message="manager caches to sync",
         )

@@ -28,7 +28,13 @@ from cronjob_operator.envtest import RUN_DURATION_ANNOTATION, ControlPlane, wait
 from cronjob_operator.runtime.manager import Options
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
 from tests.e2e.support import FaultRow, FaultTable
-from tests.integration.support import FakeClock, RunningManager, apply, install_crds
+from tests.integration.support import (
+    FakeClock,
+    RunningManager,
+    apply,
+    install_crds,
+    wall_clock,
+)
 from tests.integration.support import running_manager as run_manager
 
 CRD = "cronjobs.batch.tutorial.kubebuilder.io"
@@ -155,7 +161,7 @@ class CountingReconciler:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return wall_clock()
 
 
 @pytest.fixture

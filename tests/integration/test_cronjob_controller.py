@@ -26,6 +26,7 @@ from tests.integration.support import (
     apply,
     install_crds,
     running_manager,
+    wall_clock,
 )
 
 FIVE_MINUTES = timedelta(minutes=5)
@@ -48,7 +49,7 @@ def crds(control_plane: ControlPlane) -> None:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return wall_clock()
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ RENEW_DEADLINE = 2.0
 RETRY_PERIOD = 0.5
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
+def seconds_until(condition: Callable[[], bool], timeout: float, what: str) -> float:
     """Poll ``condition`` until true; returns the seconds it took."""
     started = time.monotonic()
     envtest.wait_for(condition, timeout, interval=0.02, message=what)
@@ -106,7 +106,7 @@ def test_two_candidates_exactly_one_leads(
     rest: RestClient, namespace: str, candidates: Callable[..., Candidate]
 ) -> None:
     a, b = candidates("a"), candidates("b")
-    wait_for(lambda: a.started.is_set() or b.started.is_set(), 10, "a leader")
+    seconds_until(lambda: a.started.is_set() or b.started.is_set(), 10, "a leader")
     leader = leader_of(a, b)
     follower = b if leader is a else a
 
@@ -132,14 +132,16 @@ def test_a_released_lease_passes_on_within_a_retry_period(
 ) -> None:
     # a long lease: only the release, never expiry, can explain a quick hand-over
     a = candidates("a", lease_duration=10.0)
-    wait_for(a.started.is_set, 10, "a to lead")
+    seconds_until(a.started.is_set, 10, "a to lead")
     b = candidates("b", lease_duration=10.0)
-    wait_for(lambda: lease_of(rest, namespace)["spec"]["holderIdentity"] == "a", 5, "a's lease")
+    seconds_until(
+        lambda: lease_of(rest, namespace)["spec"]["holderIdentity"] == "a", 5, "a's lease"
+    )
 
     a.shutdown()
     assert a.stopped.is_set()
     assert not a.elector.is_leader
-    took = wait_for(b.started.is_set, 10, "b to take over")
+    took = seconds_until(b.started.is_set, 10, "b to take over")
     assert took < (1 + 1.2) * RETRY_PERIOD + 1.5, f"hand-over took {took:.2f}s"
 
     record = record_from_lease(lease_of(rest, namespace))
@@ -152,14 +154,16 @@ def test_an_expired_lease_is_taken_after_the_lease_duration(
     rest: RestClient, namespace: str, candidates: Callable[..., Candidate]
 ) -> None:
     a = candidates("a", release_on_cancel=False)
-    wait_for(a.started.is_set, 10, "a to lead")
+    seconds_until(a.started.is_set, 10, "a to lead")
     b = candidates("b")
-    wait_for(lambda: lease_of(rest, namespace)["spec"]["holderIdentity"] == "a", 5, "a's lease")
+    seconds_until(
+        lambda: lease_of(rest, namespace)["spec"]["holderIdentity"] == "a", 5, "a's lease"
+    )
 
     a.shutdown()  # stops renewing, keeps the lease: a crash, as far as b can tell
     assert a.stopped.is_set()
     assert lease_of(rest, namespace)["spec"]["holderIdentity"] == "a"
-    took = wait_for(b.started.is_set, 3 * LEASE_DURATION, "b to take over")
+    took = seconds_until(b.started.is_set, 3 * LEASE_DURATION, "b to take over")
     # b counts the lease duration from when it saw a's last renewal (<= one retry ago)
     assert took >= LEASE_DURATION - RETRY_PERIOD - 0.3, f"took over early, after {took:.2f}s"
     assert took <= LEASE_DURATION + (1 + 1.2) * RETRY_PERIOD + 1.5, f"took {took:.2f}s"
@@ -173,7 +177,7 @@ def test_a_leader_whose_lease_is_stolen_stops_at_once(
     rest: RestClient, namespace: str, candidates: Callable[..., Candidate]
 ) -> None:
     a = candidates("a")
-    wait_for(a.started.is_set, 10, "a to lead")
+    seconds_until(a.started.is_set, 10, "a to lead")
     gauge = {"name": LEASE}
     assert metrics.REGISTRY.get_sample_value("leader_election_master_status", gauge) == 1
 
@@ -181,7 +185,7 @@ def test_a_leader_whose_lease_is_stolen_stops_at_once(
     lease["spec"] = {**lease["spec"], "holderIdentity": "intruder", "leaseDurationSeconds": 60}
     Writer(rest).update(kinds.LEASE, lease)
 
-    took = wait_for(a.stopped.is_set, 5, "a to stop leading")
+    took = seconds_until(a.stopped.is_set, 5, "a to stop leading")
     assert took < RENEW_DEADLINE
     a.thread.join(5)
     assert not a.thread.is_alive()  # run returned: the manager exits
@@ -194,7 +198,7 @@ def test_stop_before_acquiring_calls_no_callback(
     rest: RestClient, namespace: str, candidates: Callable[..., Candidate]
 ) -> None:
     a = candidates("a")
-    wait_for(a.started.is_set, 10, "a to lead")
+    seconds_until(a.started.is_set, 10, "a to lead")
     b = candidates("b")
     time.sleep(2 * RETRY_PERIOD)  # b has tried at least once and is waiting
     b.shutdown(timeout=2.0)
