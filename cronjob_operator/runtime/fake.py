@@ -387,9 +387,7 @@ class FakeClient:
                 kind, body, Action("update", kind, *self._names(body), "", body)
             )
             if kind not in self._no_status:
-                body["status"] = objects.thaw(current.get("status"))
-                if body["status"] is None:
-                    del body["status"]
+                _set_status(body, current.get("status"))
             return self._replace(kind, current, body)
 
     def update_status(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -399,9 +397,7 @@ class FakeClient:
             action = Action("update", kind, *self._names(body), "status", body)
             current = self._current(kind, body, action)
             self._require_status(kind, action.name)
-            new = {**objects.thaw(current), "status": body.get("status")}
-            if new["status"] is None:
-                del new["status"]
+            new = _set_status(objects.thaw(current), body.get("status"))
             return self._replace(kind, current, new)
 
     def patch(
@@ -432,11 +428,9 @@ class FakeClient:
             if wanted and wanted != current["metadata"].get("resourceVersion"):
                 raise _stale(kind, name)
             if subresource:
-                patched = {**objects.thaw(current), "status": patched.get("status")}
+                patched = _set_status(objects.thaw(current), patched.get("status"))
             elif kind not in self._no_status:
-                patched["status"] = objects.thaw(current.get("status"))
-            if patched.get("status") is None:
-                patched.pop("status", None)
+                _set_status(patched, current.get("status"))
             return self._replace(kind, current, patched)
 
     def patch_status(
@@ -680,6 +674,14 @@ class FakeClient:
             if owner is not None and owner["metadata"].get("uid") == ref.get("uid"):
                 return True
         return False
+
+
+def _set_status(body: dict[str, Any], status: Any) -> dict[str, Any]:
+    """``body`` with ``status`` in place of its own (and none when ``status`` is None)."""
+    body.pop("status", None)
+    if status is not None:
+        body["status"] = objects.thaw(status)
+    return body
 
 
 def _spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
