@@ -271,3 +271,43 @@ def test_deleted_cronjob_is_done() -> None:
     world = Harness()
     assert world.reconcile_at(FIRST_RUN) == Result()
     assert world.client.writes == []
+
+
+def test_active_job_that_is_gone_is_dropped_from_status() -> None:
+    world = Harness(cronjob())
+    world.reconcile_at(FIRST_RUN)
+    world.client.delete(JOB, job_name(NAME, FIRST_RUN), namespace=NS)
+    world.reconcile_at(FIRST_RUN + timedelta(minutes=1))
+    assert world.status().get("active") in (None, ())
+    assert "MissingJob" in world.recorder.reasons()
+
+
+def test_run_created_but_never_recorded_is_recorded_not_rerun() -> None:
+    world = Harness(cronjob())
+    world.reconcile_at(FIRST_RUN)
+    crashed = objects.thaw(world.cronjob())
+    del crashed["status"]["lastScheduleTime"]  # as if the status write was lost in a crash
+    world.client.update_status(CRONJOB, crashed)
+    world.reconcile_at(FIRST_RUN + timedelta(seconds=30))
+    assert len(world.client.writes_of("create", JOB)) == 1  # no second attempt
+    assert world.status()["lastScheduleTime"] == rfc3339(FIRST_RUN)
+
+
+def test_status_records_the_generation_it_saw() -> None:
+    world = Harness(cronjob())
+    world.reconcile_at(FIRST_RUN)
+    body = objects.thaw(world.cronjob())
+    body["spec"]["schedule"] = "*/10 * * * *"
+    world.client.update(CRONJOB, body)
+    world.reconcile_at(FIRST_RUN + timedelta(minutes=1))
+    assert world.status()["observedGeneration"] == 2
+    assert world.condition("Available")["observedGeneration"] == 2
+
+
+def test_cronjob_being_deleted_starts_no_run() -> None:
+    doomed = cronjob()
+    doomed["metadata"]["finalizers"] = ["example.com/hold"]
+    world = Harness(doomed)
+    world.client.delete(CRONJOB, NAME, namespace=NS)
+    world.reconcile_at(FIRST_RUN)
+    assert world.jobs() == {}
