@@ -14,18 +14,22 @@ import sys
 from typing import Any
 
 from cronjob_operator.runtime import (
+    CONFIG_MAP,
+    DEPLOYMENT,
     Client,
     Controller,
     Manager,
+    NotFound,
+    Obj,
     Options,
     Request,
     RestClient,
     Result,
     TerminalError,
-    errors,
-    kinds,
+    create_or_update,
+    is_controlled_by,
     load_configuration,
-    objects,
+    set_controller_reference,
 )
 
 ANNOTATION = "example.com/config"
@@ -39,31 +43,30 @@ class ConfigFromAnnotation:
 
     def reconcile(self, request: Request) -> Result:
         try:
-            deployment = self.client.get(kinds.DEPLOYMENT, request.name, request.namespace)
-        except errors.NotFound:
+            deployment = self.client.get(DEPLOYMENT, request.name, request.namespace)
+        except NotFound:
             return Result()  # deleted: garbage collection removes its ConfigMap
         name = f"{request.name}-config"
         try:
-            current: objects.Obj | None = self.client.get(kinds.CONFIG_MAP, name, request.namespace)
-        except errors.NotFound:
+            current: Obj | None = self.client.get(CONFIG_MAP, name, request.namespace)
+        except NotFound:
             current = None
-        uid = deployment["metadata"]["uid"]
-        if current is not None and (objects.controller_ref(current) or {}).get("uid") != uid:
+        if current is not None and not is_controlled_by(current, deployment):
             raise TerminalError(f"ConfigMap {request.namespace}/{name} is not ours; rename it")
         raw = (deployment["metadata"].get("annotations") or {}).get(ANNOTATION)
         if raw is None:
             if current is not None:
                 mine = current["metadata"]["uid"]
-                self.client.delete(kinds.CONFIG_MAP, name, namespace=request.namespace, uid=mine)
+                self.client.delete(CONFIG_MAP, name, namespace=request.namespace, uid=mine)
             return Result()
         data = parse(raw, request)
-        if current is None:
-            owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": request.name,
-                     "uid": uid, "controller": True, "blockOwnerDeletion": True}  # fmt: skip
-            metadata = {"name": name, "namespace": request.namespace, "ownerReferences": [owner]}
-            self.client.create(kinds.CONFIG_MAP, {"metadata": metadata, "data": data})
-        elif current.get("data") != data:
-            self.client.update(kinds.CONFIG_MAP, {**objects.thaw(current), "data": data})
+
+        def mutate(config_map: dict[str, Any]) -> None:
+            config_map["data"] = data
+            set_controller_reference(deployment, config_map)
+
+        key = {"metadata": {"name": name, "namespace": request.namespace}}
+        create_or_update(self.client, CONFIG_MAP, key, mutate)  # writes only on a change
         return Result()
 
 
@@ -84,8 +87,8 @@ def parse(raw: str, request: Request) -> dict[str, Any]:
 def setup(manager: Manager) -> Controller:
     """Reconcile Deployments, and their Deployment again when an owned ConfigMap changes."""
     reconciler = ConfigFromAnnotation(manager.client)
-    builder = manager.builder("config-from-annotation").for_(kinds.DEPLOYMENT)
-    return builder.owns(kinds.CONFIG_MAP).complete(reconciler)
+    builder = manager.builder("config-from-annotation").for_(DEPLOYMENT)
+    return builder.owns(CONFIG_MAP).complete(reconciler)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ Not modelled: admission and schema validation, defaulting, version conversion (e
 ``Kind`` is its own store), watches, and strategic merge patch (``NotImplementedError``).
 ``writes`` logs every write call (``Action``); ``prepend_reactor`` makes a call fail
 with the error a test chooses, as client-go's fake reactors do. ``FakeRecorder`` keeps
-the events a reconciler records; ``FakeClock`` is a clock that moves only when told.
+the events a reconciler records. The clock that moves only when told is
+``clock.FakeClock``; the fake client's own starts at ``DEFAULT_START`` unless
+``with_clock`` gives it another.
 """
 
 from __future__ import annotations
@@ -41,15 +43,16 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from cronjob_operator.runtime import errors, kinds, objects
+from cronjob_operator.runtime._store import Store
 from cronjob_operator.runtime.cache import FieldIndexFunc, add_field_index, select
 from cronjob_operator.runtime.client import PatchType, Propagation, not_found
-from cronjob_operator.runtime.events import format_time
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import rfc3339
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.store import Store
 
 __all__ = [
     "DEFAULT_START",
@@ -57,20 +60,18 @@ __all__ = [
     "Action",
     "FakeClient",
     "FakeClientBuilder",
-    "FakeClock",
     "FakeRecorder",
     "Reaction",
     "RecordedEvent",
+    "apply_merge_patch",
     "json_patch",
-    "merge_patch",
 ]
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
-"""Where a ``FakeClock`` starts unless told otherwise: fixed, so test output is stable."""
+"""Where the fake client's clock starts unless told otherwise: fixed, so output is stable."""
 
-SECRET = Kind("", "v1", "Secret", "secrets")
 NO_STATUS_SUBRESOURCE = frozenset(
-    {kinds.CONFIG_MAP, SECRET, kinds.EVENT, kinds.LEASE, kinds.NAMESPACE}
+    {kinds.CONFIG_MAP, kinds.SECRET, kinds.EVENT, kinds.LEASE, kinds.NAMESPACE}
 )
 """Built-in kinds served without a status subresource."""
 
@@ -79,33 +80,6 @@ _ORPHAN_BY_DEFAULT = frozenset({kinds.JOB})
 
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 """The characters the API server draws generateName suffixes from."""
-
-
-class FakeClock:
-    """A clock that moves only when told: ``clock()`` is an aware UTC datetime.
-
-    ``monotonic`` is the same clock as float seconds since ``start``, for code that
-    takes a ``Callable[[], float]`` (the work queue's delays and backoff).
-    """
-
-    def __init__(self, start: datetime = DEFAULT_START) -> None:
-        self.now = start
-        self._origin = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def monotonic(self) -> float:
-        """Seconds since ``start`` (small numbers keep float sums exact)."""
-        return (self.now - self._origin).total_seconds()
-
-    def set(self, moment: datetime) -> None:
-        """Jump to ``moment`` (aware)."""
-        self.now = moment
-
-    def advance(self, delta: timedelta | float) -> None:
-        """Move forward by ``delta`` (a timedelta, or seconds)."""
-        self.now += delta if isinstance(delta, timedelta) else timedelta(seconds=delta)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,8 +189,11 @@ def _invalid(kind: Kind, name: str, field_path: str, detail: str) -> errors.Inva
     return errors.Invalid(status, code=422)
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: maps merge, ``None`` removes, anything else replaces."""
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """Apply an RFC 7386 JSON merge patch: maps merge, ``None`` removes, others replace.
+
+    The server side of ``controllerutil.merge_patch``, which computes such a patch.
+    """
     if not isinstance(patch, Mapping):
         return objects.thaw(patch)
     merged = objects.thaw(target) if isinstance(target, Mapping) else {}
@@ -224,7 +201,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
         if value is None:
             merged.pop(key, None)
         else:
-            merged[key] = merge_patch(merged.get(key), value)
+            merged[key] = apply_merge_patch(merged.get(key), value)
     return merged
 
 
@@ -283,7 +260,7 @@ class FakeClient:
         clock: Callable[[], datetime] | None = None,
         no_status_subresource: frozenset[Kind] = NO_STATUS_SUBRESOURCE,
     ) -> None:
-        self._clock = clock or FakeClock()
+        self._clock = clock or FakeClock(DEFAULT_START)
         self._no_status = no_status_subresource
         self._lock = threading.RLock()
         self._stores: dict[Kind, Store] = {}
@@ -309,7 +286,7 @@ class FakeClient:
             if not metadata.get("name"):
                 raise ValueError(f"initial {kind.kind} objects need metadata.name: {obj!r}")
             metadata.setdefault("uid", self._new_uid())
-            metadata.setdefault("creationTimestamp", format_time(self._clock()))
+            metadata.setdefault("creationTimestamp", rfc3339(self._clock()))
             metadata.setdefault("generation", 1)
             return self._store_object(kind, body)
 
@@ -370,7 +347,7 @@ class FakeClient:
             self._check_create(kind, body)
             metadata.update(
                 uid=self._new_uid(),
-                creationTimestamp=format_time(self._clock()),
+                creationTimestamp=rfc3339(self._clock()),
                 generation=1,
             )
             for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds"):
@@ -559,7 +536,7 @@ class FakeClient:
     @staticmethod
     def _apply_patch(current: objects.Obj, patch: Any, patch_type: PatchType) -> Any:
         if patch_type is PatchType.MERGE:
-            return merge_patch(current, patch)
+            return apply_merge_patch(current, patch)
         if patch_type is PatchType.JSON:
             return json_patch(current, patch)
         raise NotImplementedError(
@@ -627,7 +604,7 @@ class FakeClient:
         if metadata.get("finalizers"):
             if not metadata.get("deletionTimestamp"):
                 body = objects.thaw(current)
-                body["metadata"]["deletionTimestamp"] = format_time(self._clock())
+                body["metadata"]["deletionTimestamp"] = rfc3339(self._clock())
                 body["metadata"]["deletionGracePeriodSeconds"] = 0
                 self._write(kind, body)
             return
@@ -704,7 +681,7 @@ class FakeClientBuilder:
             kinds.JOB,
             kinds.POD,
             kinds.CONFIG_MAP,
-            SECRET,
+            kinds.SECRET,
             kinds.EVENT,
             kinds.NAMESPACE,
             kinds.DEPLOYMENT,

@@ -3,9 +3,12 @@
 ``install_crds`` applies config/crd and waits until the API server serves the kinds;
 ``running_manager`` runs a ``Manager`` in a background thread for the length of a
 ``with`` block (controllers chosen by the caller, clock injectable) and stops it
-gracefully at the end. ``wall_clock`` gives the runtime's ``FakeClock`` (the clock
-tests move by hand, so schedule decisions never depend on the wall clock) starting at
-the time the API server stamps on objects.
+gracefully at the end. Tests move time with the runtime's ``FakeClock``, so schedule
+decisions never depend on the wall clock. ``RunningManager.kick_and_wait`` is how a test
+waits for "the reconcile after my action": every reconciler is wrapped in a
+``ReconcileWitness`` that numbers reconcile starts per request, so the wait ends only when
+a reconcile that started after the call has finished, never on a state an earlier
+reconcile already produced.
 """
 
 from __future__ import annotations
@@ -15,15 +18,14 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.controller import Controller
-from cronjob_operator.runtime.fake import FakeClock
 from cronjob_operator.runtime.manager import Manager, Options
-from cronjob_operator.runtime.rest import RestClient, load_configuration
+from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_NAMES = (
@@ -49,9 +51,35 @@ def install_crds(control_plane: ControlPlane) -> None:
         )
 
 
-def wall_clock() -> FakeClock:
-    """A ``FakeClock`` that starts at the wall clock, as the API server's timestamps do."""
-    return FakeClock(datetime.now(UTC))
+class ReconcileWitness:
+    """Wraps a reconciler; counts, per request, the reconciles started and finished."""
+
+    def __init__(self, inner: Reconciler) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._started: dict[Request, int] = {}
+        self._finished_from: dict[Request, int] = {}
+        """The start number of the latest finished reconcile of each request."""
+
+    def reconcile(self, request: Request) -> Result:
+        with self._lock:
+            number = self._started.get(request, 0) + 1
+            self._started[request] = number
+        try:
+            return self.inner.reconcile(request)
+        finally:
+            with self._lock:
+                latest = self._finished_from.get(request, 0)
+                self._finished_from[request] = max(latest, number)
+
+    def started(self, request: Request) -> int:
+        with self._lock:
+            return self._started.get(request, 0)
+
+    def finished_since(self, request: Request, started_before: int) -> bool:
+        """Whether a reconcile that started after ``started_before`` starts has finished."""
+        with self._lock:
+            return self._finished_from.get(request, 0) > started_before
 
 
 @dataclass
@@ -64,9 +92,23 @@ class RunningManager:
 
     def kick(self, controller: str, namespace: str, name: str) -> None:
         """Enqueue a reconcile now (after moving a fake clock, say)."""
-        from cronjob_operator.runtime.reconcile import Request
-
         self.controllers[controller].queue.add(Request(namespace, name))
+
+    def kick_and_wait(
+        self, controller: str, namespace: str, name: str, timeout: float = 30.0
+    ) -> None:
+        """Enqueue a reconcile and block until one that started after this call finished
+        (whatever its outcome); raises ``TimeoutError`` after ``timeout`` seconds."""
+        witness = self.controllers[controller].reconciler
+        assert isinstance(witness, ReconcileWitness), "running_manager wraps every reconciler"
+        request = Request(namespace, name)
+        before = witness.started(request)
+        self.kick(controller, namespace, name)
+        wait_for(
+            lambda: witness.finished_since(request, before),
+            timeout,
+            message=f"a {controller} reconcile of {namespace}/{name} after the kick",
+        )
 
 
 @contextlib.contextmanager
@@ -84,6 +126,8 @@ def running_manager(
         options or Options(namespace=namespace, health_probe_bind_address="0"),
     )
     controllers = {name: setup(manager) for name, setup in setups.items()}
+    for controller in controllers.values():
+        controller.reconciler = ReconcileWitness(controller.reconciler)
     exit_codes: list[int] = []
     thread = threading.Thread(
         target=lambda: exit_codes.append(manager.run(install_signal_handlers=False)),

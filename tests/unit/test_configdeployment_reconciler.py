@@ -13,7 +13,6 @@ import pytest
 
 from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
 from cronjob_operator.controllers import configdeployment_state as state
-from cronjob_operator.controllers.conditions import find_condition
 from cronjob_operator.controllers.configdeployment import (
     CONFIG_MAP_INDEX,
     ConfigDeploymentReconciler,
@@ -21,6 +20,7 @@ from cronjob_operator.controllers.configdeployment import (
     config_map_requests,
 )
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.conditions import find_condition
 from cronjob_operator.runtime.fake import Action, FakeClient, FakeClientBuilder, FakeRecorder
 from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT
 from cronjob_operator.runtime.reconcile import Request, Result

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.controllers.conditions import find_condition, rfc3339
 from cronjob_operator.controllers.cronjob import (
     JOB_OWNER_INDEX,
     CronJobReconciler,
@@ -21,12 +20,13 @@ from cronjob_operator.controllers.cronjob import (
 )
 from cronjob_operator.controllers.cronjob_state import job_name
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import find_condition, rfc3339
 from cronjob_operator.runtime.fake import (
     DEFAULT_START,
     Action,
     FakeClient,
     FakeClientBuilder,
-    FakeClock,
     FakeRecorder,
 )
 from cronjob_operator.runtime.kinds import JOB
@@ -221,7 +221,7 @@ def test_bad_input_is_degraded_and_not_retried(spec: dict[str, Any], reason: str
     assert world.jobs() == {}
 
 
-def test_job_the_api_rejects_is_degraded_but_stays_available() -> None:
+def test_job_the_api_rejects_is_degraded_and_not_available() -> None:
     world = Harness(cronjob())
 
     def reject(action: Action) -> errors.ApiError:
@@ -231,7 +231,8 @@ def test_job_the_api_rejects_is_degraded_but_stays_available() -> None:
     world.client.prepend_reactor("create", JOB, reject)
     world.reconcile_at(FIRST_RUN)
     assert world.condition("Degraded")["reason"] == "InvalidJobTemplate"
-    assert world.condition("Available")["status"] == "True"
+    available = world.condition("Available")
+    assert (available["status"], available["reason"]) == ("False", "InvalidJobTemplate")
     assert "FailedCreate" in world.recorder.reasons()
 
 

@@ -56,7 +56,7 @@ def test_example_imports_only_the_runtime_facade() -> None:
 @pytest.mark.parametrize(
     "source",
     [
-        "from cronjob_operator.runtime.store import Store",
+        "from cronjob_operator.runtime._store import Store",
         "from cronjob_operator.controllers import status",
         "import cronjob_operator.runtime.cache",
         "from cronjob_operator.runtime import no_such_name",

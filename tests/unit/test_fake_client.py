@@ -10,12 +10,12 @@ import pytest
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache import UnindexedFieldError
 from cronjob_operator.runtime.client import PatchType, Propagation
+from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.fake import (
     DEFAULT_START,
     Action,
     FakeClient,
     FakeClientBuilder,
-    FakeClock,
     FakeRecorder,
 )
 from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, JOB, POD, REPLICA_SET, Kind
@@ -99,7 +99,7 @@ class TestCreate:
             client.create(CONFIG_MAP, body)
 
     def test_creation_timestamp_follows_the_injected_clock(self) -> None:
-        clock = FakeClock()
+        clock = FakeClock(DEFAULT_START)
         client = FakeClientBuilder().with_clock(clock).build()
         clock.advance(timedelta(hours=1))
         created = client.create(CONFIG_MAP, config_map())
@@ -411,7 +411,7 @@ class TestDoubles:
         assert recorder.events[0].name == "web"
 
     def test_clock_moves_only_when_told(self) -> None:
-        clock = FakeClock()
+        clock = FakeClock(DEFAULT_START)
         assert clock() == DEFAULT_START
         clock.advance(1.5)
         assert clock.monotonic() == 1.5
