@@ -9,7 +9,8 @@ controller-runtime's packages do: ``client``, ``cache``, ``builder``, ``handlers
 ``manager``, ``runnable``, ``leaderelection``, ``events``, ``errors``, ``objects``,
 ``kinds``, ``metrics``, ``serving`` (on ``httpserver``, the hardened HTTP server base,
 with ``certwatcher``, ``selfsigned`` and ``metrics_auth`` for TLS and authenticated
-metrics) and ``logs``.
+metrics) and ``logs``; ``fake`` has the test doubles (controller-runtime's
+``client/fake``), kept out of the facade as Go keeps it out of ``client``.
 
 The machinery is private by name and may change without notice: ``_rest`` (the HTTP
 transport), ``_reflector``/``_informer``/``_store`` (list+watch into an indexed store),

@@ -41,7 +41,9 @@ __all__ = [
     "FieldIndexFunc",
     "Transform",
     "UnindexedFieldError",
+    "add_field_index",
     "field_index_name",
+    "select",
     "strip_managed_fields",
 ]
 
@@ -127,7 +129,7 @@ class Cache:
 
     def index_field(self, kind: Kind, field: str, fn: FieldIndexFunc) -> None:
         """Index ``kind`` by ``field``: ``fn`` returns the values an object has for it."""
-        self.informer(kind).store.add_indexer(field_index_name(field), _namespaced_values(fn))
+        add_field_index(self.informer(kind).store, field, fn)
 
     needs_leader_election = False
     """A manager Runnable on every replica: a follower keeps a warm cache."""
@@ -190,43 +192,13 @@ class Cache:
         label_selector: str | Mapping[str, str] | None = None,
     ) -> list[objects.Obj]:
         """Cached objects, through an index whenever the query names one."""
-        store = self._synced_informer(kind).store
-        if matching_fields:
-            result = self._by_fields(kind, store, namespace, matching_fields)
-        elif namespace and kind.namespaced:
-            result = store.by_index(NAMESPACE_INDEX, namespace)
-        else:
-            result = store.list()
-        if label_selector:
-            matches = parse_selector(label_selector)
-            result = [
-                obj for obj in result if matches((obj.get("metadata") or {}).get("labels") or {})
-            ]
-        return result
-
-    def _by_fields(
-        self,
-        kind: Kind,
-        store: Store,
-        namespace: str | None,
-        matching_fields: Mapping[str, str],
-    ) -> builtins.list[objects.Obj]:
-        scope = namespace if namespace and kind.namespaced else ALL_NAMESPACES
-        result: builtins.list[objects.Obj] | None = None
-        for field, value in matching_fields.items():
-            index = field_index_name(field)
-            if not store.has_index(index):
-                raise UnindexedFieldError(
-                    f"no index for field {field!r} on {kind}: register it with "
-                    f"cache.index_field({kind.kind}, {field!r}, fn) before listing by it"
-                )
-            found = store.by_index(index, f"{scope}/{value}")
-            if result is None:
-                result = found
-            else:
-                keys = {objects.object_key(obj) for obj in found}
-                result = [obj for obj in result if objects.object_key(obj) in keys]
-        return result or []
+        return select(
+            kind,
+            self._synced_informer(kind).store,
+            namespace=namespace,
+            matching_fields=matching_fields,
+            label_selector=label_selector,
+        )
 
     def _synced_informer(self, kind: Kind) -> Informer:
         informer = self.informer(kind)
@@ -238,3 +210,57 @@ class Cache:
                     f"(last error: {informer.last_error or 'none'})"
                 )
         return informer
+
+
+def add_field_index(store: Store, field: str, fn: FieldIndexFunc) -> None:
+    """File ``store``'s objects by ``field`` under controller-runtime's keys (module doc)."""
+    store.add_indexer(field_index_name(field), _namespaced_values(fn))
+
+
+def select(
+    kind: Kind,
+    store: Store,
+    *,
+    namespace: str | None = None,
+    matching_fields: Mapping[str, str] | None = None,
+    label_selector: str | Mapping[str, str] | None = None,
+) -> builtins.list[objects.Obj]:
+    """The objects of one kind's ``store`` that a ``Reader.list`` with these options returns.
+
+    The one implementation of list semantics, shared by the cache and the fake client:
+    field matches only through an index (``UnindexedFieldError`` otherwise), then labels.
+    """
+    if matching_fields:
+        result = _by_fields(kind, store, namespace, matching_fields)
+    elif namespace and kind.namespaced:
+        result = store.by_index(NAMESPACE_INDEX, namespace)
+    else:
+        result = store.list()
+    if label_selector:
+        matches = parse_selector(label_selector)
+        result = [obj for obj in result if matches((obj.get("metadata") or {}).get("labels") or {})]
+    return result
+
+
+def _by_fields(
+    kind: Kind,
+    store: Store,
+    namespace: str | None,
+    matching_fields: Mapping[str, str],
+) -> builtins.list[objects.Obj]:
+    scope = namespace if namespace and kind.namespaced else ALL_NAMESPACES
+    result: builtins.list[objects.Obj] | None = None
+    for field, value in matching_fields.items():
+        index = field_index_name(field)
+        if not store.has_index(index):
+            raise UnindexedFieldError(
+                f"no index for field {field!r} on {kind}: register it with "
+                f"cache.index_field({kind.kind}, {field!r}, fn) before listing by it"
+            )
+        found = store.by_index(index, f"{scope}/{value}")
+        if result is None:
+            result = found
+        else:
+            keys = {objects.object_key(obj) for obj in found}
+            result = [obj for obj in result if objects.object_key(obj) in keys]
+    return result or []

@@ -2,7 +2,9 @@
 
 A reconciler takes a ``Clock`` (any function returning an aware ``datetime``) and calls
 it once per reconcile; production passes ``utc_now``. Tests pass a ``FakeClock``, which
-only moves when told to (``set``, ``advance``), from any thread. The clock is wall time
+only moves when told to (``set``, ``advance``), from any thread; its ``monotonic`` is the
+same clock as float seconds, for code that takes a ``Callable[[], float]`` (the work
+queue's delays and backoff). The clock is wall time
 in UTC: schedules and Kubernetes timestamps are wall time. Durations that must not jump
 (backoff, deadlines, leases) use ``time.monotonic`` in the runtime instead.
 """
@@ -30,6 +32,7 @@ class FakeClock:
     def __init__(self, now: datetime | None = None) -> None:
         self._lock = threading.Lock()
         self._now = _aware(now) if now is not None else utc_now()
+        self._origin = self._now
 
     def __call__(self) -> datetime:
         with self._lock:
@@ -45,10 +48,16 @@ class FakeClock:
         with self._lock:
             self._now = _aware(moment)
 
-    def advance(self, delta: timedelta) -> None:
-        """Move the clock forward by ``delta``."""
+    def advance(self, delta: timedelta | float) -> None:
+        """Move the clock forward by ``delta`` (a timedelta, or seconds)."""
+        step = delta if isinstance(delta, timedelta) else timedelta(seconds=delta)
         with self._lock:
-            self._now += delta
+            self._now += step
+
+    def monotonic(self) -> float:
+        """Seconds since the clock was made (small numbers keep float sums exact)."""
+        with self._lock:
+            return (self._now - self._origin).total_seconds()
 
 
 def _aware(moment: datetime) -> datetime:

@@ -26,7 +26,7 @@ RENEW_DEADLINE = 2.0
 RETRY_PERIOD = 0.5
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> float:
+def seconds_until(condition: Callable[[], bool], timeout: float, what: str) -> float:
     """Poll ``condition`` until true; returns the seconds it took."""
     started = time.monotonic()
     envtest.wait_for(condition, timeout, interval=0.02, message=what)
@@ -108,7 +108,7 @@ def test_two_candidates_exactly_one_leads(
     rest: RestClient, namespace: str, candidates: Callable[..., Candidate]
 ) -> None:
     a, b = candidates("a"), candidates("b")
-    wait_for(lambda: a.started.is_set() or b.started.is_set(), 10, "a leader")
+    seconds_until(lambda: a.started.is_set() or b.started.is_set(), 10, "a leader")
     leader = leader_of(a, b)
     follower = b if leader is a else a
 
@@ -134,14 +134,16 @@ def test_a_released_lease_passes_on_sooner_than_it_could_expire(
 ) -> None:
     # a long lease: only the release, never expiry, can explain a quick hand-over
     a = candidates("a", lease_duration=10.0)
-    wait_for(a.started.is_set, 10, "a to lead")
+    seconds_until(a.started.is_set, 10, "a to lead")
     b = candidates("b", lease_duration=10.0)
-    wait_for(lambda: lease_of(rest, namespace)["spec"]["holderIdentity"] == "a", 5, "a's lease")
+    seconds_until(
+        lambda: lease_of(rest, namespace)["spec"]["holderIdentity"] == "a", 5, "a's lease"
+    )
 
     a.shutdown()
     assert a.stopped.is_set()
     assert not a.elector.is_leader
-    took = wait_for(b.started.is_set, 10, "b to take over")
+    took = seconds_until(b.started.is_set, 10, "b to take over")
     # b takes it at its next try (about one retry period); an expiry could not happen
     # before the 10 s lease minus one jittered retry period since a's last renewal.
     assert took < 10.0 - (1 + 1.2) * RETRY_PERIOD, f"hand-over took {took:.2f}s"
@@ -156,15 +158,17 @@ def test_an_expired_lease_is_taken_after_the_lease_duration(
     rest: RestClient, namespace: str, candidates: Callable[..., Candidate]
 ) -> None:
     a = candidates("a", release_on_cancel=False)
-    wait_for(a.started.is_set, 10, "a to lead")
+    seconds_until(a.started.is_set, 10, "a to lead")
     b = candidates("b")
-    wait_for(lambda: lease_of(rest, namespace)["spec"]["holderIdentity"] == "a", 5, "a's lease")
+    seconds_until(
+        lambda: lease_of(rest, namespace)["spec"]["holderIdentity"] == "a", 5, "a's lease"
+    )
 
     a.shutdown()  # stops renewing, keeps the lease: a crash, as far as b can tell
     assert a.stopped.is_set()
     assert lease_of(rest, namespace)["spec"]["holderIdentity"] == "a"
     # The wait's own deadline bounds it from above; the behaviour is the lower bound.
-    took = wait_for(b.started.is_set, 3 * LEASE_DURATION, "b to take over")
+    took = seconds_until(b.started.is_set, 3 * LEASE_DURATION, "b to take over")
     # b counts the lease duration from when it saw a's last renewal (<= one retry ago)
     assert took >= LEASE_DURATION - RETRY_PERIOD - 0.3, f"took over early, after {took:.2f}s"
 
@@ -178,7 +182,7 @@ def test_a_leader_whose_lease_is_stolen_stops_at_once(
 ) -> None:
     # A long renew deadline: stopping before it can only be the stolen lease's doing.
     a = candidates("a", lease_duration=30.0, renew_deadline=20.0)
-    wait_for(a.started.is_set, 10, "a to lead")
+    seconds_until(a.started.is_set, 10, "a to lead")
     gauge = {"name": LEASE}
     assert metrics.DEFAULT.registry.get_sample_value("leader_election_master_status", gauge) == 1
 
@@ -186,7 +190,7 @@ def test_a_leader_whose_lease_is_stolen_stops_at_once(
     lease["spec"] = {**lease["spec"], "holderIdentity": "intruder", "leaseDurationSeconds": 60}
     Writer(rest).update(kinds.LEASE, lease)
 
-    took = wait_for(a.stopped.is_set, 20.0, "a to stop leading")
+    took = seconds_until(a.stopped.is_set, 20.0, "a to stop leading")
     assert took < 20.0, "at its next renewal, not at the renew deadline"
     a.thread.join(5)
     assert not a.thread.is_alive()  # run returned: the manager exits
@@ -203,7 +207,7 @@ def test_stop_before_acquiring_calls_no_callback(
 ) -> None:
     caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.leaderelection")
     a = candidates("a")
-    wait_for(a.started.is_set, 10, "a to lead")
+    seconds_until(a.started.is_set, 10, "a to lead")
     b = candidates("b")
 
     def b_saw_a_lead() -> bool:  # b has tried at least once and is waiting
@@ -212,7 +216,7 @@ def test_stop_before_acquiring_calls_no_callback(
             for r in caplog.records
         )
 
-    wait_for(b_saw_a_lead, 10, "b to see a holding the lease")
+    seconds_until(b_saw_a_lead, 10, "b to see a holding the lease")
     b.shutdown(timeout=2.0)
     assert not b.started.is_set()
     assert not b.stopped.is_set()

@@ -1,251 +1,314 @@
-"""The CronJob reconciler's API-facing decisions, against an in-memory client that fails
-on demand (the failures a real API server gives: a 500, a 409 uid precondition).
+"""The CronJob reconciler on the fake client, with an injected clock: no cluster, no waiting.
 
-The fake keeps only what these tests need: Jobs by name with uids, and the CronJob's
-status. The real-cluster versions of these behaviours are in
-tests/integration/test_cronjob_controller.py.
+Each test sets up the objects, moves the clock and calls ``reconcile`` directly, then
+reads back what the API would hold. The same behaviours run on the real control plane
+in tests/integration/test_cronjob_controller.py; these cover the branches fast.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers.cronjob import CronJobReconciler
+from cronjob_operator.controllers.cronjob import (
+    JOB_OWNER_INDEX,
+    CronJobReconciler,
+    job_owner_index,
+)
+from cronjob_operator.controllers.cronjob_state import job_name
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.reconcile import Request
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import find_condition, rfc3339
+from cronjob_operator.runtime.fake import (
+    DEFAULT_START,
+    Action,
+    FakeClient,
+    FakeClientBuilder,
+    FakeRecorder,
+)
+from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.reconcile import Request, Result
 
-CREATED = datetime(2016, 5, 19, 9, 59, tzinfo=UTC)
-FIRST = datetime(2016, 5, 19, 10, tzinfo=UTC)
-
-
-def failure(error: type[errors.ApiError], code: int) -> errors.ApiError:
-    return error({"reason": error.__name__, "message": f"injected {code}"}, code=code)
-
-
-class FakeClient:
-    """Jobs and one CronJob in memory; ``fail[(verb, name)]`` is raised by that call."""
-
-    def __init__(self, cronjob: dict[str, Any]) -> None:
-        self.cronjob = cronjob
-        self.jobs: dict[str, dict[str, Any]] = {}
-        self.fail: dict[tuple[str, str], errors.ApiError] = {}
-        self.calls: list[tuple[str, str]] = []
-        self.live = self
-
-    def _call(self, verb: str, name: str) -> None:
-        self.calls.append((verb, name))
-        if (verb, name) in self.fail:
-            raise self.fail[(verb, name)]
-
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
-        self._call("get", name)
-        if kind == CRONJOB:
-            return objects.freeze(self.cronjob)
-        if name not in self.jobs:
-            raise failure(errors.NotFound, 404)
-        return objects.freeze(self.jobs[name])
-
-    def list(self, kind: Kind, **_: Any) -> list[objects.Obj]:
-        return [objects.freeze(job) for job in self.jobs.values()]
-
-    def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        name = obj["metadata"]["name"]
-        self._call("create", name)
-        job = {**obj, "metadata": {**obj["metadata"], "uid": f"uid-{name}"}, "status": {}}
-        self.jobs[name] = job
-        return job
-
-    def delete(self, kind: Kind, name: str, *, uid: str | None = None, **_: Any) -> None:
-        self._call("delete", name)
-        if name not in self.jobs:
-            raise failure(errors.NotFound, 404)
-        if uid is not None and self.jobs[name]["metadata"]["uid"] != uid:
-            raise failure(errors.Conflict, 409)
-        del self.jobs[name]
-
-    def update_status(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        self.cronjob = {**self.cronjob, "status": obj["status"]}
-        return self.cronjob
+NS = "ns1"
+NAME = "every5"
+CREATED = DEFAULT_START  # 00:00, a five-minute boundary
+FIRST_RUN = CREATED + timedelta(minutes=5)
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.reasons: list[str] = []
-
-    def event(self, obj: objects.Obj, type_: str, reason: str, message: str) -> None:
-        self.reasons.append(reason)
-
-
-def replace_cronjob() -> dict[str, Any]:
+def cronjob(**spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": CRONJOB.api_version,
         "kind": "CronJob",
-        "metadata": {
-            "name": "swap",
-            "namespace": "ns",
-            "uid": "cj-uid",
-            "generation": 1,
-            "creationTimestamp": "2016-05-19T09:59:00Z",
-        },
+        "metadata": {"name": NAME, "namespace": NS, "creationTimestamp": rfc3339(CREATED)},
         "spec": {
-            "schedule": "0 * * * *",
-            "concurrencyPolicy": "Replace",
-            "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}},
+            "schedule": "*/5 * * * *",
+            "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}},
+            **spec,
         },
     }
 
 
-def reconciler_at(client: FakeClient, moment: datetime) -> tuple[CronJobReconciler, Recorder]:
-    recorder = Recorder()
-    reconciler = CronJobReconciler(client, recorder, clock=lambda: moment)  # type: ignore[arg-type]
-    return reconciler, recorder
+class Harness:
+    """A reconciler wired to a fake client, recorder and clock."""
+
+    def __init__(self, *initial: dict[str, Any]) -> None:
+        self.clock = FakeClock(CREATED)
+        self.client: FakeClient = (
+            FakeClientBuilder()
+            .with_kinds(CRONJOB)
+            .with_index(JOB, JOB_OWNER_INDEX, job_owner_index)
+            .with_clock(self.clock)
+            .with_objects(*initial)
+            .build()
+        )
+        self.recorder = FakeRecorder()
+        self.reconciler = CronJobReconciler(self.client, self.recorder, clock=self.clock)
+
+    def reconcile_at(self, moment: datetime) -> Result:
+        self.clock.set(moment)
+        return self.reconciler.reconcile(Request(NS, NAME))
+
+    def cronjob(self) -> objects.Obj:
+        return self.client.get(CRONJOB, NAME, NS)
+
+    def status(self) -> objects.Obj:
+        return self.cronjob().get("status") or {}
+
+    def condition(self, type_: str) -> dict[str, Any]:
+        found = find_condition(objects.thaw(self.status().get("conditions") or []), type_)
+        assert found is not None, f"no {type_} condition in {self.status()}"
+        return found
+
+    def jobs(self) -> dict[str, objects.Obj]:
+        return {objects.name_of(job): job for job in self.client.list(JOB, namespace=NS)}
+
+    def finish(self, name: str, state: str = "Complete", started: datetime | None = None) -> None:
+        job = objects.thaw(self.client.get(JOB, name, NS))
+        job["status"] = {
+            "conditions": [{"type": state, "status": "True"}],
+            "startTime": rfc3339(started or self.clock()),
+        }
+        if state == "Complete":
+            job["status"]["completionTime"] = rfc3339(self.clock())
+        self.client.update_status(JOB, job)
 
 
-def first_run_active() -> FakeClient:
-    client = FakeClient(replace_cronjob())
-    reconciler, _ = reconciler_at(client, FIRST + timedelta(minutes=1))
-    reconciler.reconcile(Request("ns", "swap"))
-    assert list(client.jobs) == [state.job_name("swap", FIRST)]
-    return client
+def test_first_run_creates_the_job_and_records_it() -> None:
+    world = Harness(cronjob())
+    result = world.reconcile_at(FIRST_RUN + timedelta(seconds=3))
+    expected = job_name(NAME, FIRST_RUN)
+    assert list(world.jobs()) == [expected]
+    job = world.jobs()[expected]
+    owner = objects.controller_ref(job)
+    assert owner is not None
+    assert owner["uid"] == world.cronjob()["metadata"]["uid"]
+    status = world.status()
+    assert status["lastScheduleTime"] == rfc3339(FIRST_RUN)
+    assert [ref["name"] for ref in status["active"]] == [expected]
+    assert world.recorder.reasons() == ["SuccessfulCreate"]
+    assert world.condition("Progressing")["status"] == "True"
+    assert world.condition("Available")["reason"] == "Scheduling"
+    assert result.requeue_after == pytest.approx(5 * 60 - 3, abs=1)
 
 
-SECOND = FIRST + timedelta(hours=1)
+def test_before_the_first_time_nothing_runs_and_it_requeues_for_it() -> None:
+    world = Harness(cronjob())
+    result = world.reconcile_at(CREATED + timedelta(minutes=2))
+    assert world.jobs() == {}
+    assert result.requeue_after == pytest.approx(3 * 60, abs=1)
+    assert world.condition("Progressing")["reason"] == "Idle"
+
+
+def test_same_time_twice_creates_one_job_and_writes_nothing_new() -> None:
+    world = Harness(cronjob())
+    world.reconcile_at(FIRST_RUN)
+    writes = len(world.client.writes)
+    world.reconcile_at(FIRST_RUN + timedelta(seconds=10))
+    assert len(world.jobs()) == 1
+    assert world.client.writes[writes:] == []  # a no-op reconcile makes no API writes
+
+
+def test_finished_job_moves_to_last_successful_time() -> None:
+    world = Harness(cronjob())
+    world.reconcile_at(FIRST_RUN)
+    world.clock.advance(timedelta(minutes=1))
+    world.finish(job_name(NAME, FIRST_RUN))
+    world.reconcile_at(world.clock())
+    status = world.status()
+    assert status.get("active") in (None, ())
+    assert status["lastSuccessfulTime"] == rfc3339(FIRST_RUN + timedelta(minutes=1))
+    assert "SawCompletedJob" in world.recorder.reasons()
 
 
 @pytest.mark.parametrize(
-    "error",
-    [failure(errors.ServerError, 500), failure(errors.Conflict, 409)],
-    ids=["500", "409 uid precondition"],
+    ("policy", "jobs_after", "reason"),
+    [
+        ("Allow", 2, "SuccessfulCreate"),
+        ("Forbid", 1, "JobAlreadyActive"),
+        ("Replace", 1, "SuccessfulDelete"),
+    ],
 )
-def test_a_failed_delete_stops_the_replace_before_anything_is_created(
-    error: errors.ApiError,
-) -> None:
-    client = first_run_active()
-    old = state.job_name("swap", FIRST)
-    client.fail[("delete", old)] = error
-    reconciler, recorder = reconciler_at(client, SECOND + timedelta(minutes=1))
-    with pytest.raises(type(error)):  # the controller retries with backoff
-        reconciler.reconcile(Request("ns", "swap"))
-    assert list(client.jobs) == [old]
-    assert ("create", state.job_name("swap", SECOND)) not in client.calls
-    assert [ref["name"] for ref in client.cronjob["status"]["active"]] == [old]
-    assert "FailedDelete" in recorder.reasons
-
-    del client.fail[("delete", old)]  # the retry, once the delete works
-    reconciler.reconcile(Request("ns", "swap"))
-    assert list(client.jobs) == [state.job_name("swap", SECOND)]
+def test_concurrency_policies(policy: str, jobs_after: int, reason: str) -> None:
+    world = Harness(cronjob(concurrencyPolicy=policy))
+    world.reconcile_at(FIRST_RUN)
+    world.recorder.clear()
+    second = FIRST_RUN + timedelta(minutes=5)
+    world.reconcile_at(second)
+    assert len(world.jobs()) == jobs_after
+    assert reason in world.recorder.reasons()
+    if policy == "Replace":
+        assert list(world.jobs()) == [job_name(NAME, second)]
+        assert [ref["name"] for ref in world.status()["active"]] == [job_name(NAME, second)]
 
 
-def test_a_failed_get_of_the_old_job_stops_the_replace() -> None:
-    client = first_run_active()
-    old = state.job_name("swap", FIRST)
-    del client.jobs[old]  # not in the cache (lag): the reconciler asks the API server
-    client.fail[("get", old)] = failure(errors.ServerError, 500)
-    reconciler, _ = reconciler_at(client, SECOND + timedelta(minutes=1))
-    before = len(client.calls)
-    with pytest.raises(errors.ServerError):
-        reconciler.reconcile(Request("ns", "swap"))
-    assert client.calls[before:] == [("get", "swap"), ("get", old)], "nothing deleted or created"
+def test_history_limits_prune_the_oldest_finished_jobs() -> None:
+    world = Harness(cronjob(successfulJobsHistoryLimit=1, failedJobsHistoryLimit=0))
+    runs = [FIRST_RUN + timedelta(minutes=5 * i) for i in range(3)]
+    for run in runs:
+        world.reconcile_at(run)
+    world.finish(job_name(NAME, runs[0]), started=runs[0])
+    world.finish(job_name(NAME, runs[1]), started=runs[1])
+    world.finish(job_name(NAME, runs[2]), "Failed", started=runs[2])
+    world.reconcile_at(runs[2] + timedelta(minutes=1))
+    assert list(world.jobs()) == [job_name(NAME, runs[1])]
+    deletes = world.client.writes_of("delete", JOB)
+    assert {action.name for action in deletes} == {job_name(NAME, runs[0]), job_name(NAME, runs[2])}
 
 
-def condition(client: FakeClient, type_: str) -> dict[str, Any]:
-    conditions = client.cronjob["status"]["conditions"]
-    return next(c for c in conditions if c["type"] == type_)
+def test_suspend_stops_new_runs_and_says_so() -> None:
+    world = Harness(cronjob(suspend=True))
+    result = world.reconcile_at(FIRST_RUN)
+    assert world.jobs() == {}
+    assert result == Result()
+    assert world.condition("Available")["reason"] == "Suspended"
 
 
-def test_a_cronjob_being_deleted_is_not_available() -> None:
-    client = first_run_active()
-    client.cronjob["metadata"] |= {
-        "deletionTimestamp": "2016-05-19T10:30:00Z",
-        "finalizers": ["example.com/hold"],
-    }
-    reconciler, _ = reconciler_at(client, SECOND + timedelta(minutes=1))
-    reconciler.reconcile(Request("ns", "swap"))
-    available = condition(client, "Available")
-    assert (available["status"], available["reason"]) == ("False", "Terminating")
-    assert "metadata.deletionTimestamp" in available["message"]
-    assert "example.com/hold" in available["message"]
-    assert list(client.jobs) == [state.job_name("swap", FIRST)], "no new run while deleting"
+def test_starting_deadline_skips_a_run_that_is_too_late() -> None:
+    world = Harness(cronjob(startingDeadlineSeconds=60))
+    world.reconcile_at(FIRST_RUN + timedelta(minutes=2))
+    assert world.jobs() == {}
+    world.reconcile_at(FIRST_RUN + timedelta(minutes=5, seconds=30))
+    assert list(world.jobs()) == [job_name(NAME, FIRST_RUN + timedelta(minutes=5))]
 
 
-class RejectingClient(FakeClient):
-    """Every Job create is rejected as invalid, as the API server does for a bad template."""
-
-    def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        self._call("create", obj["metadata"]["name"])
-        raise errors.Invalid(
-            {"reason": "Invalid", "message": 'Job.batch "x" is invalid: spec.template: bad'},
-            code=422,
-        )
+def test_too_many_missed_runs_start_only_the_latest() -> None:
+    world = Harness(cronjob())
+    late = CREATED + timedelta(days=1, seconds=10)
+    world.reconcile_at(late)
+    assert list(world.jobs()) == [job_name(NAME, CREATED + timedelta(days=1))]
+    assert "TooManyMissedTimes" in world.recorder.reasons()
 
 
-def test_a_job_template_the_api_server_rejects_is_not_available() -> None:
-    client = RejectingClient(replace_cronjob())
-    reconciler, recorder = reconciler_at(client, FIRST + timedelta(minutes=1))
-    reconciler.reconcile(Request("ns", "swap"))
-    available = condition(client, "Available")
+@pytest.mark.parametrize(
+    ("spec", "reason"),
+    [
+        ({"schedule": "not a schedule"}, "UnparseableSchedule"),
+        ({"timeZone": "Mars/Olympus"}, "UnknownTimeZone"),
+        ({"schedule": "0 0 30 2 *"}, "InvalidSchedule"),
+    ],
+)
+def test_bad_input_is_degraded_and_not_retried(spec: dict[str, Any], reason: str) -> None:
+    world = Harness(cronjob(**spec))
+    result = world.reconcile_at(FIRST_RUN)
+    assert result == Result()
+    degraded = world.condition("Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", reason)
+    assert world.condition("Available")["status"] == "False"
+    assert world.recorder.events[0].type == "Warning"
+    assert world.jobs() == {}
+
+
+def test_job_the_api_rejects_is_degraded_and_not_available() -> None:
+    world = Harness(cronjob())
+
+    def reject(action: Action) -> errors.ApiError:
+        status = {"reason": "Invalid", "message": f"Job {action.name} is invalid: spec: bad"}
+        return errors.api_error(422, status)
+
+    world.client.prepend_reactor("create", JOB, reject)
+    world.reconcile_at(FIRST_RUN)
+    assert world.condition("Degraded")["reason"] == "InvalidJobTemplate"
+    available = world.condition("Available")
     assert (available["status"], available["reason"]) == ("False", "InvalidJobTemplate")
-    assert "spec.jobTemplate" in available["message"]
-    degraded = condition(client, "Degraded")
-    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidJobTemplate")
-    assert "FailedCreate" in recorder.reasons
+    assert "FailedCreate" in world.recorder.reasons()
 
 
-# --- editing the schedule or time zone ------------------------------------------------------
+def test_other_create_failures_raise_for_backoff() -> None:
+    world = Harness(cronjob())
+    world.client.prepend_reactor("create", JOB, lambda _: errors.api_error(500, {}))
+    with pytest.raises(errors.ServerError):
+        world.reconcile_at(FIRST_RUN)
 
 
-def hourly_that_ran_at(schedule: str, ran: datetime, zone: str | None = None) -> FakeClient:
-    """A CronJob on ``schedule`` whose last run was ``ran`` (reconciled then)."""
-    cronjob = replace_cronjob()
-    cronjob["spec"] |= {"schedule": schedule, "concurrencyPolicy": "Allow"}
-    if zone:
-        cronjob["spec"]["timeZone"] = zone
-    client = FakeClient(cronjob)
-    reconciler_at(client, ran + timedelta(seconds=1))[0].reconcile(Request("ns", "swap"))
-    assert client.cronjob["status"]["lastScheduleTime"] == ran.strftime("%Y-%m-%dT%H:%M:%SZ")
-    client.jobs.clear()  # finished and pruned: only new creates matter below
-    return client
+def test_status_conflict_is_merged_onto_a_fresh_read() -> None:
+    world = Harness(cronjob())
+    conflicts = iter([errors.api_error(409, {"reason": "Conflict"})])
+
+    def once(action: Action) -> errors.ApiError | None:
+        return next(conflicts, None) if action.subresource == "status" else None
+
+    world.client.prepend_reactor("update", CRONJOB, once)
+    world.reconcile_at(FIRST_RUN)
+    assert world.status()["lastScheduleTime"] == rfc3339(FIRST_RUN)
 
 
-def test_a_schedule_edit_does_not_run_a_time_before_the_edit() -> None:
-    client = hourly_that_ran_at("0 * * * *", FIRST)  # ran 10:00
-    client.cronjob["spec"]["schedule"] = "30 * * * *"  # edited at 10:40
-    reconciler, _ = reconciler_at(client, FIRST + timedelta(minutes=40))
-    result = reconciler.reconcile(Request("ns", "swap"))
-    assert client.jobs == {}, "10:30 is before the edit: no catch-up run"
-    assert result.requeue_after == pytest.approx(timedelta(minutes=50).total_seconds() + 0.1)
-    reconciler_at(client, FIRST + timedelta(minutes=90, seconds=1))[0].reconcile(
-        Request("ns", "swap")
-    )
-    assert list(client.jobs) == [state.job_name("swap", FIRST + timedelta(minutes=90))]
+def test_job_of_someone_else_with_our_name_is_left_alone() -> None:
+    stranger = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job_name(NAME, FIRST_RUN), "namespace": NS},
+        "spec": {},
+    }
+    world = Harness(cronjob(), stranger)
+    world.reconcile_at(FIRST_RUN)
+    assert "UnexpectedJob" in world.recorder.reasons()
+    assert objects.controller_ref(world.jobs()[job_name(NAME, FIRST_RUN)]) is None
 
 
-def test_a_time_zone_edit_does_not_run_the_day_twice() -> None:
-    nine = datetime(2016, 12, 1, 9, tzinfo=UTC)
-    client = hourly_that_ran_at("0 9 * * *", nine)
-    client.cronjob["spec"]["timeZone"] = "Atlantic/Azores"  # 09:00 there is 10:00Z in winter
-    reconciler, _ = reconciler_at(client, nine + timedelta(minutes=90))
-    result = reconciler.reconcile(Request("ns", "swap"))
-    assert client.jobs == {}, "09:00 Azores today (10:00Z) is before the edit"
-    tomorrow = nine + timedelta(days=1, hours=1)
-    assert result.requeue_after == pytest.approx((tomorrow - nine).total_seconds() - 5400 + 0.1)
+def test_deleted_cronjob_is_done() -> None:
+    world = Harness()
+    assert world.reconcile_at(FIRST_RUN) == Result()
+    assert world.client.writes == []
 
 
-def test_the_edit_is_remembered_across_restarts() -> None:
-    """The operator was down when the schedule changed, and every reconcile is by a fresh
-    reconciler (as after a restart): only status can tell them what ran against what."""
-    client = hourly_that_ran_at("0 * * * *", FIRST)
-    client.cronjob["spec"]["schedule"] = "30 * * * *"
-    for minutes in (50, 55, 59):  # first sight of the edit at 10:50, then restarts
-        reconciler_at(client, FIRST + timedelta(minutes=minutes))[0].reconcile(
-            Request("ns", "swap")
-        )
-    assert client.jobs == {}
-    observed = client.cronjob["status"]["observedSchedule"]
-    assert observed == {"schedule": "30 * * * *", "since": "2016-05-19T10:50:00Z"}
+def test_active_job_that_is_gone_is_dropped_from_status() -> None:
+    world = Harness(cronjob())
+    world.reconcile_at(FIRST_RUN)
+    world.client.delete(JOB, job_name(NAME, FIRST_RUN), namespace=NS)
+    world.reconcile_at(FIRST_RUN + timedelta(minutes=1))
+    assert world.status().get("active") in (None, ())
+    assert "MissingJob" in world.recorder.reasons()
+
+
+def test_run_created_but_never_recorded_is_recorded_not_rerun() -> None:
+    world = Harness(cronjob())
+    world.reconcile_at(FIRST_RUN)
+    crashed = objects.thaw(world.cronjob())
+    del crashed["status"]["lastScheduleTime"]  # as if the status write was lost in a crash
+    world.client.update_status(CRONJOB, crashed)
+    world.reconcile_at(FIRST_RUN + timedelta(seconds=30))
+    assert len(world.client.writes_of("create", JOB)) == 1  # no second attempt
+    assert world.status()["lastScheduleTime"] == rfc3339(FIRST_RUN)
+
+
+def test_status_records_the_generation_it_saw() -> None:
+    world = Harness(cronjob())
+    world.reconcile_at(FIRST_RUN)
+    body = objects.thaw(world.cronjob())
+    body["spec"]["schedule"] = "*/10 * * * *"
+    world.client.update(CRONJOB, body)
+    world.reconcile_at(FIRST_RUN + timedelta(minutes=1))
+    assert world.status()["observedGeneration"] == 2
+    assert world.condition("Available")["observedGeneration"] == 2
+
+
+def test_cronjob_being_deleted_starts_no_run() -> None:
+    doomed = cronjob()
+    doomed["metadata"]["finalizers"] = ["example.com/hold"]
+    world = Harness(doomed)
+    world.client.delete(CRONJOB, NAME, namespace=NS)
+    world.reconcile_at(FIRST_RUN)
+    assert world.jobs() == {}

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from cronjob_operator.envtest import wait_for
 from cronjob_operator.runtime import _correlator, errors, events, kinds
 from cronjob_operator.runtime.client import PatchType
+from cronjob_operator.runtime.clock import FakeClock
 
 START = datetime(2016, 5, 19, 9, 59, 0, tzinfo=UTC)
 
@@ -24,17 +26,6 @@ CRONJOB = {
 
 def cronjob(name: str = "hourly", uid: str = "u-1") -> dict[str, Any]:
     return {**CRONJOB, "metadata": {**CRONJOB["metadata"], "name": name, "uid": uid}}
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 class RecordingSink:
@@ -88,7 +79,7 @@ class RecordingSink:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(START)
 
 
 @pytest.fixture
@@ -98,13 +89,6 @@ def sink() -> RecordingSink:
 
 def recorder_for(sink: RecordingSink, clock: FakeClock, **kwargs: Any) -> events.EventRecorder:
     return events.EventRecorder(sink, component="cronjob-controller", clock=clock, **kwargs)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def flush(recorder: events.EventRecorder) -> None:
@@ -236,7 +220,7 @@ class TestAggregation:
         recorder.event(CRONJOB, "Normal", "SawCompletedJob", "done")
         recorder.event(CRONJOB, "Normal", "SawCompletedJob", "done")
         recorder.start()
-        wait_for(lambda: len(sink.calls) == 2)
+        wait_for(lambda: len(sink.calls) == 2, 5.0, interval=0.01, message="two writes sent")
         sink.events.clear()  # the API server's event TTL removed it
         recorder.event(CRONJOB, "Normal", "SawCompletedJob", "done")
         recorder.stop()

@@ -11,22 +11,12 @@ import pytest
 
 from cronjob_operator.runtime import metrics
 from cronjob_operator.runtime._workqueue import ItemExponentialFailureRateLimiter, WorkQueue
+from cronjob_operator.runtime.clock import FakeClock
 
 LONG = 10.0
 """A timeout that only a bug can reach; tests never wait for it when things work."""
 
 _names = itertools.count()
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def new_queue(clock: Callable[[], float] | None = None) -> WorkQueue[str]:
@@ -137,7 +127,7 @@ def test_an_item_is_never_processed_by_two_workers_at_once() -> None:
 class TestDelays:
     def test_item_is_ready_after_its_delay(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add_after("a", 5)
         assert len(queue) == 0
         assert queue.get(timeout=0) is None
@@ -154,7 +144,7 @@ class TestDelays:
 
     def test_earlier_ready_time_wins(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add_after("a", 10)
         queue.add_after("a", 3)
         queue.add_after("a", 20)
@@ -165,7 +155,7 @@ class TestDelays:
 
     def test_delayed_items_come_out_by_ready_time(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add_after("late", 2)
         queue.add_after("early", 1)
         queue.add_after("middle", 1.5)
@@ -174,7 +164,7 @@ class TestDelays:
 
     def test_delayed_item_already_queued_is_not_duplicated(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add("a")
         queue.add_after("a", 1)
         clock.advance(1)
@@ -182,7 +172,7 @@ class TestDelays:
 
     def test_add_does_not_cancel_a_delayed_add(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add_after("a", 5)
         queue.add("a")
         assert drain(queue) == ["a"]
@@ -191,7 +181,7 @@ class TestDelays:
 
     def test_many_reschedules_fire_once(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         for delay in range(1000, 0, -1):
             queue.add_after("a", delay)
         queue.add_after("b", 2000)
@@ -258,7 +248,7 @@ class TestRateLimiting:
 
     def test_add_rate_limited_delays_by_the_backoff(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add_rate_limited("a")
         assert queue.get(timeout=0) is None
         clock.advance(0.005)
@@ -275,7 +265,7 @@ class TestRateLimiting:
     def test_custom_rate_limiter(self) -> None:
         clock = FakeClock()
         limiter = ItemExponentialFailureRateLimiter(base_delay=1.0, max_delay=2.0)
-        queue: WorkQueue[str] = WorkQueue("custom", rate_limiter=limiter, clock=clock)
+        queue: WorkQueue[str] = WorkQueue("custom", rate_limiter=limiter, clock=clock.monotonic)
         for _ in range(3):
             queue.add_rate_limited("a")
         clock.advance(1)
@@ -341,7 +331,7 @@ def sample(metric: str, queue: WorkQueue[str]) -> float:
 class TestMetrics:
     def test_adds_depth_and_retries(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add("a")
         queue.add("a")
         queue.add("b")
@@ -357,7 +347,7 @@ class TestMetrics:
 
     def test_queue_and_work_durations(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add("a")
         clock.advance(2)
         assert queue.get() == "a"
@@ -370,7 +360,7 @@ class TestMetrics:
 
     def test_unfinished_work(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add("a")
         queue.add("b")
         assert queue.get() == "a"

@@ -1,0 +1,194 @@
+"""The ConfigDeployment reconciler on the fake client: create, roll, missing ConfigMap, no-ops.
+
+The same behaviours run on the real control plane in
+tests/integration/test_configdeployment.py; these call ``reconcile`` directly and read
+back what the API would hold, so each branch costs milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
+from cronjob_operator.controllers import configdeployment_state as state
+from cronjob_operator.controllers.configdeployment import (
+    CONFIG_MAP_INDEX,
+    ConfigDeploymentReconciler,
+    config_map_index,
+    config_map_requests,
+)
+from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.conditions import find_condition
+from cronjob_operator.runtime.fake import Action, FakeClient, FakeClientBuilder, FakeRecorder
+from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT
+from cronjob_operator.runtime.reconcile import Request, Result
+
+NS = "ns1"
+NAME = "web"
+
+
+def config_deployment(config_map: str = "settings", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": CONFIG_DEPLOYMENT.api_version,
+        "kind": "ConfigDeployment",
+        "metadata": {"name": NAME, "namespace": NS},
+        "spec": {
+            "configMap": config_map,
+            "template": {"spec": {"containers": [{"name": "app", "image": "nginx"}]}},
+            **spec,
+        },
+    }
+
+
+def config_map(name: str = "settings", **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NS},
+        "data": data or {"color": "blue"},
+    }
+
+
+class Harness:
+    """A reconciler wired to a fake client and recorder."""
+
+    def __init__(self, *initial: dict[str, Any]) -> None:
+        self.client: FakeClient = (
+            FakeClientBuilder()
+            .with_kinds(CONFIG_DEPLOYMENT)
+            .with_index(CONFIG_DEPLOYMENT, CONFIG_MAP_INDEX, config_map_index)
+            .with_objects(*initial)
+            .build()
+        )
+        self.recorder = FakeRecorder()
+        self.reconciler = ConfigDeploymentReconciler(self.client, self.recorder)
+
+    def reconcile(self) -> Result:
+        return self.reconciler.reconcile(Request(NS, NAME))
+
+    def deployment(self) -> objects.Obj:
+        return self.client.get(DEPLOYMENT, NAME, NS)
+
+    def rolled_out(self) -> str | None:
+        return state.rolled_out_hash(self.deployment())
+
+    def status(self) -> objects.Obj:
+        return self.client.get(CONFIG_DEPLOYMENT, NAME, NS).get("status") or {}
+
+    def condition(self, type_: str) -> dict[str, Any]:
+        found = find_condition(objects.thaw(self.status().get("conditions") or []), type_)
+        assert found is not None, f"no {type_} condition in {self.status()}"
+        return found
+
+    def set_data(self, **data: str) -> None:
+        current = objects.thaw(self.client.get(CONFIG_MAP, "settings", NS))
+        current["data"] = data
+        self.client.update(CONFIG_MAP, current)
+
+
+def test_creates_an_owned_deployment_with_the_config_hash() -> None:
+    world = Harness(config_deployment(), config_map())
+    assert world.reconcile() == Result()
+    deployment = world.deployment()
+    owner = objects.controller_ref(deployment)
+    assert owner is not None
+    assert owner["uid"] == world.client.get(CONFIG_DEPLOYMENT, NAME, NS)["metadata"]["uid"]
+    expected = state.config_hash(world.client.get(CONFIG_MAP, "settings", NS))
+    assert world.rolled_out() == expected
+    assert world.status()["configMapHash"] == state.short_hash(expected)
+    assert world.recorder.reasons() == ["DeploymentCreated"]
+    assert world.condition("Degraded")["status"] == "False"
+
+
+def test_content_change_rolls_the_deployment() -> None:
+    world = Harness(config_deployment(), config_map())
+    world.reconcile()
+    before = world.rolled_out()
+    world.set_data(color="green")
+    world.reconcile()
+    assert world.rolled_out() != before
+    assert world.rolled_out() == state.config_hash(world.client.get(CONFIG_MAP, "settings", NS))
+    assert world.recorder.reasons()[-1] == "RolledOut"
+    assert world.deployment()["metadata"]["generation"] == 2
+
+
+def test_nothing_changed_means_no_writes() -> None:
+    world = Harness(config_deployment(), config_map())
+    world.reconcile()
+    writes = len(world.client.writes)
+    world.reconcile()
+    assert world.client.writes[writes:] == []
+
+
+def test_spec_change_updates_the_deployment_without_a_roll_event() -> None:
+    world = Harness(config_deployment(), config_map())
+    world.reconcile()
+    body = objects.thaw(world.client.get(CONFIG_DEPLOYMENT, NAME, NS))
+    body["spec"]["replicas"] = 3
+    world.client.update(CONFIG_DEPLOYMENT, body)
+    world.reconcile()
+    assert world.deployment()["spec"]["replicas"] == 3
+    assert world.recorder.reasons()[-1] == "DeploymentUpdated"
+
+
+def test_missing_config_map_is_degraded_and_keeps_the_running_deployment() -> None:
+    world = Harness(config_deployment(), config_map())
+    world.reconcile()
+    before = world.rolled_out()
+    world.client.delete(CONFIG_MAP, "settings", namespace=NS)
+    world.reconcile()
+    assert world.rolled_out() == before
+    degraded = world.condition("Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "ConfigMapNotFound")
+    assert "keeps running" in degraded["message"]
+
+
+def test_missing_config_map_before_any_deployment() -> None:
+    world = Harness(config_deployment("absent"))
+    world.reconcile()
+    with pytest.raises(errors.NotFound):
+        world.deployment()
+    assert world.condition("Available")["reason"] == "ConfigMapNotFound"
+    assert world.recorder.events[-1].message.startswith("spec.configMap: ConfigMap 'absent'")
+
+
+def test_deployment_we_do_not_control_is_never_touched() -> None:
+    stranger = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": NS},
+        "spec": {"replicas": 5},
+    }
+    world = Harness(config_deployment(), config_map(), stranger)
+    world.reconcile()
+    assert world.deployment()["spec"] == {"replicas": 5}
+    assert world.condition("Degraded")["reason"] == "DeploymentNotOwned"
+    assert world.client.writes_of("update", DEPLOYMENT) == []
+
+
+def test_deployment_the_api_rejects_is_reported() -> None:
+    world = Harness(config_deployment(), config_map())
+
+    def reject(action: Action) -> errors.ApiError:
+        return errors.api_error(422, {"reason": "Invalid", "message": f"{action.name}: bad"})
+
+    world.client.prepend_reactor("create", DEPLOYMENT, reject)
+    world.reconcile()
+    assert world.condition("Degraded")["reason"] == "InvalidTemplate"
+    assert world.recorder.reasons() == ["FailedCreate"]
+
+
+def test_config_map_maps_to_the_config_deployments_that_name_it() -> None:
+    other = config_deployment("other-settings")
+    other["metadata"]["name"] = "api"
+    world = Harness(config_deployment(), other, config_map())
+    requests = config_map_requests(world.client)(world.client.get(CONFIG_MAP, "settings", NS))
+    assert list(requests) == [Request(NS, NAME)]
+
+
+def test_deleted_config_deployment_is_done() -> None:
+    world = Harness(config_map())
+    assert world.reconcile() == Result()
+    assert world.client.writes == []
