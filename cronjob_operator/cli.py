@@ -55,6 +55,20 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _qps(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of requests per second"
+        ) from None
+    if value == 0:
+        raise argparse.ArgumentTypeError(
+            "0 would allow no request; give a rate, or a negative value to turn the limiter off"
+        )
+    return value
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -119,6 +133,20 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=1,
         help="reconciles one controller may run at once (distinct objects)",
+    )
+    run.add_argument(
+        "--kube-api-qps",
+        type=_qps,
+        default=-1.0,
+        help="requests per second to the API server, shared by the whole process "
+        "(kube-controller-manager's default is 20); negative: no client-side limit, "
+        "API Priority and Fairness on the server limits and its 429s are honoured",
+    )
+    run.add_argument(
+        "--kube-api-burst",
+        type=_positive_int,
+        default=30,
+        help="requests allowed at once above --kube-api-qps (used only when it is positive)",
     )
     run.add_argument(
         "--graceful-shutdown-timeout",
@@ -187,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     from cronjob_operator.runtime import logs
     from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
     from cronjob_operator.runtime.manager import Manager, Options
-    from cronjob_operator.runtime.rest import RestClient, load_configuration
+    from cronjob_operator.runtime.rest import RestClient, TokenBucket, load_configuration
 
     logs.configure(args.log_format or ("text" if sys.stderr.isatty() else "json"), args.log_level)
     if not (args.cronjob_controller or args.configdeployment_controller):
@@ -210,7 +238,10 @@ def run(args: argparse.Namespace) -> int:
         max_concurrent_reconciles=args.max_concurrent_reconciles,
     )
     try:
-        rest = RestClient(load_configuration(args.kubeconfig))
+        limiter = (
+            TokenBucket(args.kube_api_qps, args.kube_api_burst) if args.kube_api_qps > 0 else None
+        )
+        rest = RestClient(load_configuration(args.kubeconfig), rate_limiter=limiter)
     except Exception as exc:
         log.error("cannot load a Kubernetes client configuration: %s", exc)
         return 1

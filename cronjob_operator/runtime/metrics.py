@@ -19,6 +19,7 @@ __all__ = [
     "RECONCILE_TIME",
     "RECONCILE_TOTAL",
     "REGISTRY",
+    "REST_CLIENT_RATE_LIMITER_DURATION",
     "REST_CLIENT_REQUESTS",
     "WORKQUEUE_ADDS",
     "WORKQUEUE_DEPTH",
@@ -123,6 +124,13 @@ REST_CLIENT_REQUESTS = Counter(
     "rest_client_requests_total",
     "Number of HTTP requests, partitioned by status code, method, and host.",
     ["code", "method", "host"],
+    registry=REGISTRY,
+)
+REST_CLIENT_RATE_LIMITER_DURATION = Histogram(
+    "rest_client_rate_limiter_duration_seconds",
+    "Client side rate limiter latency in seconds. Broken down by verb, and host.",
+    ["verb", "host"],
+    buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
     registry=REGISTRY,
 )
 LEADER_ELECTION_MASTER_STATUS = Gauge(

@@ -10,13 +10,20 @@ with jittered exponential backoff, honouring ``Retry-After``, inside a bounded b
 (``RetryPolicy``); any other 4xx is raised at once as its typed ``ApiError``. ``watch``
 opens one streaming request and yields its events; it never retries, because its
 caller (the reflector) owns the reconnect policy.
+
+Every request of the process, retries and watches included, may first take a token
+from one shared ``TokenBucket`` (``--kube-api-qps`` / ``--kube-api-burst``, as
+kube-controller-manager and client-go's ``rest.Config`` QPS/Burst mean them). It is off
+by default, as in controller-runtime since 0.21: API Priority and Fairness on the server
+is the limit, and its 429 with ``Retry-After`` is honoured by the retries above.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -30,7 +37,7 @@ from kubernetes import config as k8s_config
 from cronjob_operator import __version__
 from cronjob_operator.runtime import errors, metrics
 
-__all__ = ["RestClient", "RetryPolicy", "WatchStream", "load_configuration"]
+__all__ = ["RestClient", "RetryPolicy", "TokenBucket", "WatchStream", "load_configuration"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,50 @@ class RetryPolicy:
     budget_seconds: float = 30.0
     initial_backoff: float = 0.2
     max_backoff: float = 5.0
+
+
+class TokenBucket:
+    """A client-side request limiter: ``qps`` tokens a second, at most ``burst`` saved up.
+
+    It starts full, as client-go's does. ``acquire`` reserves the next token under a
+    lock and sleeps outside it, so waiters are served in arrival order and a sleeping
+    thread never blocks another's reservation. ``clock`` and ``sleep`` are injectable
+    for tests.
+    """
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if qps <= 0:
+            raise ValueError(f"TokenBucket qps must be more than 0, not {qps}")
+        if burst < 1:
+            raise ValueError(f"TokenBucket burst must be at least 1, not {burst}")
+        self.qps, self.burst = qps, burst
+        self._clock, self._sleep = clock, sleep
+        self._lock = threading.Lock()
+        self._tokens = float(burst)
+        self._updated = clock()
+
+    def reserve(self) -> float:
+        """Take one token (possibly one not yet earned) and return the seconds to wait."""
+        with self._lock:
+            now = self._clock()
+            elapsed = max(0.0, now - self._updated)
+            self._tokens = min(float(self.burst), self._tokens + elapsed * self.qps) - 1.0
+            self._updated = now
+            return -self._tokens / self.qps if self._tokens < 0 else 0.0
+
+    def acquire(self) -> float:
+        """Block until this caller's token is due; return how long it waited."""
+        delay = self.reserve()
+        if delay > 0:
+            self._sleep(delay)
+        return delay
 
 
 class _WaitRetryAfter(tenacity.wait.wait_base):
@@ -123,6 +174,7 @@ class RestClient:
         pool_size: int = 32,
         retry: RetryPolicy | None = None,
         timeout: float = 30.0,
+        rate_limiter: TokenBucket | None = None,
     ) -> None:
         configuration.connection_pool_maxsize = pool_size
         self._configuration = configuration
@@ -133,6 +185,7 @@ class RestClient:
         self._metric_host = urlsplit(self._host).netloc
         self._retry = retry or RetryPolicy()
         self._timeout = timeout
+        self._rate_limiter = rate_limiter
 
     @property
     def host(self) -> str:
@@ -210,6 +263,11 @@ class RestClient:
             url += "?" + urlencode({k: _query_value(v) for k, v in params.items() if v is not None})
         headers = self._headers(content_type if body is not None else None)
         encoded = orjson.dumps(body) if body is not None else None
+        if self._rate_limiter is not None:
+            waited = self._rate_limiter.acquire()
+            metrics.REST_CLIENT_RATE_LIMITER_DURATION.labels(method, self._metric_host).observe(
+                waited
+            )
         try:
             response = self._pool.request(
                 method,
