@@ -98,7 +98,13 @@ class CronJobReconciler:
         jobs = self._owned_jobs(cronjob)
         self._sync(cronjob, status, jobs)
         self._prune(cronjob, jobs)
-        requeue, problem = self._schedule(cronjob, status, now)
+        started: list[objects.Obj] = []
+        requeue, problem = self._schedule(cronjob, status, now, started)
+        if started:
+            # Jobs first: this reconcile created a Job. Its status is written by a
+            # follow-up reconcile queued behind every other due run (the Job's name is
+            # deterministic, so a crash before that write still records the run).
+            return Result(follow_up=True)
         self._set_conditions(cronjob, status, problem, now)
         self._write_status(cronjob, status)
         return Result(requeue_after=requeue.total_seconds()) if requeue else Result()
@@ -160,9 +166,14 @@ class CronJobReconciler:
         return True
 
     def _schedule(
-        self, cronjob: objects.Obj, status: dict[str, Any], now: datetime
+        self,
+        cronjob: objects.Obj,
+        status: dict[str, Any],
+        now: datetime,
+        started: list[objects.Obj],
     ) -> tuple[timedelta | None, _Problem | None]:
-        """Steps 5-9: maybe create a Job; returns when to look again and any problem."""
+        """Steps 5-9: maybe create a Job (appended to ``started``); returns when to look
+        again and any problem."""
         spec = cronjob.get("spec") or {}
         if cronjob["metadata"].get("deletionTimestamp") or spec.get("suspend"):
             return None, None
@@ -203,10 +214,15 @@ class CronJobReconciler:
                 f"too many missed start times ({due.missed}+): running only the most recent, "
                 f"{rfc3339(due.scheduled)}; set or check spec.startingDeadlineSeconds",
             )
-        return requeue, self._run(cronjob, status, due.scheduled, schedule.zone)
+        return requeue, self._run(cronjob, status, due.scheduled, schedule.zone, started)
 
     def _run(
-        self, cronjob: objects.Obj, status: dict[str, Any], scheduled: datetime, zone: ZoneInfo
+        self,
+        cronjob: objects.Obj,
+        status: dict[str, Any],
+        scheduled: datetime,
+        zone: ZoneInfo,
+        started: list[objects.Obj],
     ) -> _Problem | None:
         name = state.job_name(cronjob["metadata"]["name"], scheduled)
         active = status.get("active") or []
@@ -229,7 +245,8 @@ class CronJobReconciler:
             for ref in list(active):
                 if self._delete_job(cronjob, ref["name"], uid=ref.get("uid")):
                     active.remove(ref)
-        return self._create(cronjob, status, state.build_job(cronjob, scheduled, zone), scheduled)
+        job = state.build_job(cronjob, scheduled, zone)
+        return self._create(cronjob, status, job, scheduled, started)
 
     def _create(
         self,
@@ -237,6 +254,7 @@ class CronJobReconciler:
         status: dict[str, Any],
         job: dict[str, Any],
         scheduled: datetime,
+        started: list[objects.Obj],
     ) -> _Problem | None:
         name = job["metadata"]["name"]
         try:
@@ -261,6 +279,7 @@ class CronJobReconciler:
         else:
             self._recorder.event(cronjob, "Normal", "SuccessfulCreate", f"Created job {name}")
             observe_skew(created, scheduled)
+            started.append(created)
         ref = state.job_reference(created)
         active = status.setdefault("active", [])
         running = state.finished_state(created) is None  # an existing Job may be done already
