@@ -59,10 +59,14 @@ def job_owner_index(job: objects.Obj) -> list[str]:
 def slim_job(job: dict[str, Any]) -> dict[str, Any]:
     """Cache transform: keep only the parts of a Job this controller reads.
 
-    A Job's spec (its whole pod template) is most of its size and is never read here.
+    A Job's spec (its whole pod template) is most of its size and is never read here;
+    nor are its labels and annotations (Jobs are found by the owner index).
     """
     job = strip_managed_fields(job)
     job.pop("spec", None)
+    metadata = job.get("metadata") or {}
+    metadata.pop("labels", None)
+    metadata.pop("annotations", None)
     status = job.get("status") or {}
     job["status"] = {
         key: status[key]

@@ -129,12 +129,27 @@ def command(
     *,
     controllers: Sequence[str] = CONTROLLERS,
     feature_gates: Mapping[str, bool] | None = None,
+    extra_args: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
     """The full argv of ``component``.
 
     ``controllers``: what kube-controller-manager runs; ``feature_gates``: passed to
-    kube-apiserver as ``--feature-gates`` (e.g. ``{"WatchList": False}``).
+    kube-apiserver as ``--feature-gates`` (e.g. ``{"WatchList": False}``);
+    ``extra_args``: flags appended per component name (e.g.
+    ``{"kube-controller-manager": ["--kube-api-qps=20"]}``).
     """
+    argv = _argv(component, layout, ports, controllers=controllers, feature_gates=feature_gates)
+    return [*argv, *(extra_args or {}).get(str(component), ())]
+
+
+def _argv(
+    component: Component,
+    layout: Layout,
+    ports: Ports,
+    *,
+    controllers: Sequence[str],
+    feature_gates: Mapping[str, bool] | None,
+) -> list[str]:
     pki = layout.pki
     kubeconfig = str(layout.kubeconfig)
     binary = str(layout.binary(component))
