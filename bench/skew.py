@@ -283,8 +283,8 @@ def measure(
         f"{count:,} CronJobs of ours and {builtin:,} built-in ones, schedule "
         f"'{EVERY_MINUTE}', {minutes} "
         f"scheduled minute(s) measured; our operator with --max-concurrent-reconciles="
-        f"{workers} (kube-controller-manager's cronjob controller: 5 workers by default, "
-        "and its client limited to 20 requests/s, burst 30: --kube-api-qps's default).",
+        f"{workers} (kube-controller-manager's cronjob controller: 5 workers by default); "
+        f"both clients at {limits} (kube-controller-manager's default: qps 20 / burst 30).",
         f"Jobs expected: {count * minutes:,} of ours, {builtin * minutes:,} built-in; a Job "
         "not created within 60 s after the last measured minute is missing from 'Jobs'.",
         "creation skew: creationTimestamp (1-second resolution, truncated) - scheduled time; "
