@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
-from cronjob_operator.runtime import errors
-from cronjob_operator.runtime.rest import RestClient, RetryPolicy, TokenBucket
+from cronjob_operator.runtime import _rest, errors
+from cronjob_operator.runtime._rest import RestClient, RetryPolicy, TokenBucket
+from cronjob_operator.runtime.metrics import Metrics
 
 
 class FakeClock:
@@ -131,7 +132,7 @@ def test_a_429_is_retried_after_retry_after_and_the_retry_takes_a_token_too(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = FakeClock()
-    monkeypatch.setattr("tenacity.nap.time.sleep", clock.sleep)
+    monkeypatch.setattr(_rest, "_sleep_within", lambda ctx: clock.sleep)
     too_many = FakeResponse(429, b'{"message":"slow down"}', {"Retry-After": "3"})
     rest, pool = limited_client(clock, [too_many, FakeResponse(200, b'{"ok":true}')])
     assert rest.request("POST", "/apis/batch/v1/namespaces/a/jobs", body={}) == {"ok": True}
@@ -144,8 +145,25 @@ def test_a_429_still_raises_its_typed_error_once_the_budget_is_spent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = FakeClock()
-    monkeypatch.setattr("tenacity.nap.time.sleep", clock.sleep)
+    monkeypatch.setattr(_rest, "_sleep_within", lambda ctx: clock.sleep)
     too_many = FakeResponse(429, b'{"message":"slow down"}', {"Retry-After": "1"})
     rest, _ = limited_client(clock, [too_many] * 3)
     with pytest.raises(errors.TooManyRequests):
         rest.request("GET", "/api/v1/pods")
+
+
+def test_the_limiter_wait_is_observed_in_the_clients_metrics() -> None:
+    clock = FakeClock()
+    rest, _ = limited_client(clock, [FakeResponse(200, b"{}") for _ in range(2)])
+    metrics = Metrics()
+    counted = rest.with_metrics(metrics)
+    for _ in range(2):
+        counted.request("GET", "/api/v1/namespaces")
+    labels = {"verb": "GET", "host": "127.0.0.1:1"}
+    total = metrics.registry.get_sample_value(
+        "rest_client_rate_limiter_duration_seconds_sum", labels
+    )
+    count = metrics.registry.get_sample_value(
+        "rest_client_rate_limiter_duration_seconds_count", labels
+    )
+    assert (total, count) == (pytest.approx(0.5), 2.0)
