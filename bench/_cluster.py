@@ -23,7 +23,7 @@ import contextlib
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -72,9 +72,20 @@ R = TypeVar("R")
 
 
 @contextlib.contextmanager
-def bench_plane(controllers: Sequence[str] = BENCH_CONTROLLERS) -> Iterator[ControlPlane]:
-    """A started control plane (no Job controller) with the CRDs installed; stopped after."""
-    plane = ControlPlane(controllers=controllers)
+def bench_plane(
+    controllers: Sequence[str] = BENCH_CONTROLLERS,
+    *,
+    feature_gates: Mapping[str, bool] | None = None,
+    extra_args: Mapping[str, Sequence[str]] | None = None,
+) -> Iterator[ControlPlane]:
+    """A started control plane (no Job controller) with the CRDs installed; stopped after.
+
+    ``feature_gates`` and ``extra_args`` are ``ControlPlane``'s (kube-apiserver gates,
+    flags per component).
+    """
+    plane = ControlPlane(
+        controllers=controllers, feature_gates=feature_gates, extra_args=extra_args
+    )
     plane.start()
     try:
         plane.kubectl("apply", "-k", str(REPO / "config" / "crd"), check=True)

@@ -69,10 +69,10 @@ def request_key(method: str, path: str) -> str:
     return f"{method} {rest[0]}/{rest[2]}" if len(rest) > 2 else f"{method} {rest[0]}"
 
 
-def rss_kb(pid: int) -> int:
-    """VmRSS of ``pid`` in KiB."""
+def rss_kb(pid: int, field: str = "VmRSS") -> int:
+    """VmRSS (or another /proc status field in KiB, e.g. VmHWM: the peak RSS) of ``pid``."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
     return 0
 
@@ -280,6 +280,7 @@ class ManagerProcess:
         variant: str = "indexed",
         consistent_list: bool = False,
         log: Path | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.stats_port, self.metrics_port = free_ports(2)
         argv = [
@@ -301,6 +302,7 @@ class ManagerProcess:
             f"--max-concurrent-reconciles={workers}",
             "--log-format=json",
             "--log-level=warning",
+            *extra_args,
         ]
         self.log = log or Path(os.devnull)
         self._log_file = self.log.open("ab")
@@ -361,6 +363,10 @@ class ManagerProcess:
 
     def rss_kb(self) -> int:
         return rss_kb(self.pid)
+
+    def peak_rss_kb(self) -> int:
+        """The highest RSS the process has had so far (VmHWM)."""
+        return rss_kb(self.pid, "VmHWM")
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.pid)

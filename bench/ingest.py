@@ -159,6 +159,9 @@ def _in_process(
 class _StubApiServer(http.server.ThreadingHTTPServer):
     """Answers a Job LIST with no items and a WATCH from the list's version with ``body``.
 
+    A streaming list (``sendInitialEvents=true``) gets the same: no initial objects, the
+    ``k8s.io/initial-events-end`` bookmark at the list's version, then ``body``.
+
     The watch body is the whole event stream, HTTP-chunked one event per chunk as the API
     server flushes it. A watch from any later version (the reflector reconnecting after
     the stream's clean end) is held open until the server stops.
@@ -168,13 +171,31 @@ class _StubApiServer(http.server.ThreadingHTTPServer):
 
     def __init__(self, lines: Sequence[bytes]) -> None:
         super().__init__(("127.0.0.1", 0), _StubHandler)
-        self.body = b"".join(b"%x\r\n%s\r\n" % (len(line), line) for line in lines) + b"0\r\n\r\n"
+        self.body = b"".join(_chunk(line) for line in lines) + b"0\r\n\r\n"
+        self.initial_events_end = _chunk(
+            orjson.dumps(
+                {
+                    "type": "BOOKMARK",
+                    "object": {
+                        "metadata": {
+                            "resourceVersion": LIST_VERSION,
+                            "annotations": {"k8s.io/initial-events-end": "true"},
+                        }
+                    },
+                }
+            )
+            + b"\n"
+        )
         self.stopping = threading.Event()
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
 
 
 class _StubHandler(http.server.BaseHTTPRequestHandler):
@@ -197,7 +218,9 @@ class _StubHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
             return
         self._headers({"Transfer-Encoding": "chunked"})
-        if query.get("resourceVersion") == [LIST_VERSION]:
+        if query.get("sendInitialEvents") == ["true"]:
+            self.wfile.write(self.server.initial_events_end + self.server.body)
+        elif query.get("resourceVersion") == [LIST_VERSION]:
             self.wfile.write(self.server.body)
         else:
             self.server.stopping.wait()

@@ -86,6 +86,7 @@ class SizeResult:
     reconciled_seconds: float
     correct: int
     rss_kb: int
+    peak_rss_kb: int
     baseline_rss_kb: int
     startup: Phase
     phases: dict[str, Phase] = field(default_factory=dict)
@@ -152,11 +153,17 @@ def run_size(
     sample: int = 1000,
     steady_seconds: float = 0.0,
     consistent_list: bool = False,
+    watch_list: bool = True,
     log_dir: Path | None = None,
 ) -> SizeResult:
-    """Create the cluster for N=``count`` and measure the requested phases on one operator."""
+    """Create the cluster for N=``count`` and measure the requested phases on one operator.
+
+    ``watch_list=False`` runs kube-apiserver with the WatchList gate off, so the
+    informers fall back to a LIST.
+    """
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="bench-scale-"))
-    with _cluster.bench_plane() as plane:
+    gates = None if watch_list else {"WatchList": False}
+    with _cluster.bench_plane(feature_gates=gates) as plane:
         rest = _cluster.rest_client(plane)
         population = _cluster.populate(rest, count, jobs_per_cronjob=jobs_per_cronjob)
         api_before = _cluster.ApiCounts.read(plane)
@@ -167,6 +174,7 @@ def run_size(
                 lambda s: s["first_count"] >= count, 900, "every CronJob reconciled once"
             )
             rss = operator.rss_kb()
+            peak = operator.peak_rss_kb()
             cpu = operator.cpu_seconds()
             stats = operator.wait_quiet()
             startup = Phase(
@@ -184,6 +192,7 @@ def run_size(
                 reconciled_seconds=stats["first_last"] - operator.started,
                 correct=check_statuses(rest, jobs_per_cronjob),
                 rss_kb=rss,
+                peak_rss_kb=peak,
                 baseline_rss_kb=stats["baseline_rss_kb"],
                 startup=startup,
             )
@@ -216,6 +225,8 @@ def scale_table(results: Sequence[SizeResult]) -> str:
                 f"{r.reconciled_seconds:.1f}",
                 f"{r.correct:,}/{r.cronjobs:,}",
                 f"{r.rss_kb / 1024:.0f}",
+                f"{r.peak_rss_kb / 1024:.0f}",
+                f"{r.peak_rss_kb / max(r.rss_kb, 1):.2f}",
                 f"{growth / 1024:.0f}",
                 f"{growth * 1024 / max(r.objects, 1):,.0f}",
                 f"{r.startup.cpu_seconds:.1f}",
@@ -231,6 +242,8 @@ def scale_table(results: Sequence[SizeResult]) -> str:
             "all reconciled s",
             "status correct",
             "RSS MiB",
+            "peak RSS MiB",
+            "peak / RSS",
             "RSS growth MiB",
             "bytes/object",
             "startup CPU s",
@@ -248,8 +261,9 @@ def scale_notes() -> list[str]:
         "times are from the operator process's start; 'all reconciled': every CronJob "
         "reconciled once (its status written); 'status correct': observedGeneration, "
         "M active refs and Available=True, read back from the API server.",
-        "RSS: VmRSS of the operator process after every first reconcile; growth: over its "
-        "RSS after imports and setup, before the caches filled; per cached object.",
+        "RSS: VmRSS of the operator process after every first reconcile; peak: its VmHWM "
+        "then (the highest RSS during the initial sync and first reconciles); growth: over "
+        "its RSS after imports and setup, before the caches filled; per cached object.",
         "CPU ms/reconcile: process CPU over a kick of every CronJob (no-op reconciles) / "
         "reconciles; reconcile CPU: the worker thread's CPU inside reconcile().",
     ]
@@ -269,7 +283,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--consistent-list",
         action="store_true",
-        help="experiment: first LIST with resourceVersion='' (paged) instead of '0'",
+        help="experiment: first LIST with resourceVersion='' (paged) instead of '0' "
+        "(only used when the initial sync falls back to a LIST: with --no-watch-list)",
+    )
+    parser.add_argument(
+        "--no-watch-list",
+        action="store_true",
+        help="kube-apiserver with the WatchList feature gate off (informers LIST, not stream)",
     )
     args = parser.parse_args(argv)
     from bench import api_load, naive_vs_indexed
@@ -282,6 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sample=args.sample,
             steady_seconds=args.steady_seconds if args.all else 0.0,
             consistent_list=args.consistent_list,
+            watch_list=not args.no_watch_list,
         )
         for n in _common.parse_sizes(args.sizes)
     ]

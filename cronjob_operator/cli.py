@@ -57,6 +57,20 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _qps(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of requests per second"
+        ) from None
+    if value == 0:
+        raise argparse.ArgumentTypeError(
+            "0 would allow no request; give a rate, or a negative value to turn the limiter off"
+        )
+    return value
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -134,6 +148,20 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=1,
         help="reconciles one controller may run at once (distinct objects)",
+    )
+    run.add_argument(
+        "--kube-api-qps",
+        type=_qps,
+        default=-1.0,
+        help="requests per second to the API server, shared by the whole process "
+        "(kube-controller-manager's default is 20); negative: no client-side limit, "
+        "API Priority and Fairness on the server limits and its 429s are honoured",
+    )
+    run.add_argument(
+        "--kube-api-burst",
+        type=_positive_int,
+        default=30,
+        help="requests allowed at once above --kube-api-qps (used only when it is positive)",
     )
     run.add_argument(
         "--graceful-shutdown-timeout",
@@ -220,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
         Options,
         RestClient,
         SelfSignedError,
+        TokenBucket,
         load_configuration,
         logs,
     )
@@ -248,7 +277,12 @@ def run(args: argparse.Namespace) -> int:
         component=COMPONENT,
     )
     try:
-        rest = RestClient(load_configuration(args.kubeconfig), user_agent=USER_AGENT)
+        limiter = (
+            TokenBucket(args.kube_api_qps, args.kube_api_burst) if args.kube_api_qps > 0 else None
+        )
+        rest = RestClient(
+            load_configuration(args.kubeconfig), user_agent=USER_AGENT, rate_limiter=limiter
+        )
     except Exception as exc:
         log.error("cannot load a Kubernetes client configuration: %s", exc)
         return 1

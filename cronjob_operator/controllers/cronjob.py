@@ -64,10 +64,14 @@ def job_owner_index(job: objects.Obj) -> list[str]:
 def slim_job(job: dict[str, Any]) -> dict[str, Any]:
     """Cache transform: keep only the parts of a Job this controller reads.
 
-    A Job's spec (its whole pod template) is most of its size and is never read here.
+    A Job's spec (its whole pod template) is most of its size and is never read here;
+    nor are its labels and annotations (Jobs are found by the owner index).
     """
     job = strip_managed_fields(job)
     job.pop("spec", None)
+    metadata = job.get("metadata") or {}
+    metadata.pop("labels", None)
+    metadata.pop("annotations", None)
     status = job.get("status") or {}
     job["status"] = {
         key: status[key]
@@ -111,7 +115,17 @@ class CronJobReconciler:
         jobs = self._owned_jobs(cronjob)
         self._sync(cronjob, status, jobs)
         self._prune(cronjob, jobs)
-        requeue, problem = self._schedule(cronjob, status, now)
+        started: list[objects.Obj] = []
+        observed = status.get("observedSchedule")
+        requeue, problem = self._schedule(cronjob, status, now, started)
+        if started:
+            if status.get("observedSchedule") != observed:
+                # An edit's ``since`` is this reconcile's ``now``: record it with the run.
+                self._write_status(cronjob, status)
+            # Jobs first: this reconcile created a Job. Its status is written by a
+            # follow-up reconcile queued behind every other due run (the Job's name is
+            # deterministic, so a crash before that write still records the run).
+            return Result(follow_up=True)
         self._set_conditions(cronjob, status, problem, now)
         self._write_status(cronjob, status)
         return Result(requeue_after=requeue.total_seconds()) if requeue else Result()
@@ -176,9 +190,14 @@ class CronJobReconciler:
         return None
 
     def _schedule(
-        self, cronjob: objects.Obj, status: dict[str, Any], now: datetime
+        self,
+        cronjob: objects.Obj,
+        status: dict[str, Any],
+        now: datetime,
+        started: list[objects.Obj],
     ) -> tuple[timedelta | None, _Problem | None]:
-        """Steps 5-9: maybe create a Job; returns when to look again and any problem."""
+        """Steps 5-9: maybe create a Job (appended to ``started``); returns when to look
+        again and any problem."""
         spec = cronjob.get("spec") or {}
         created = parse_time(cronjob["metadata"].get("creationTimestamp")) or now
         since = state.observe_schedule(status, spec, created=created, now=now)
@@ -220,10 +239,15 @@ class CronJobReconciler:
                 f"too many missed start times ({due.missed}+): running only the most recent, "
                 f"{rfc3339(due.scheduled)}; set or check spec.startingDeadlineSeconds",
             )
-        return requeue, self._run(cronjob, status, due.scheduled, schedule.zone)
+        return requeue, self._run(cronjob, status, due.scheduled, schedule.zone, started)
 
     def _run(
-        self, cronjob: objects.Obj, status: dict[str, Any], scheduled: datetime, zone: ZoneInfo
+        self,
+        cronjob: objects.Obj,
+        status: dict[str, Any],
+        scheduled: datetime,
+        zone: ZoneInfo,
+        started: list[objects.Obj],
     ) -> _Problem | None:
         name = state.job_name(cronjob["metadata"]["name"], scheduled)
         active = status.get("active") or []
@@ -244,7 +268,8 @@ class CronJobReconciler:
             return None
         if policy == "Replace":
             self._replace_active(cronjob, status)
-        return self._create(cronjob, status, state.build_job(cronjob, scheduled, zone), scheduled)
+        job = state.build_job(cronjob, scheduled, zone)
+        return self._create(cronjob, status, job, scheduled, started)
 
     def _replace_active(self, cronjob: objects.Obj, status: dict[str, Any]) -> None:
         """Delete every active Job before the new run is created.
@@ -268,6 +293,7 @@ class CronJobReconciler:
         status: dict[str, Any],
         job: dict[str, Any],
         scheduled: datetime,
+        started: list[objects.Obj],
     ) -> _Problem | None:
         name = job["metadata"]["name"]
         try:
@@ -295,6 +321,7 @@ class CronJobReconciler:
         else:
             self._recorder.event(cronjob, "Normal", "SuccessfulCreate", f"Created job {name}")
             observe_skew(self._skew, created, scheduled)
+            started.append(created)
         ref = state.job_reference(created)
         active = status.setdefault("active", [])
         running = state.finished_state(created) is None  # an existing Job may be done already

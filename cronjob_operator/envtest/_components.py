@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,8 +128,28 @@ def command(
     ports: Ports,
     *,
     controllers: Sequence[str] = CONTROLLERS,
+    feature_gates: Mapping[str, bool] | None = None,
+    extra_args: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
-    """The full argv of ``component`` (``controllers``: what kube-controller-manager runs)."""
+    """The full argv of ``component``.
+
+    ``controllers``: what kube-controller-manager runs; ``feature_gates``: passed to
+    kube-apiserver as ``--feature-gates`` (e.g. ``{"WatchList": False}``);
+    ``extra_args``: flags appended per component name (e.g.
+    ``{"kube-controller-manager": ["--kube-api-qps=20"]}``).
+    """
+    argv = _argv(component, layout, ports, controllers=controllers, feature_gates=feature_gates)
+    return [*argv, *(extra_args or {}).get(str(component), ())]
+
+
+def _argv(
+    component: Component,
+    layout: Layout,
+    ports: Ports,
+    *,
+    controllers: Sequence[str],
+    feature_gates: Mapping[str, bool] | None,
+) -> list[str]:
     pki = layout.pki
     kubeconfig = str(layout.kubeconfig)
     binary = str(layout.binary(component))
@@ -167,6 +187,7 @@ def command(
             f"--service-account-signing-key-file={pki.service_account_key}",
             "--disable-admission-plugins=ServiceAccount",
             "--allow-privileged=true",
+            *_feature_gates_flag(feature_gates),
         ]
     if component is Component.CONTROLLER_MANAGER:
         return [
@@ -220,3 +241,10 @@ def fake_node(name: str) -> dict[str, Any]:
         "spec": {},
         "status": {"capacity": NODE_CAPACITY, "allocatable": NODE_CAPACITY},
     }
+
+
+def _feature_gates_flag(gates: Mapping[str, bool] | None) -> list[str]:
+    if not gates:
+        return []
+    pairs = ",".join(f"{name}={str(on).lower()}" for name, on in sorted(gates.items()))
+    return [f"--feature-gates={pairs}"]

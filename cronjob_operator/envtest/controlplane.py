@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
@@ -88,7 +88,10 @@ class ControlPlane:
     empty or absent). ``pod_run_seconds`` is how long a Job's pod stays Running before
     kwok completes it (default ``$CRONJOB_OPERATOR_POD_RUN_SECONDS`` or 3 s).
     ``controllers`` are the kube-controller-manager controllers to run (default
-    ``CONTROLLERS``; benchmarks drop ``job-controller`` so no pods run). Usable as a
+    ``CONTROLLERS``; benchmarks drop ``job-controller`` so no pods run). ``feature_gates``
+    go to kube-apiserver (``{"WatchList": False}`` turns streaming lists off);
+    ``extra_args`` are appended to a component's flags, by its name
+    (``{"kube-controller-manager": ["--kube-api-qps=20"]}``). Usable as a
     context manager. Methods block; failures raise ``ControlPlaneError``.
     """
 
@@ -102,6 +105,8 @@ class ControlPlane:
         persistent: bool = False,
         stop_grace: float = 10.0,
         controllers: Sequence[str] = CONTROLLERS,
+        feature_gates: Mapping[str, bool] | None = None,
+        extra_args: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes={nodes}: a control plane needs at least one node")
@@ -112,6 +117,8 @@ class ControlPlane:
         )
         self.node_names = [f"kwok-node-{index}" for index in range(nodes)]
         self.controllers = tuple(controllers)
+        self.feature_gates = dict(feature_gates or {})
+        self.extra_args = {name: tuple(args) for name, args in (extra_args or {}).items()}
         self._requested_bin_dir = bin_dir
         self._requested_state_dir = state_dir
         self._layout: Layout | None = None
@@ -384,7 +391,14 @@ class ControlPlane:
         )
         components = {}
         for component in START_ORDER:
-            argv = command(component, layout, ports, controllers=self.controllers)
+            argv = command(
+                component,
+                layout,
+                ports,
+                controllers=self.controllers,
+                feature_gates=self.feature_gates,
+                extra_args=self.extra_args,
+            )
             self._processes[component] = ManagedProcess(component, argv, layout.log(component))
             components[str(component)] = ComponentRecord(argv=argv, log=str(layout.log(component)))
         self._record = PlaneRecord(

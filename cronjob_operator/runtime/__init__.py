@@ -21,7 +21,7 @@ application (its component name, user agent, kinds) is passed in by the caller.
 """
 
 from cronjob_operator.runtime import context
-from cronjob_operator.runtime._rest import RestClient, load_configuration
+from cronjob_operator.runtime._rest import RestClient, TokenBucket, load_configuration
 from cronjob_operator.runtime.builder import Builder, ControllerHost
 from cronjob_operator.runtime.cache import (
     Cache,
@@ -169,6 +169,7 @@ __all__ = [
     "SelfSignedError",
     "ServerError",
     "TerminalError",
+    "TokenBucket",
     "TooManyRequests",
     "Transform",
     "TransportError",

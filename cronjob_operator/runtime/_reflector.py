@@ -1,16 +1,27 @@
 """The reflector: keeps a store equal to the API server's objects of one kind.
 
-It follows client-go's ListAndWatch:
+It follows client-go's ListAndWatch (v1.36, with WatchListClient on):
 
-* The first LIST asks for ``resourceVersion=0`` (served from the API server's watch
-  cache) in pages of 500; a LIST after ``410 Gone`` asks for ``resourceVersion=""`` (a
-  consistent read), because the old version is exactly what the server forgot.
-* The WATCH starts at the list's resourceVersion with bookmarks on and a server-side
-  timeout drawn between 5 and 10 minutes, so a fleet of operators does not reconnect in
-  lock-step. A clean close watches again from the last version seen, without a relist.
-  Bookmarks only move the version.
-* A 410 (as an HTTP status or as an ERROR event) relists. Objects that vanished between
-  two lists are delivered as deletes carrying their last known state (tombstones).
+* The initial state is streamed (KEP-3157 "watch-list"): one WATCH with
+  ``sendInitialEvents=true``, ``resourceVersionMatch=NotOlderThan`` and bookmarks on. The
+  server sends every object as an ADDED event, then a BOOKMARK annotated
+  ``k8s.io/initial-events-end``; at that bookmark the collected objects replace the store
+  and the same stream goes on as the watch. Objects arrive one line at a time, so the
+  process never holds a whole collection's JSON body (the point of the KEP: peak memory).
+  The first stream asks for ``resourceVersion=""`` (a consistent snapshot), later ones
+  for the last version seen, and ``""`` again after ``410 Gone``.
+* When the server refuses a streaming list (the ``WatchList`` feature gate off, an old
+  server: any non-transient error other than 410 before the bookmark), the reflector
+  falls back to a paged LIST (``limit``/``continue``, 500 per page) for that sync, with
+  client-go's versions: ``resourceVersion=0`` (the watch cache) the first time, the last
+  version seen later, ``""`` after ``410 Gone``; then a WATCH from the list's version.
+  The next sync tries streaming again, as client-go does.
+* Every WATCH has bookmarks on and a server-side timeout drawn between 5 and 10 minutes,
+  so a fleet of operators does not reconnect in lock-step. A clean close watches again
+  from the last version seen, without a new sync. Bookmarks only move the version.
+* A 410 (as an HTTP status or as an ERROR event) syncs again. Objects that vanished
+  between two syncs are delivered as deletes carrying their last known state
+  (tombstones).
 * A stream that goes silent is cut by a client-side read timeout longer than the bookmark
   interval. Connection errors back off (0.8 s doubling to 30 s, jittered, reset after two
   quiet minutes) and never end the reflector's thread.
@@ -45,6 +56,7 @@ Transform = Callable[[dict[str, Any]], dict[str, Any]]
 """Changes a freshly decoded object before it is frozen into the cache."""
 
 PAGE_SIZE = 500
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 WATCH_TIMEOUT_RANGE = (300, 600)
 READ_TIMEOUT = 120.0
 
@@ -107,6 +119,7 @@ class Reflector:
         namespace: str | None = None,
         transform: Transform = strip_managed_fields,
         read_timeout: float = READ_TIMEOUT,
+        watch_list: bool = True,
     ) -> None:
         self._rest = rest
         self._kind = kind
@@ -115,24 +128,28 @@ class Reflector:
         self._namespace = namespace
         self._transform = transform
         self._read_timeout = read_timeout
+        self._watch_list = watch_list
         self._stream: WatchStream | None = None
         self._lock = threading.Lock()
         self.resource_version = ""
         self.last_error: Exception | None = None
+        self.streamed_syncs = 0
+        self.listed_syncs = 0
+        self._need_sync = True
+        self._version_unavailable = False
         self._verb = "list"
         self._reported_forbidden = ""
 
     def run(self, stop: threading.Event) -> None:
-        """List and watch until ``stop`` is set; errors back off and retry, never escape."""
+        """Sync and watch until ``stop`` is set; errors back off and retry, never escape."""
         backoff = Backoff()
-        list_from = "0"
-        need_list = True
+        self._need_sync = True
         while not stop.is_set():
             try:
-                if need_list:
-                    self._list(list_from)
-                    need_list = False
-                self._watch(stop)
+                if self._need_sync:
+                    self._sync(stop)
+                else:
+                    self._watch(stop)
                 self.last_error = None
             except errors.Forbidden as exc:
                 self.last_error = exc
@@ -141,14 +158,40 @@ class Reflector:
                 stop.wait(delay)
             except errors.Gone:
                 log.info(
-                    "%s: resourceVersion %s is gone; relisting", self._kind, self.resource_version
+                    "%s: resourceVersion %s is gone; syncing again",
+                    self._kind,
+                    self.resource_version,
                 )
-                need_list, list_from = True, ""
+                self._need_sync, self._version_unavailable = True, True
             except Exception as exc:  # any failure: log, back off, keep the thread alive
                 self.last_error = exc
                 delay = backoff.next_delay()
                 log.warning("%s: list/watch failed, retrying in %.1fs: %s", self._kind, delay, exc)
                 stop.wait(delay)
+
+    def _sync(self, stop: threading.Event) -> None:
+        """Fill the store (streamed, else a paged LIST), then keep watching."""
+        if self._watch_list:
+            try:
+                self._watch(stop, stream_initial=True)
+                return
+            except errors.ApiError as exc:
+                if not self._need_sync or isinstance(exc, errors.Gone) or errors.is_transient(exc):
+                    raise
+                log.info(
+                    "%s: the API server refused a streaming list (%s %s); listing in pages",
+                    self._kind,
+                    exc.code,
+                    exc.message,
+                )
+        self._list(self._list_resource_version())
+        self._watch(stop)
+
+    def _list_resource_version(self) -> str:
+        """client-go's relist version: the watch cache first, then the last seen, "" after 410."""
+        if self._version_unavailable:
+            return ""
+        return self.resource_version or "0"
 
     def _report_forbidden(self, exc: errors.Forbidden, delay: float) -> None:
         resource = (
@@ -193,8 +236,13 @@ class Reflector:
             if not token:
                 break
             params = {"limit": PAGE_SIZE, "continue": token}
+        self.listed_syncs += 1
+        self._synced(items, str(metadata.get("resourceVersion") or ""))
+
+    def _synced(self, items: list[objects.Obj], resource_version: str) -> None:
         self._replace(items)
-        self.resource_version = str(metadata.get("resourceVersion") or "")
+        self.resource_version = resource_version
+        self._need_sync, self._version_unavailable = False, False
         self._reported_forbidden = ""
         self._sink.on_synced()
 
@@ -210,13 +258,19 @@ class Reflector:
         for obj in vanished:
             self._sink.on_delete(obj)
 
-    def _watch(self, stop: threading.Event) -> None:
+    def _watch(self, stop: threading.Event, *, stream_initial: bool = False) -> None:
+        """Watch from the last version; with ``stream_initial``, sync from the stream first."""
         self._verb = "watch"
-        params = {
+        params: dict[str, Any] = {
             "resourceVersion": self.resource_version,
             "allowWatchBookmarks": True,
             "timeoutSeconds": random.randint(*WATCH_TIMEOUT_RANGE),
         }
+        initial: dict[str, objects.Obj] | None = None
+        if stream_initial:
+            initial = {}
+            params["resourceVersion"] = "" if self._version_unavailable else self.resource_version
+            params |= {"sendInitialEvents": True, "resourceVersionMatch": "NotOlderThan"}
         stream = self._rest.watch(
             self._kind.collection_path(self._namespace), params, read_timeout=self._read_timeout
         )
@@ -227,13 +281,40 @@ class Reflector:
             if stop.is_set():
                 return
             for event in stream:
-                self._handle(event)
+                if initial is None:
+                    self._handle(event)
+                elif self._collect(event, initial):
+                    initial = None
                 if stop.is_set():
                     return
+            if initial is not None:
+                raise errors.TransportError(
+                    f"{self._kind}: the stream ended before the {INITIAL_EVENTS_END} bookmark"
+                )
         finally:
             with self._lock:
                 self._stream = None
             stream.close()
+
+    def _collect(self, event: dict[str, Any], initial: dict[str, objects.Obj]) -> bool:
+        """Gather one event of a streamed sync; at the closing bookmark, sync (True)."""
+        kind = event.get("type")
+        raw = event.get("object") or {}
+        if kind == "ERROR":
+            raise errors.api_error(int(raw.get("code") or 500), raw)
+        if kind == "BOOKMARK":
+            annotations = (raw.get("metadata") or {}).get("annotations") or {}
+            if annotations.get(INITIAL_EVENTS_END) != "true":
+                return False
+            self.streamed_syncs += 1
+            self._synced(list(initial.values()), _resource_version(raw))
+            return True
+        obj = self._decode(raw)
+        if kind == "DELETED":
+            initial.pop(objects.object_key(obj), None)
+        else:
+            initial[objects.object_key(obj)] = obj
+        return False
 
     def _handle(self, event: dict[str, Any]) -> None:
         kind = event.get("type")

@@ -10,6 +10,12 @@ with jittered exponential backoff, honouring ``Retry-After``, inside a bounded b
 (``RetryPolicy``); any other 4xx is raised at once as its typed ``ApiError``. ``watch``
 opens one streaming request and yields its events; it never retries, because its
 caller (the reflector) owns the reconnect policy.
+
+Every request of the process, retries and watches included, may first take a token
+from one shared ``TokenBucket`` (``--kube-api-qps`` / ``--kube-api-burst``, as
+kube-controller-manager and client-go's ``rest.Config`` QPS/Burst mean them). It is off
+by default, as in controller-runtime since 0.21: API Priority and Fairness on the server
+is the limit, and its 429 with ``Retry-After`` is honoured by the retries above.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +38,7 @@ from kubernetes import config as k8s_config
 from cronjob_operator.runtime import context, errors
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
-__all__ = ["RestClient", "RetryPolicy", "WatchStream", "load_configuration"]
+__all__ = ["RestClient", "RetryPolicy", "TokenBucket", "WatchStream", "load_configuration"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +72,50 @@ class RetryPolicy:
     budget_seconds: float = 30.0
     initial_backoff: float = 0.2
     max_backoff: float = 5.0
+
+
+class TokenBucket:
+    """A client-side request limiter: ``qps`` tokens a second, at most ``burst`` saved up.
+
+    It starts full, as client-go's does. ``acquire`` reserves the next token under a
+    lock and sleeps outside it, so waiters are served in arrival order and a sleeping
+    thread never blocks another's reservation. ``clock`` and ``sleep`` are injectable
+    for tests.
+    """
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if qps <= 0:
+            raise ValueError(f"TokenBucket qps must be more than 0, not {qps}")
+        if burst < 1:
+            raise ValueError(f"TokenBucket burst must be at least 1, not {burst}")
+        self.qps, self.burst = qps, burst
+        self._clock, self._sleep = clock, sleep
+        self._lock = threading.Lock()
+        self._tokens = float(burst)
+        self._updated = clock()
+
+    def reserve(self) -> float:
+        """Take one token (possibly one not yet earned) and return the seconds to wait."""
+        with self._lock:
+            now = self._clock()
+            elapsed = max(0.0, now - self._updated)
+            self._tokens = min(float(self.burst), self._tokens + elapsed * self.qps) - 1.0
+            self._updated = now
+            return -self._tokens / self.qps if self._tokens < 0 else 0.0
+
+    def acquire(self) -> float:
+        """Block until this caller's token is due; return how long it waited."""
+        delay = self.reserve()
+        if delay > 0:
+            self._sleep(delay)
+        return delay
 
 
 class _WaitRetryAfter(tenacity.wait.wait_base):
@@ -127,8 +178,10 @@ class RestClient:
         timeout: float = 30.0,
         user_agent: str = DEFAULT_USER_AGENT,
         metrics: Metrics | None = None,
+        rate_limiter: TokenBucket | None = None,
     ) -> None:
         self._requests = (metrics or DEFAULT).rest_client_requests
+        self._limiter_duration = (metrics or DEFAULT).rest_client_rate_limiter_duration
         configuration.connection_pool_maxsize = pool_size
         self._user_agent = user_agent
         self._configuration = configuration
@@ -139,11 +192,13 @@ class RestClient:
         self._metric_host = urlsplit(self._host).netloc
         self._retry = retry or RetryPolicy()
         self._timeout = timeout
+        self._rate_limiter = rate_limiter
 
     def with_metrics(self, metrics: Metrics) -> RestClient:
         """This client (same configuration and connection pool) counting into ``metrics``."""
         counted = copy.copy(self)
         counted._requests = metrics.rest_client_requests
+        counted._limiter_duration = metrics.rest_client_rate_limiter_duration
         return counted
 
     @property
@@ -239,6 +294,9 @@ class RestClient:
             url += "?" + urlencode({k: _query_value(v) for k, v in params.items() if v is not None})
         headers = self._headers(content_type if body is not None else None)
         encoded = orjson.dumps(body) if body is not None else None
+        if self._rate_limiter is not None:
+            waited = self._rate_limiter.acquire()
+            self._limiter_duration.labels(method, self._metric_host).observe(waited)
         try:
             response = self._pool.request(
                 method,

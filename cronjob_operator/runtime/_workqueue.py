@@ -10,6 +10,11 @@ gives the guarantees controllers rely on:
   is already waiting, the earlier ready time wins. No thread runs the heap: ``get``
   moves due keys to the queue and sleeps on its condition until the next ready time.
   An ``add`` does not cancel a pending delayed add (as in client-go).
+* Timers first: a key whose delay came due (``add_after``, so a ``requeue_after`` or a
+  retry) is handed out before keys added by ``add`` (events), and a key already queued
+  by an event moves up when its timer comes due. Work that was scheduled for a time
+  (a CronJob's run) is therefore never stuck behind the status-only work that events
+  bring, whatever order the timers fired in. Within each class the order is FIFO.
 * Rate limiting: ``add_rate_limited`` delays a key by its rate limiter (per-key
   exponential backoff, 5 ms doubling to 1000 s); ``forget`` resets the backoff.
 * Shutdown: ``shut_down`` makes every ``get`` return None at once, including blocked
@@ -124,6 +129,12 @@ class WorkQueue(Generic[T]):
         self._idle = threading.Condition(lock)
         """Notified when the last key being processed is done."""
         self._queue: deque[T] = deque()
+        self._due_queue: deque[T] = deque()
+        """Keys whose timer came due; served before ``_queue``. Both may hold stale
+        entries (a key moved up, or already handed out): ``_queued`` says which count."""
+        self._queued: set[T] = set()
+        self._due: set[T] = set()
+        """Keys that go to ``_due_queue`` when queued (set while a worker holds them)."""
         self._dirty: set[T] = set()
         self._processing: dict[T, float] = {}
         self._added_at: dict[T, float] = {}
@@ -158,7 +169,7 @@ class WorkQueue(Generic[T]):
                 return
             now = self._clock()
             if delay <= 0:
-                self._add_locked(item, now)
+                self._add_locked(item, now, due=True)
                 return
             ready_at = now + delay
             waiting = self._waiting.get(item)
@@ -199,7 +210,7 @@ class WorkQueue(Generic[T]):
                     return None
                 now = self._clock()
                 self._promote_due(now)
-                if self._queue:
+                if self._queued:
                     break
                 wait = self._heap[0].ready_at - now if self._heap else None
                 if deadline is not None:
@@ -210,12 +221,12 @@ class WorkQueue(Generic[T]):
                         return None
                     wait = remaining if wait is None else min(wait, remaining)
                 self._ready.wait(wait)
-            item = self._queue.popleft()
+            item = self._pop_locked()
             self._dirty.discard(item)
             self._processing[item] = now
             self._queue_duration.observe(now - self._added_at.pop(item, now))
-            self._depth.set(len(self._queue))
-            if self._queue or self._heap:
+            self._depth.set(len(self._queued))
+            if self._queued or self._heap:
                 self._ready.notify()  # another getter takes the rest or watches the heap
             return item
 
@@ -227,9 +238,7 @@ class WorkQueue(Generic[T]):
                 return
             self._work_duration.observe(self._clock() - started)
             if item in self._dirty and not self._shutting_down:
-                self._queue.append(item)
-                self._depth.set(len(self._queue))
-                self._ready.notify()
+                self._enqueue_locked(item)
             if not self._processing:
                 self._idle.notify_all()
 
@@ -265,9 +274,13 @@ class WorkQueue(Generic[T]):
 
     def __len__(self) -> int:
         """The number of items ready to be handed out (the depth)."""
-        return len(self._queue)
+        return len(self._queued)
 
-    def _add_locked(self, item: T, now: float) -> None:
+    def _add_locked(self, item: T, now: float, *, due: bool = False) -> None:
+        if due and item not in self._due:
+            self._due.add(item)
+            if item in self._queued:
+                self._due_queue.append(item)  # moves up; its old entry is now stale
         if item in self._dirty:
             return
         self._dirty.add(item)
@@ -275,9 +288,24 @@ class WorkQueue(Generic[T]):
         self._adds.inc()
         if item in self._processing:
             return  # done() queues it again
-        self._queue.append(item)
-        self._depth.set(len(self._queue))
+        self._enqueue_locked(item)
+
+    def _enqueue_locked(self, item: T) -> None:
+        self._queued.add(item)
+        (self._due_queue if item in self._due else self._queue).append(item)
+        self._depth.set(len(self._queued))
         self._ready.notify()
+
+    def _pop_locked(self) -> T:
+        """The next queued key: timers that came due first, then events; skips stale entries."""
+        for line in (self._due_queue, self._queue):
+            while line:
+                item = line.popleft()
+                if item in self._queued:
+                    self._queued.discard(item)
+                    self._due.discard(item)
+                    return item
+        raise AssertionError("_pop_locked called with nothing queued")
 
     def _promote_due(self, now: float) -> None:
         heap = self._heap
@@ -285,7 +313,7 @@ class WorkQueue(Generic[T]):
             entry = heapq.heappop(heap)
             if self._waiting.get(entry.item) is entry:
                 del self._waiting[entry.item]
-                self._add_locked(entry.item, now)
+                self._add_locked(entry.item, now, due=True)
 
     def _compact_heap(self) -> None:
         self._heap = [entry for entry in self._heap if self._waiting.get(entry.item) is entry]

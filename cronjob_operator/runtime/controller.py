@@ -9,7 +9,9 @@ What a reconcile's outcome does, exactly as controller-runtime:
 * an exception -> counted as an error and requeued with per-item exponential backoff
   (5 ms doubling to 1000 s); a ``TerminalError`` is counted and not requeued;
 * ``Result(requeue_after=s)`` with s > 0 -> the backoff is forgotten and the request
-  comes back after s seconds;
+  comes back after s seconds (a timer: the queue hands it out before event-driven keys);
+* ``Result(follow_up=True)`` -> the backoff is forgotten and the request is queued
+  again at once, behind the timers that came due (counted as ``requeue``);
 * otherwise the backoff is forgotten and the request is done until the next event.
 An exception never kills a worker. ``start`` returns at once; ``stop`` stops intake and
 waits for in-flight reconciles to finish (up to a timeout). As a manager Runnable (it
@@ -184,7 +186,10 @@ class Controller:
 
     def _finish(self, request: Request, result: Result) -> None:
         self.queue.forget(request)
-        if result.requeue_after > 0:
+        if result.follow_up:
+            self._count("requeue")
+            self.queue.add(request)
+        elif result.requeue_after > 0:
             self._count("requeue_after")
             self.queue.add_after(request, result.requeue_after)
         else:

@@ -11,6 +11,7 @@ deep, mutable copy), which is what controller-runtime pays on every read.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
@@ -63,20 +64,39 @@ _EMPTY = FrozenDict()
 """The one frozen empty dict (managedFields are mostly ``{}``): shared, as ``()`` is."""
 
 
+_intern = sys.intern
+
+
 def freeze(value: Any) -> Any:
     """Return ``value`` with every dict frozen and every list turned into a tuple.
 
     The hot path of every watch event (see bench/ingest.py): exact JSON types are
     dispatched on ``type()`` and scalars are never recursed into, which halves the cost
     of the obvious ``isinstance`` recursion; subclasses take the general path below.
+
+    String values are interned: namespaces, kinds, owner names and uids, label values,
+    images, condition reasons and messages repeat across thousands of cached objects, and
+    sharing one copy cut the RSS of a cached Job from 4,870 to 2,959 B (``slim_job``) and
+    from 8,868 to 5,400 B (stripped; ``python -m bench.memory --jobs 20k``) for about 5 µs
+    more per frozen Job.
     """
     cls = type(value)
     if cls is dict:
         if not value:
             return _EMPTY
-        return FrozenDict({k: v if type(v) in _LEAF_TYPES else freeze(v) for k, v in value.items()})
+        return FrozenDict(
+            {
+                k: _intern(v) if type(v) is str else v if type(v) in _LEAF_TYPES else freeze(v)
+                for k, v in value.items()
+            }
+        )
     if cls is list or cls is tuple:
-        return tuple([v if type(v) in _LEAF_TYPES else freeze(v) for v in value])
+        return tuple(
+            [
+                _intern(v) if type(v) is str else v if type(v) in _LEAF_TYPES else freeze(v)
+                for v in value
+            ]
+        )
     if cls is FrozenDict or cls in _LEAF_TYPES:
         return value
     if isinstance(value, dict):

@@ -27,9 +27,15 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """``requeue_after`` > 0 reconciles again after that many seconds; 0 means done."""
+    """``requeue_after`` > 0 reconciles again after that many seconds; 0 means done.
+
+    ``follow_up`` reconciles again as soon as the work queue's timers that came due are
+    done (it queues the request like an event does): how a reconciler that did the
+    urgent part of its work lets other objects' urgent work go before its own rest.
+    """
 
     requeue_after: float = 0.0
+    follow_up: bool = False
 
 
 class TerminalError(Exception):

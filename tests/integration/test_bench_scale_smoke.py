@@ -68,7 +68,8 @@ def test_a_cluster_benchmark_prints_its_table(
 
 
 def test_skew_measures_both_controllers(capsys: pytest.CaptureFixture[str]) -> None:
-    assert skew.main(["--cronjobs", "3", "--margin", "2"]) == 0
+    assert skew.main(["--cronjobs", "3", "--margin", "2", "--limits", "20/30"]) == 0
     out = capsys.readouterr().out
-    assert "| ours (operator)" in out
-    assert "| built-in batch/v1" in out
+    assert "ours (operator) |" in out
+    assert "built-in batch/v1 |" in out
+    assert "qps 20 / burst 30: bare client" in out

@@ -140,7 +140,7 @@ def test_relists_after_compaction_and_delivers_missed_deletes(
         assert not events.seen("delete", "doomed")
         gated.open.set()
         wait_for(lambda: events.seen("delete", "doomed"), 120, message="missed delete delivered")
-        assert any("is gone; relisting" in record.getMessage() for record in caplog.records)
+        assert any("is gone; syncing again" in record.getMessage() for record in caplog.records)
         server = {
             item["metadata"]["name"]
             for item in rest.request("GET", CONFIG_MAP.collection_path(namespace))["items"]

@@ -34,7 +34,7 @@ PUBLIC_RUNTIME_NAMES = {
     # the client, its cache and the transport it is built on
     "Client", "Reader", "Writer", "LiveReader", "PatchType", "Propagation", "Cache",
     "CacheSyncTimeoutError", "UnindexedFieldError", "FieldIndexFunc", "Transform",
-    "strip_managed_fields", "RestClient", "load_configuration",
+    "strip_managed_fields", "RestClient", "TokenBucket", "load_configuration",
     # typed errors
     "ApiError", "AlreadyExists", "BadRequest", "Conflict", "Forbidden", "Gone", "Invalid",
     "NotFound", "ServerError", "TooManyRequests", "TransportError", "Unauthorized",

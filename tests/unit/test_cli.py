@@ -27,6 +27,8 @@ RUN_FLAGS = (
     "--cronjob-controller",
     "--configdeployment-controller",
     "--graceful-shutdown-timeout",
+    "--kube-api-qps",
+    "--kube-api-burst",
 )
 
 
@@ -48,6 +50,9 @@ def test_run_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> No
         (["run", "--log-format", "xml"], "invalid choice"),
         (["run", "--health-probe-bind-address", "8081"], "bind address"),
         (["run", "--graceful-shutdown-timeout", "-1"], "more than 0"),
+        (["run", "--kube-api-qps", "0"], "negative value to turn the limiter off"),
+        (["run", "--kube-api-qps", "fast"], "not a number of requests per second"),
+        (["run", "--kube-api-burst", "0"], "must be at least 1"),
         (["launch"], "invalid choice"),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -123,3 +124,137 @@ def test_backoff_jitter_stays_within_half_the_delay() -> None:
     delays = [backoff.next_delay() for _ in range(40)]
     bases = [min(30.0, 0.8 * 2**i) for i in range(40)]
     assert all(base <= delay <= base * 1.5 for base, delay in zip(bases, delays, strict=True))
+
+
+class FakeStream:
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.events, self.closed = events, False
+
+    def __iter__(self) -> Any:
+        return iter(self.events)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeRest:
+    """Answers watches and LISTs from scripts and records what was asked."""
+
+    def __init__(self, watches: list[FakeStream | Exception], pages: list[dict[str, Any]]) -> None:
+        self.watches, self.pages = watches, pages
+        self.watch_params: list[dict[str, Any]] = []
+        self.list_params: list[dict[str, Any]] = []
+
+    def watch(self, path: str, params: dict[str, Any], *, read_timeout: float) -> FakeStream:
+        self.watch_params.append(dict(params))
+        answer = self.watches.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        self.list_params.append(dict(kwargs["params"]))
+        return self.pages.pop(0)
+
+
+def end_bookmark(rv: str) -> dict[str, Any]:
+    meta = {"resourceVersion": rv, "annotations": {"k8s.io/initial-events-end": "true"}}
+    return {"type": "BOOKMARK", "object": {"metadata": meta}}
+
+
+def streaming(
+    watches: list[FakeStream | Exception], pages: list[dict[str, Any]] | None = None
+) -> tuple[Reflector, Store, Sink, FakeRest]:
+    store = Store()
+    sink = Sink(store)
+    rest = FakeRest(watches, pages or [])
+    return Reflector(rest, CONFIG_MAP, store, sink), store, sink, rest  # type: ignore[arg-type]
+
+
+def test_a_streamed_sync_fills_the_store_at_the_end_bookmark_then_keeps_watching() -> None:
+    stream = FakeStream(
+        [
+            event("ADDED", "a", "1"),
+            event("ADDED", "b", "2"),
+            {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "3"}}},
+            event("ADDED", "c", "3"),
+            end_bookmark("4"),
+            event("MODIFIED", "a", "5"),
+        ]
+    )
+    r, store, sink, rest = streaming([stream])
+    r._sync(threading.Event())
+    assert sink.events == [
+        ("add", "a", True),
+        ("add", "b", True),
+        ("add", "c", True),
+        ("synced", "", True),
+        ("update", "a", True),
+    ]
+    assert sorted(objects.name_of(obj) for obj in store.list()) == ["a", "b", "c"]
+    assert rest.watch_params[0] | {"timeoutSeconds": 0} == {
+        "resourceVersion": "",
+        "allowWatchBookmarks": True,
+        "sendInitialEvents": True,
+        "resourceVersionMatch": "NotOlderThan",
+        "timeoutSeconds": 0,
+    }
+    assert rest.list_params == []
+    assert (r.streamed_syncs, r.listed_syncs, r.resource_version) == (1, 0, "5")
+    assert stream.closed
+
+
+def test_a_stream_that_ends_before_the_bookmark_changes_nothing_and_fails() -> None:
+    r, store, sink, _ = streaming([FakeStream([event("ADDED", "a", "1")])])
+    with pytest.raises(errors.TransportError, match="initial-events-end"):
+        r._sync(threading.Event())
+    assert (len(store), sink.events, r.streamed_syncs) == (0, [], 0)
+
+
+def test_a_refused_stream_falls_back_to_a_paged_list_from_the_watch_cache() -> None:
+    refused = errors.api_error(422, {"message": "sendInitialEvents is forbidden"})
+    pages = [
+        {"metadata": {"continue": "next"}, "items": [event("", "a", "1")["object"]]},
+        {"metadata": {"resourceVersion": "7"}, "items": [event("", "b", "2")["object"]]},
+    ]
+    r, store, sink, rest = streaming([refused, FakeStream([event("ADDED", "c", "8")])], pages)
+    r._sync(threading.Event())
+    assert rest.list_params == [
+        {"limit": 500, "resourceVersion": "0"},
+        {"limit": 500, "continue": "next"},
+    ]
+    assert rest.watch_params[1]["resourceVersion"] == "7"
+    assert "sendInitialEvents" not in rest.watch_params[1]
+    assert [e[:2] for e in sink.events] == [
+        ("add", "a"),
+        ("add", "b"),
+        ("synced", ""),
+        ("add", "c"),
+    ]
+    assert (r.streamed_syncs, r.listed_syncs, len(store)) == (0, 1, 3)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [errors.api_error(410, {"message": "too old"}), errors.api_error(503, {"message": "busy"})],
+)
+def test_gone_and_transient_errors_are_not_a_refusal(error: errors.ApiError) -> None:
+    r, _, _, rest = streaming([error])
+    with pytest.raises(type(error)):
+        r._sync(threading.Event())
+    assert rest.list_params == []
+
+
+def test_after_gone_the_next_sync_asks_for_a_fresh_consistent_snapshot() -> None:
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+    first = FakeStream([end_bookmark("4"), gone])
+    second = FakeStream([event("ADDED", "a", "9"), end_bookmark("9")])
+    r, store, _, rest = streaming([first, second])
+    stop = threading.Event()
+    with pytest.raises(errors.Gone):
+        r._sync(stop)
+    r._version_unavailable = True  # what run() does on Gone
+    assert r._list_resource_version() == ""
+    r._sync(stop)
+    assert [p["resourceVersion"] for p in rest.watch_params] == ["", ""]
+    assert (r.resource_version, len(store), r._list_resource_version()) == ("9", 1, "9")

@@ -341,7 +341,7 @@ class TestMetrics:
         assert sample("workqueue_retries_total", queue) == 1
         assert sample("workqueue_depth", queue) == 2
         clock.advance(1)
-        assert queue.get() == "a"
+        assert queue.get() == "c"  # its timer came due: it goes before the events
         assert sample("workqueue_depth", queue) == 2
         assert sample("workqueue_adds_total", queue) == 3
 
@@ -375,3 +375,52 @@ class TestMetrics:
         queue.update_unfinished_work()
         assert sample("workqueue_unfinished_work_seconds", queue) == 0
         assert sample("workqueue_longest_running_processor_seconds", queue) == 0
+
+
+class TestTimersFirst:
+    def test_keys_whose_timer_came_due_go_before_event_keys(self) -> None:
+        clock = FakeClock()
+        queue = new_queue(clock)
+        queue.add_after("due-2", 2)
+        queue.add_after("due-1", 1)
+        queue.add("event-1")
+        queue.add("event-2")
+        clock.advance(5)
+        assert drain(queue) == ["due-1", "due-2", "event-1", "event-2"]
+
+    def test_a_key_queued_by_an_event_moves_up_when_its_timer_comes_due(self) -> None:
+        clock = FakeClock()
+        queue = new_queue(clock)
+        queue.add("event")
+        queue.add("both")
+        queue.add_after("both", 1)
+        clock.advance(1)
+        assert drain(queue) == ["both", "event"]
+        assert len(queue) == 0
+
+    def test_a_timer_due_while_the_key_is_processed_requeues_it_first(self) -> None:
+        clock = FakeClock()
+        queue = new_queue(clock)
+        queue.add("held")
+        assert queue.get(timeout=0) == "held"
+        queue.add("event")
+        queue.add_after("held", 1)
+        clock.advance(1)
+        assert queue.get(timeout=0) == "event"  # "held" is still being processed
+        queue.done("event")
+        queue.done("held")
+        assert drain(queue) == ["held"]
+
+    def test_a_follow_up_add_goes_behind_every_due_key(self) -> None:
+        clock = FakeClock()
+        queue = new_queue(clock)
+        for name in ("a", "b", "c"):
+            queue.add_after(name, 1)
+        clock.advance(1)
+        order = []
+        while (item := queue.get(timeout=0)) is not None:
+            order.append(item)
+            if not item.endswith("-status"):
+                queue.add(f"{item}-status")  # what Result(follow_up=True) does
+            queue.done(item)
+        assert order == ["a", "b", "c", "a-status", "b-status", "c-status"]
