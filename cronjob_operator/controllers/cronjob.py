@@ -29,8 +29,8 @@ from zoneinfo import ZoneInfo
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
 from cronjob_operator.controllers import cronjob_state as state
+from cronjob_operator.controllers import metrics
 from cronjob_operator.controllers.conditions import condition_setter, parse_time, rfc3339
-from cronjob_operator.controllers.metrics import JOB_CREATION_SKEW
 from cronjob_operator.controllers.status import Clock, utc_now, write_status
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import Client, Propagation
@@ -92,6 +92,7 @@ class CronJobReconciler:
         try:
             cronjob = self._client.get(CRONJOB, request.name, request.namespace)
         except errors.NotFound:
+            metrics.forget_cronjob(request.namespace, request.name)
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
         status = objects.thaw(cronjob.get("status") or {})
@@ -101,6 +102,9 @@ class CronJobReconciler:
         requeue, problem = self._schedule(cronjob, status, now)
         self._set_conditions(cronjob, status, problem, now)
         self._write_status(cronjob, status)
+        metrics.ACTIVE_JOBS.labels(request.namespace, request.name).set(
+            len(status.get("active") or ())
+        )
         return Result(requeue_after=requeue.total_seconds()) if requeue else Result()
 
     def _owned_jobs(self, cronjob: objects.Obj) -> state.JobSets:
@@ -121,8 +125,13 @@ class CronJobReconciler:
             for ref in state.unconfirmed_active(status, owned)
             if not self._exists_live(ref)
         ]
+        metadata = cronjob["metadata"]
         for notice in state.sync_status(status, jobs, confirmed_missing=missing):
             self._recorder.event(cronjob, notice.type, notice.reason, notice.message)
+            if notice.finished is not None:
+                metrics.JOBS_FINISHED.labels(
+                    metadata["namespace"], metadata["name"], notice.finished
+                ).inc()
 
     def _exists_live(self, ref: dict[str, Any]) -> bool:
         # The cache may lag a Job we just created: ask the server before calling it missing.
@@ -261,6 +270,8 @@ class CronJobReconciler:
         else:
             self._recorder.event(cronjob, "Normal", "SuccessfulCreate", f"Created job {name}")
             observe_skew(created, scheduled)
+            metadata = cronjob["metadata"]
+            metrics.JOBS_CREATED.labels(metadata["namespace"], metadata["name"]).inc()
         ref = state.job_reference(created)
         active = status.setdefault("active", [])
         running = state.finished_state(created) is None  # an existing Job may be done already
@@ -304,7 +315,7 @@ def observe_skew(job: objects.Obj, scheduled: datetime) -> None:
     """Record how late a Job was created relative to its scheduled time."""
     created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
     if created is not None:
-        JOB_CREATION_SKEW.observe(max(0.0, (created - scheduled).total_seconds()))
+        metrics.JOB_CREATION_SKEW.observe(max(0.0, (created - scheduled).total_seconds()))
 
 
 def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:

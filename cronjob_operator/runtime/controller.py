@@ -32,6 +32,9 @@ from cronjob_operator.runtime.workqueue import RateLimiter, WorkQueue
 
 __all__ = ["Controller"]
 
+# The result label values of controller_runtime_reconcile_total this controller reports.
+_RESULTS = ("success", "error", "requeue_after")
+
 log = logging.getLogger(__name__)
 
 
@@ -79,6 +82,7 @@ class Controller:
             informer.add_handler(handler)
         metrics.MAX_CONCURRENT_RECONCILES.labels(self.name).set(self.max_concurrent_reconciles)
         metrics.ACTIVE_WORKERS.labels(self.name).set(0)
+        self._zero_counters()
         threading.Thread(
             target=self._report_stuck_work, name=f"{self.name}-queue-metrics", daemon=True
         ).start()
@@ -149,6 +153,14 @@ class Controller:
             self.queue.add_after(request, result.requeue_after)
         else:
             self._count("success")
+
+    def _zero_counters(self) -> None:
+        # As controller-runtime does: every series exists from the start, so a rate or an
+        # alert on errors reads 0 instead of nothing before the first error.
+        for result in _RESULTS:
+            metrics.RECONCILE_TOTAL.labels(self.name, result)
+        metrics.RECONCILE_ERRORS.labels(self.name)
+        metrics.RECONCILE_PANICS.labels(self.name)
 
     def _count(self, result: str) -> None:
         metrics.RECONCILE_TOTAL.labels(self.name, result).inc()
