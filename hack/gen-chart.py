@@ -18,7 +18,7 @@ values), the helpers and the values is generated here from ``kubectl kustomize``
 * ``Chart.yaml``: versions from ``cronjob_operator.__version__``.
 
 Each object keeps its config/ content; only its namespace becomes the release's, its
-name prefix the chart's name (``nameOverride``), Helm's labels are added, a literal
+name prefix the chart's name (``nameOverride``), Helm's labels replace managed-by, a literal
 ``{{`` (alert templates) is escaped, and it is wrapped in the value that enables it.
 Re-run after changing config/: ``hack/gen-chart.py``. tests/integration/test_chart.py
 fails when the chart is stale. kubectl comes from ``--kubectl``, else the control
@@ -161,7 +161,9 @@ def prepare(obj: dict[str, Any]) -> dict[str, Any]:
     """Sentinels where Helm's labels and the cert-manager annotation go."""
     obj = yaml.safe_load(yaml.safe_dump(obj))
     metadata = obj["metadata"]
-    metadata.setdefault("labels", {})[HELM_LABELS] = ""
+    labels = metadata.setdefault("labels", {})
+    labels.pop("app.kubernetes.io/managed-by", None)  # kustomize in config/, Helm here
+    labels[HELM_LABELS] = ""
     annotations = metadata.get("annotations") or {}
     if obj["kind"] in WEBHOOK_KINDS and CERT_ANNOTATION in annotations:
         annotations[CERT_ANNOTATIONS] = annotations.pop(CERT_ANNOTATION)
@@ -206,7 +208,7 @@ def expand_files(body: str) -> str:
     def block(match: re.Match[str]) -> str:
         pad, name = match.group(1), match.group(3)
         read = f'{{{{- .Files.Get "files/{name}" | nindent {len(pad) + 2} }}}}'
-        return f"{pad}{match.group(2)}: |-\n{pad}  {read}"
+        return f"{pad}{match.group(2)}: |\n{pad}  {read}"
 
     return re.sub(r"^( *)(\S+): __file__(\S+)$", block, body, flags=re.M)
 

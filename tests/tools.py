@@ -27,7 +27,8 @@ def tools_dir() -> Path:
         ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False
     )
     lines = result.stdout.strip().splitlines()
-    assert result.returncode == 0 and lines, f"{BUILD_SCRIPT} failed (exit {result.returncode})"
+    assert result.returncode == 0, f"{BUILD_SCRIPT} failed (exit {result.returncode})"
+    assert lines, f"{BUILD_SCRIPT} printed no directory"
     return Path(lines[-1])
 
 

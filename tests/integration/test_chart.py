@@ -12,6 +12,7 @@ plane is needed: helm and kubectl only render.
 
 from __future__ import annotations
 
+import difflib
 import filecmp
 import importlib.util
 import json
@@ -110,7 +111,16 @@ def by_key(objects: list[dict[str, Any]], *, without: set[str] = frozenset()) ->
 def assert_same(chart: dict[Key, Any], config: dict[Key, Any], what: str) -> None:
     assert sorted(chart) == sorted(config), f"{what}: the chart and config/ render other objects"
     for key, obj in config.items():
-        assert chart[key] == obj, f"{what}: {key} differs; run hack/gen-chart.py"
+        if chart[key] != obj:
+            diff = difflib.unified_diff(
+                yaml.safe_dump(obj).splitlines(),
+                yaml.safe_dump(chart[key]).splitlines(),
+                "config/",
+                "chart",
+                lineterm="",
+            )
+            fix = "templates/manager/manager.yaml" if key[0] == "Deployment" else "gen-chart.py"
+            raise AssertionError(f"{what}: {key} differs ({fix}):\n" + "\n".join(diff))
 
 
 @pytest.fixture(scope="module")
