@@ -36,7 +36,7 @@ from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.rest import RestClient, load_configuration
 from tests.e2e.support import _die_with_parent, apply_all, cronjob_manifest, free_port, jobs
-from tests.integration.support import REPO, FakeClock, RunningManager
+from tests.integration.support import REPO, FakeClock, RunningManager, install_crds
 from tests.tools import tool
 
 DASHBOARDS = sorted((REPO / "config" / "grafana").glob("*.json"))
@@ -212,6 +212,7 @@ def manager_that_ran_cronjobs(
     control_plane: ControlPlane, namespace: str
 ) -> Iterator[tuple[RunningManager, int]]:
     """A manager (metrics on a free port, leader) that ran good, failing, running CronJobs."""
+    install_crds(control_plane)
     clock = FakeClock()
     port = free_port()
     options = Options(
@@ -226,7 +227,7 @@ def manager_that_ran_cronjobs(
     }
     codes: list[int] = []
     thread = threading.Thread(
-        target=lambda: codes.append(manager.run(install_signal_handlers=False))
+        target=lambda: codes.append(manager.run(install_signal_handlers=False)), daemon=True
     )
     thread.start()
     running = RunningManager(manager, controllers, thread)
