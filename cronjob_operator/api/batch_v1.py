@@ -44,6 +44,7 @@ __all__ = [
     "CronJobSettings",
     "CronJobSpec",
     "CronJobStatus",
+    "ObservedSchedule",
     "read_settings",
 ]
 
@@ -160,6 +161,24 @@ class CronJobSpec(KubeModel):
         return time_zone
 
 
+class ObservedSchedule(KubeModel):
+    """The schedule and time zone the controller schedules against, and since when.
+
+    A run is never created for a scheduled time at or before since: editing the
+    schedule or the time zone never starts a catch-up run for a time before the edit.
+    Kept in status so the rule holds across operator restarts. The schedule is the v1
+    string in both API versions (five v2 fields cannot say every schedule, @every for one,
+    and status cannot carry the annotation that conversion uses for those)."""
+
+    schedule: str
+    """spec.schedule as the controller last read it."""
+    time_zone: str | None = None
+    """spec.timeZone as the controller last read it (unset: UTC)."""
+    since: datetime
+    """When the controller first saw this schedule and time zone: the creation time, or
+    the first reconcile after an edit of either."""
+
+
 class CronJobStatus(KubeModel):
     """CronJobStatus defines the observed state of CronJob."""
 
@@ -183,6 +202,9 @@ class CronJobStatus(KubeModel):
     Progressing and Degraded."""
     observed_generation: NonNegativeInt64 | None = None
     """The .metadata.generation the controller last acted on."""
+    observed_schedule: ObservedSchedule | None = None
+    """The schedule and time zone the controller schedules against, and since when; no
+    run is created for a time at or before since."""
 
 
 class CronJob(KubeModel):

@@ -1,7 +1,7 @@
 """The CronJob reconciler: create Jobs on schedule, keep status true, prune history.
 
 This is the kubebuilder tutorial's controller with the built-in controller's semantics
-(docs/cronjob-semantics, "Reconcile, in order"). Child Jobs are found through the
+(docs/cronjob-semantics.md, "Reconcile, in order"). Child Jobs are found through the
 informer cache's ``.metadata.controller`` field index, never by listing all Jobs; only
 Jobs whose controller owner uid is this CronJob's count. The pure rules live in
 ``cronjob_state`` (status, pruning, Job construction) and ``schedule`` (time); this
@@ -10,8 +10,10 @@ module does the reads, writes and events around them.
 Errors: a bad schedule or time zone is reported (Warning event, ``Degraded``) and not
 retried until the spec changes; a Job the API server rejects as invalid is reported and
 retried at the next scheduled time; other API failures raise, so the controller retries
-with backoff. Status is written once, only when it changed, retrying conflicts against a
-fresh read so it is never dropped.
+with backoff. With ``Replace``, a failed delete of an active Job raises before the new
+Job is created: two runs are never active because a delete failed. Status is written
+once, only when it changed, retrying conflicts against a fresh read so it is never
+dropped.
 
 RBAC this code needs (mirrored in config/rbac/role.yaml, checked by an e2e test):
 cronjobs get/list/watch, cronjobs/status get/update; jobs get/list/watch/create/delete;
@@ -26,20 +28,23 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from prometheus_client import Histogram
+
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers import metrics
-from cronjob_operator.controllers.conditions import condition_setter, parse_time, rfc3339
-from cronjob_operator.controllers.status import Clock, utc_now, write_status
+from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.cache import strip_managed_fields
 from cronjob_operator.runtime.client import Client, Propagation
+from cronjob_operator.runtime.clock import Clock, utc_now
+from cronjob_operator.runtime.conditions import condition_setter, parse_time, rfc3339
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager
 from cronjob_operator.runtime.reconcile import Request, Result
-from cronjob_operator.runtime.reflector import strip_managed_fields
+from cronjob_operator.runtime.status import write_status
 
 __all__ = ["JOB_OWNER_INDEX", "CronJobReconciler", "job_owner_index", "setup", "slim_job"]
 
@@ -83,16 +88,24 @@ class _Problem:
 class CronJobReconciler:
     """Reconciles one CronJob per call; see the module docstring."""
 
-    def __init__(self, client: Client, recorder: EventRecorder, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        client: Client,
+        recorder: EventRecorder,
+        *,
+        clock: Clock = utc_now,
+        metrics: CronJobMetrics | None = None,
+    ) -> None:
         self._client = client
         self._recorder = recorder
         self._clock = clock
+        self._metrics = metrics if metrics is not None else CronJobMetrics(None)
 
     def reconcile(self, request: Request) -> Result:
         try:
             cronjob = self._client.get(CRONJOB, request.name, request.namespace)
         except errors.NotFound:
-            metrics.forget_cronjob(request.namespace, request.name)
+            self._metrics.forget_cronjob(request.namespace, request.name)
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
         status = objects.thaw(cronjob.get("status") or {})
@@ -102,7 +115,7 @@ class CronJobReconciler:
         requeue, problem = self._schedule(cronjob, status, now)
         self._set_conditions(cronjob, status, problem, now)
         self._write_status(cronjob, status)
-        metrics.ACTIVE_JOBS.labels(request.namespace, request.name).set(
+        self._metrics.active_jobs.labels(request.namespace, request.name).set(
             len(status.get("active") or ())
         )
         return Result(requeue_after=requeue.total_seconds()) if requeue else Result()
@@ -129,7 +142,7 @@ class CronJobReconciler:
         for notice in state.sync_status(status, jobs, confirmed_missing=missing):
             self._recorder.event(cronjob, notice.type, notice.reason, notice.message)
             if notice.finished is not None:
-                metrics.JOBS_FINISHED.labels(
+                self._metrics.jobs_finished.labels(
                     metadata["namespace"], metadata["name"], notice.finished
                 ).inc()
 
@@ -147,10 +160,13 @@ class CronJobReconciler:
             *state.to_prune(jobs.successful, spec.get("successfulJobsHistoryLimit")),
             *state.to_prune(jobs.failed, spec.get("failedJobsHistoryLimit")),
         ]
-        for job in doomed:
+        for job in doomed:  # a failed prune is reported and retried on the next reconcile
             self._delete_job(cronjob, objects.name_of(job), uid=job["metadata"].get("uid"))
 
-    def _delete_job(self, cronjob: objects.Obj, name: str, *, uid: str | None) -> bool:
+    def _delete_job(
+        self, cronjob: objects.Obj, name: str, *, uid: str | None
+    ) -> errors.ApiError | None:
+        """Delete one Job (only if it still has ``uid``); the error, None when it is gone."""
         try:
             self._client.delete(
                 JOB,
@@ -160,19 +176,21 @@ class CronJobReconciler:
                 uid=uid,
             )
         except errors.NotFound:
-            return True
+            return None
         except errors.ApiError as exc:
             log.warning("deleting job %s failed: %s", name, exc)
             self._recorder.event(cronjob, "Warning", "FailedDelete", f"Deleted job {name}: {exc}")
-            return False
+            return exc
         self._recorder.event(cronjob, "Normal", "SuccessfulDelete", f"Deleted job {name}")
-        return True
+        return None
 
     def _schedule(
         self, cronjob: objects.Obj, status: dict[str, Any], now: datetime
     ) -> tuple[timedelta | None, _Problem | None]:
         """Steps 5-9: maybe create a Job; returns when to look again and any problem."""
         spec = cronjob.get("spec") or {}
+        created = parse_time(cronjob["metadata"].get("creationTimestamp")) or now
+        since = state.observe_schedule(status, spec, created=created, now=now)
         if cronjob["metadata"].get("deletionTimestamp") or spec.get("suspend"):
             return None, None
         try:
@@ -188,12 +206,11 @@ class CronJobReconciler:
             )
             self._recorder.event(cronjob, "Warning", "FailedCreate", message)
             return None, _Problem("NameTooLong", message)
-        earliest = parse_time(status.get("lastScheduleTime")) or parse_time(
-            cronjob["metadata"].get("creationTimestamp")
-        )
+        # Never a run for a time before the last edit of the schedule or time zone.
+        earliest = max(parse_time(status.get("lastScheduleTime")) or created, since)
         due = schedules.most_recent_due(
             schedule,
-            earliest=earliest or now,
+            earliest=earliest,
             now=now,
             starting_deadline_seconds=spec.get("startingDeadlineSeconds"),
         )
@@ -235,10 +252,24 @@ class CronJobReconciler:
             )
             return None
         if policy == "Replace":
-            for ref in list(active):
-                if self._delete_job(cronjob, ref["name"], uid=ref.get("uid")):
-                    active.remove(ref)
+            self._replace_active(cronjob, status)
         return self._create(cronjob, status, state.build_job(cronjob, scheduled, zone), scheduled)
+
+    def _replace_active(self, cronjob: objects.Obj, status: dict[str, Any]) -> None:
+        """Delete every active Job before the new run is created.
+
+        A delete that fails (a 500, a 409 because the name now has another uid) raises
+        before anything is created, so Replace never leaves two runs active; the
+        controller retries with backoff. The next reconcile's sync confirms against the
+        API server whether an entry's Job is really gone (a failed GET there raises too).
+        """
+        active = status.get("active") or []
+        for ref in list(active):
+            error = self._delete_job(cronjob, ref["name"], uid=ref.get("uid"))
+            if error is not None:
+                self._write_status(cronjob, status)  # keep what this reconcile learned
+                raise error
+            active.remove(ref)
 
     def _create(
         self,
@@ -260,7 +291,10 @@ class CronJobReconciler:
                 return None
             created = existing
         except errors.Invalid as exc:
-            message = f"spec.jobTemplate: the API server rejected Job {name}: {exc.message}"
+            message = (
+                f"spec.jobTemplate: the API server rejected Job {name}: {exc.message}; "
+                "fix the template (every run would be rejected the same way)"
+            )
             self._recorder.event(cronjob, "Warning", "FailedCreate", message)
             return _Problem("InvalidJobTemplate", message)
         except errors.ApiError as exc:
@@ -269,9 +303,9 @@ class CronJobReconciler:
             raise
         else:
             self._recorder.event(cronjob, "Normal", "SuccessfulCreate", f"Created job {name}")
-            observe_skew(created, scheduled)
+            observe_skew(self._metrics.job_creation_skew, created, scheduled)
             metadata = cronjob["metadata"]
-            metrics.JOBS_CREATED.labels(metadata["namespace"], metadata["name"]).inc()
+            self._metrics.jobs_created.labels(metadata["namespace"], metadata["name"]).inc()
         ref = state.job_reference(created)
         active = status.setdefault("active", [])
         running = state.finished_state(created) is None  # an existing Job may be done already
@@ -294,12 +328,7 @@ class CronJobReconciler:
             condition("Degraded", True, problem.reason, problem.message)
         else:
             condition("Degraded", False, "AsExpected", "")
-        if (cronjob.get("spec") or {}).get("suspend"):
-            condition("Available", False, "Suspended", "spec.suspend is true: no new runs start")
-        elif problem is not None and problem.reason != "InvalidJobTemplate":
-            condition("Available", False, problem.reason, problem.message)
-        else:
-            condition("Available", True, "Scheduling", "runs start on schedule")
+        condition("Available", *_availability(cronjob, problem))
         count = len(status.get("active") or [])
         if count:
             condition("Progressing", True, "JobsActive", f"{count} active job(s)")
@@ -311,16 +340,39 @@ class CronJobReconciler:
         write_status(self._client, CRONJOB, cronjob, status)
 
 
-def observe_skew(job: objects.Obj, scheduled: datetime) -> None:
+def _availability(cronjob: objects.Obj, problem: _Problem | None) -> tuple[bool, str, str]:
+    """Available's (status, reason, message): True only when runs really start on schedule.
+
+    The reason names what keeps runs from starting, most fundamental first: the CronJob
+    is being deleted, suspended, or has a problem (which includes a Job template that the
+    API server rejects: every run would fail to start)."""
+    metadata = cronjob["metadata"]
+    if metadata.get("deletionTimestamp"):
+        finalizers = ", ".join(metadata.get("finalizers") or ()) or "none"
+        return (
+            False,
+            "Terminating",
+            "metadata.deletionTimestamp is set: no new runs start; the CronJob is removed "
+            f"once its finalizers are gone ({finalizers})",
+        )
+    if (cronjob.get("spec") or {}).get("suspend"):
+        return False, "Suspended", "spec.suspend is true: no new runs start"
+    if problem is not None:
+        return False, problem.reason, problem.message
+    return True, "Scheduling", "runs start on schedule"
+
+
+def observe_skew(skew: Histogram, job: objects.Obj, scheduled: datetime) -> None:
     """Record how late a Job was created relative to its scheduled time."""
     created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
     if created is not None:
-        metrics.JOB_CREATION_SKEW.observe(max(0.0, (created - scheduled).total_seconds()))
+        skew.observe(max(0.0, (created - scheduled).total_seconds()))
 
 
 def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
     """Register the Job transform and owner index, and the CronJob controller."""
     manager.cache.set_transform(JOB, slim_job)
     manager.cache.index_field(JOB, JOB_OWNER_INDEX, job_owner_index)
-    reconciler = CronJobReconciler(manager.client, manager.recorder, clock=clock)
+    metrics = CronJobMetrics(manager.metrics.registry)
+    reconciler = CronJobReconciler(manager.client, manager.recorder, clock=clock, metrics=metrics)
     return manager.builder("cronjob").for_(CRONJOB).owns(JOB).complete(reconciler)

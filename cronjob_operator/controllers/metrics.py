@@ -6,52 +6,57 @@ outcome, active runs) are what the CronJob dashboard and the failing-CronJob ale
 config/grafana and config/prometheus read; the built-in has no equivalent, so they carry
 our prefix. Their labels are the CronJob's namespace and name, as kube-state-metrics
 labels its CronJob series.
+
+Each is built into a registry the caller gives (the manager's, from ``setup``), so two
+managers in one process keep separate counts.
 """
 
 from __future__ import annotations
 
 import contextlib
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from cronjob_operator.runtime.metrics import REGISTRY
-
-__all__ = [
-    "ACTIVE_JOBS",
-    "JOBS_CREATED",
-    "JOBS_FINISHED",
-    "JOB_CREATION_SKEW",
-    "forget_cronjob",
-]
-
-JOB_CREATION_SKEW = Histogram(
-    "cronjob_controller_job_creation_skew_duration_seconds",
-    "Time between when a cronjob is scheduled to be run, and when the corresponding job is created",
-    buckets=tuple(float(2**power) for power in range(10)),  # 1 .. 512 seconds
-    registry=REGISTRY,
-)
-JOBS_CREATED = Counter(
-    "cronjob_operator_jobs_created_total",
-    "Jobs the CronJob controller created, per CronJob",
-    ["namespace", "cronjob"],
-    registry=REGISTRY,
-)
-JOBS_FINISHED = Counter(
-    "cronjob_operator_jobs_finished_total",
-    "Jobs of a CronJob seen finished (leaving status.active), per CronJob and "
-    "condition (Complete or Failed)",
-    ["namespace", "cronjob", "condition"],
-    registry=REGISTRY,
-)
-ACTIVE_JOBS = Gauge(
-    "cronjob_operator_active_jobs",
-    "Jobs a CronJob's status lists as active, as of its last reconcile",
-    ["namespace", "cronjob"],
-    registry=REGISTRY,
-)
+__all__ = ["CronJobMetrics", "job_creation_skew"]
 
 
-def forget_cronjob(namespace: str, name: str) -> None:
-    """Drop the gauge of a deleted CronJob (its counters stay: they only ever grow)."""
-    with contextlib.suppress(KeyError):
-        ACTIVE_JOBS.remove(namespace, name)
+def job_creation_skew(registry: CollectorRegistry | None) -> Histogram:
+    """How late Jobs are created after their scheduled time (unregistered when None)."""
+    return Histogram(
+        "cronjob_controller_job_creation_skew_duration_seconds",
+        "Time between when a cronjob is scheduled to be run, and when the corresponding job "
+        "is created",
+        buckets=tuple(float(2**power) for power in range(10)),  # 1 .. 512 seconds
+        registry=registry,
+    )
+
+
+class CronJobMetrics:
+    """The CronJob controller's metrics, in the given registry (unregistered when None)."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.job_creation_skew = job_creation_skew(registry)
+        self.jobs_created = Counter(
+            "cronjob_operator_jobs_created_total",
+            "Jobs the CronJob controller created, per CronJob",
+            ["namespace", "cronjob"],
+            registry=registry,
+        )
+        self.jobs_finished = Counter(
+            "cronjob_operator_jobs_finished_total",
+            "Jobs of a CronJob seen finished (leaving status.active), per CronJob and "
+            "condition (Complete or Failed)",
+            ["namespace", "cronjob", "condition"],
+            registry=registry,
+        )
+        self.active_jobs = Gauge(
+            "cronjob_operator_active_jobs",
+            "Jobs a CronJob's status lists as active, as of its last reconcile",
+            ["namespace", "cronjob"],
+            registry=registry,
+        )
+
+    def forget_cronjob(self, namespace: str, name: str) -> None:
+        """Drop the gauge of a deleted CronJob (its counters stay: they only ever grow)."""
+        with contextlib.suppress(KeyError):
+            self.active_jobs.remove(namespace, name)

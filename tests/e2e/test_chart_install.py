@@ -22,13 +22,14 @@ import pytest
 import yaml
 
 from cronjob_operator.controllers import configdeployment, cronjob
-from cronjob_operator.controllers.conditions import parse_time
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime._rest import RestClient, load_configuration
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import parse_time
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
-from cronjob_operator.runtime.rest import RestClient, load_configuration
 from tests.e2e.test_deploy import Denials, denials  # noqa: F401 - the fixture
-from tests.integration.support import CRD_NAMES, REPO, FakeClock, RunningManager, install_crds
+from tests.integration.support import CRD_NAMES, REPO, RunningManager, install_crds
 from tests.tools import tool
 
 CHART = REPO / "dist" / "chart"

@@ -30,13 +30,14 @@ import pytest
 import yaml
 
 from cronjob_operator.controllers import configdeployment, cronjob
-from cronjob_operator.controllers.conditions import parse_time
 from cronjob_operator.envtest import FAIL_LABEL, ControlPlane, wait_for
+from cronjob_operator.runtime._rest import RestClient, load_configuration
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import parse_time
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
-from cronjob_operator.runtime.rest import RestClient, load_configuration
 from tests.e2e.support import _die_with_parent, apply_all, cronjob_manifest, free_port, jobs
-from tests.integration.support import REPO, FakeClock, RunningManager, install_crds
+from tests.integration.support import REPO, RunningManager, install_crds
 from tests.tools import tool
 
 DASHBOARDS = sorted((REPO / "config" / "grafana").glob("*.json"))

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers import metrics
-from cronjob_operator.runtime.metrics import REGISTRY
+from cronjob_operator.controllers.metrics import CronJobMetrics
 from tests.unit.test_cronjob_state import job
 
 
@@ -33,9 +34,20 @@ def test_missing_runs_are_not_counted_as_finished() -> None:
 
 
 def test_forget_drops_the_active_gauge_of_a_deleted_cronjob() -> None:
+    registry = CollectorRegistry()
+    metrics = CronJobMetrics(registry)
     labels = {"namespace": "unit-metrics", "cronjob": "deleted"}
-    metrics.ACTIVE_JOBS.labels(*labels.values()).set(2)
-    assert REGISTRY.get_sample_value("cronjob_operator_active_jobs", labels) == 2
+    metrics.active_jobs.labels(*labels.values()).set(2)
+    assert registry.get_sample_value("cronjob_operator_active_jobs", labels) == 2
     metrics.forget_cronjob(*labels.values())
     metrics.forget_cronjob(*labels.values())  # twice is fine
-    assert REGISTRY.get_sample_value("cronjob_operator_active_jobs", labels) is None
+    assert registry.get_sample_value("cronjob_operator_active_jobs", labels) is None
+
+
+def test_two_registries_keep_separate_counts() -> None:
+    first, second = CollectorRegistry(), CollectorRegistry()
+    CronJobMetrics(first).jobs_created.labels("ns", "a").inc()
+    CronJobMetrics(second)
+    labels = {"namespace": "ns", "cronjob": "a"}
+    assert first.get_sample_value("cronjob_operator_jobs_created_total", labels) == 1
+    assert second.get_sample_value("cronjob_operator_jobs_created_total", labels) is None
