@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build (or reuse) the local control plane's binaries from Go modules and print the
 # directory that holds them: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, kwok, plus kwok's stage files under stages/.
+# kube-scheduler, kubectl, kwok, plus kwok's stage files under stages/. It then builds
+# (or reuses) helm, prometheus and promtool with hack/build-tools.sh, which caches them
+# under their own key and prints their own directory.
 #
 # The cache lives outside the repo, keyed on the pinned versions and the Go version:
 #   ${CRONJOB_OPERATOR_CACHE:-${XDG_CACHE_HOME:-~/.cache}/cronjob-operator}/bin/<key>/
@@ -133,6 +135,8 @@ main() {
   for name in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
     verify "${name}" || { log "${OUT}/${name} does not report the pinned version"; exit 1; }
   done
+  flock -u 9
+  "${HACK_DIR}/build-tools.sh" >/dev/null
   echo "${OUT}"
 }
 

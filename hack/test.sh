@@ -28,10 +28,12 @@ stage() {
   return 0
 }
 
-# use_binaries: build or reuse the control plane's binaries for the test fixtures.
+# use_binaries: build or reuse the control plane's binaries and the tools (helm,
+# prometheus, promtool) for the test fixtures.
 use_binaries() {
   CRONJOB_OPERATOR_BIN_DIR="$(bin_dir)" || return 1
-  export CRONJOB_OPERATOR_BIN_DIR
+  CRONJOB_OPERATOR_TOOLS_DIR="${CRONJOB_OPERATOR_TOOLS_DIR:-$("${REPO_ROOT}/hack/build-tools.sh")}" || return 1
+  export CRONJOB_OPERATOR_BIN_DIR CRONJOB_OPERATOR_TOOLS_DIR
 }
 
 finish() {

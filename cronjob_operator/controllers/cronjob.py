@@ -33,7 +33,7 @@ from prometheus_client import Histogram
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers.metrics import job_creation_skew
+from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache import strip_managed_fields
 from cronjob_operator.runtime.client import Client, Propagation
@@ -98,17 +98,18 @@ class CronJobReconciler:
         recorder: EventRecorder,
         *,
         clock: Clock = utc_now,
-        skew: Histogram | None = None,
+        metrics: CronJobMetrics | None = None,
     ) -> None:
         self._client = client
         self._recorder = recorder
         self._clock = clock
-        self._skew = skew if skew is not None else job_creation_skew(None)
+        self._metrics = metrics if metrics is not None else CronJobMetrics(None)
 
     def reconcile(self, request: Request) -> Result:
         try:
             cronjob = self._client.get(CRONJOB, request.name, request.namespace)
         except errors.NotFound:
+            self._metrics.forget_cronjob(request.namespace, request.name)
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
         status = objects.thaw(cronjob.get("status") or {})
@@ -128,6 +129,9 @@ class CronJobReconciler:
             return Result(follow_up=True)
         self._set_conditions(cronjob, status, problem, now)
         self._write_status(cronjob, status)
+        self._metrics.active_jobs.labels(request.namespace, request.name).set(
+            len(status.get("active") or ())
+        )
         return Result(requeue_after=requeue.total_seconds()) if requeue else Result()
 
     def _owned_jobs(self, cronjob: objects.Obj) -> state.JobSets:
@@ -148,8 +152,13 @@ class CronJobReconciler:
             for ref in state.unconfirmed_active(status, owned)
             if not self._exists_live(ref)
         ]
+        metadata = cronjob["metadata"]
         for notice in state.sync_status(status, jobs, confirmed_missing=missing):
             self._recorder.event(cronjob, notice.type, notice.reason, notice.message)
+            if notice.finished is not None:
+                self._metrics.jobs_finished.labels(
+                    metadata["namespace"], metadata["name"], notice.finished
+                ).inc()
 
     def _exists_live(self, ref: dict[str, Any]) -> bool:
         # The cache may lag a Job we just created: ask the server before calling it missing.
@@ -320,7 +329,9 @@ class CronJobReconciler:
             raise
         else:
             self._recorder.event(cronjob, "Normal", "SuccessfulCreate", f"Created job {name}")
-            observe_skew(self._skew, created, scheduled)
+            observe_skew(self._metrics.job_creation_skew, created, scheduled)
+            metadata = cronjob["metadata"]
+            self._metrics.jobs_created.labels(metadata["namespace"], metadata["name"]).inc()
             started.append(created)
         ref = state.job_reference(created)
         active = status.setdefault("active", [])
@@ -389,6 +400,6 @@ def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
     """Register the Job transform and owner index, and the CronJob controller."""
     manager.cache.set_transform(JOB, slim_job)
     manager.cache.index_field(JOB, JOB_OWNER_INDEX, job_owner_index)
-    skew = job_creation_skew(manager.metrics.registry)
-    reconciler = CronJobReconciler(manager.client, manager.recorder, clock=clock, skew=skew)
+    metrics = CronJobMetrics(manager.metrics.registry)
+    reconciler = CronJobReconciler(manager.client, manager.recorder, clock=clock, metrics=metrics)
     return manager.builder("cronjob").for_(CRONJOB).owns(JOB).complete(reconciler)

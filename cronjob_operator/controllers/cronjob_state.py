@@ -54,6 +54,7 @@ class Notice:
     type: str
     reason: str
     message: str
+    finished: str | None = None  # "Complete" or "Failed" when a run left status.active
 
 
 @dataclass(slots=True)
@@ -137,6 +138,7 @@ def sync_status(
                     "Normal",
                     "SawCompletedJob",
                     f"Saw completed job: {ref.get('name')}, status: {state}",
+                    finished=state,
                 )
             )
         elif uid in missing:

@@ -1,4 +1,11 @@
-"""Metrics of our controllers, beside the runtime's; named as the built-in controller names them.
+"""Metrics of our controllers, beside the runtime's.
+
+The skew histogram is named as the built-in CronJob controller names it, so dashboards
+made for the built-in read ours. The per-CronJob series (runs created, runs finished by
+outcome, active runs) are what the CronJob dashboard and the failing-CronJob alert in
+config/grafana and config/prometheus read; the built-in has no equivalent, so they carry
+our prefix. Their labels are the CronJob's namespace and name, as kube-state-metrics
+labels its CronJob series.
 
 Each is built into a registry the caller gives (the manager's, from ``setup``), so two
 managers in one process keep separate counts.
@@ -6,9 +13,11 @@ managers in one process keep separate counts.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Histogram
+import contextlib
 
-__all__ = ["job_creation_skew"]
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["CronJobMetrics", "job_creation_skew"]
 
 
 def job_creation_skew(registry: CollectorRegistry | None) -> Histogram:
@@ -20,3 +29,34 @@ def job_creation_skew(registry: CollectorRegistry | None) -> Histogram:
         buckets=tuple(float(2**power) for power in range(10)),  # 1 .. 512 seconds
         registry=registry,
     )
+
+
+class CronJobMetrics:
+    """The CronJob controller's metrics, in the given registry (unregistered when None)."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.job_creation_skew = job_creation_skew(registry)
+        self.jobs_created = Counter(
+            "cronjob_operator_jobs_created_total",
+            "Jobs the CronJob controller created, per CronJob",
+            ["namespace", "cronjob"],
+            registry=registry,
+        )
+        self.jobs_finished = Counter(
+            "cronjob_operator_jobs_finished_total",
+            "Jobs of a CronJob seen finished (leaving status.active), per CronJob and "
+            "condition (Complete or Failed)",
+            ["namespace", "cronjob", "condition"],
+            registry=registry,
+        )
+        self.active_jobs = Gauge(
+            "cronjob_operator_active_jobs",
+            "Jobs a CronJob's status lists as active, as of its last reconcile",
+            ["namespace", "cronjob"],
+            registry=registry,
+        )
+
+    def forget_cronjob(self, namespace: str, name: str) -> None:
+        """Drop the gauge of a deleted CronJob (its counters stay: they only ever grow)."""
+        with contextlib.suppress(KeyError):
+            self.active_jobs.remove(namespace, name)

@@ -39,6 +39,9 @@ from cronjob_operator.runtime.reconcile import Reconciler, Request, Result, Term
 
 __all__ = ["Controller", "ControllerOptions"]
 
+# The result label values of controller_runtime_reconcile_total this controller reports.
+_RESULTS = ("success", "error", "requeue_after")
+
 log = logging.getLogger(__name__)
 
 
@@ -115,6 +118,7 @@ class Controller:
             self.max_concurrent_reconciles
         )
         self._metrics.active_workers.labels(self.name).set(0)
+        self._zero_counters()
         threading.Thread(
             target=self._report_stuck_work, name=f"{self.name}-queue-metrics", daemon=True
         ).start()
@@ -194,6 +198,14 @@ class Controller:
             self.queue.add_after(request, result.requeue_after)
         else:
             self._count("success")
+
+    def _zero_counters(self) -> None:
+        # As controller-runtime does: every series exists from the start, so a rate or an
+        # alert on errors reads 0 instead of nothing before the first error.
+        for result in _RESULTS:
+            self._metrics.reconcile_total.labels(self.name, result)
+        self._metrics.reconcile_errors.labels(self.name)
+        self._metrics.reconcile_panics.labels(self.name)
 
     def _count(self, result: str) -> None:
         self._metrics.reconcile_total.labels(self.name, result).inc()
