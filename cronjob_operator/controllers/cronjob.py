@@ -20,7 +20,9 @@ events create/patch.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,8 +30,14 @@ from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
+from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers.conditions import condition_setter, parse_time, rfc3339
+from cronjob_operator.controllers.conditions import (
+    condition_setter,
+    find_condition,
+    parse_time,
+    rfc3339,
+)
 from cronjob_operator.controllers.metrics import JOB_CREATION_SKEW
 from cronjob_operator.controllers.status import Clock, utc_now, write_status
 from cronjob_operator.runtime import errors, objects
@@ -74,10 +82,14 @@ def slim_job(job: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class _Problem:
-    """Why the CronJob cannot be scheduled as written: Degraded's reason and message."""
+    """Why the CronJob cannot be scheduled as written: Degraded's reason and message.
+
+    ``stops_schedule`` is False for a problem that leaves scheduled runs going (a Job the
+    API server rejects, a bad run request): Available stays True."""
 
     reason: str
     message: str
+    stops_schedule: bool = True
 
 
 class CronJobReconciler:
@@ -94,11 +106,16 @@ class CronJobReconciler:
         except errors.NotFound:
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
-        status = objects.thaw(cronjob.get("status") or {})
+        stored = cronjob.get("status") or {}
+        status = objects.thaw(stored)
         jobs = self._owned_jobs(cronjob)
         self._sync(cronjob, status, jobs)
-        self._prune(cronjob, jobs)
+        self._count_failures(cronjob, status, jobs)
+        self._prune(cronjob, jobs, stored)
+        manual = self._run_requested(cronjob, status, jobs)
         requeue, problem = self._schedule(cronjob, status, now)
+        if problem is None:
+            problem = self._stored_problem(cronjob) or manual
         self._set_conditions(cronjob, status, problem, now)
         self._write_status(cronjob, status)
         return Result(requeue_after=requeue.total_seconds()) if requeue else Result()
@@ -132,11 +149,28 @@ class CronJobReconciler:
             return False
         return (job.get("metadata") or {}).get("uid") == ref.get("uid")
 
-    def _prune(self, cronjob: objects.Obj, jobs: state.JobSets) -> None:
+    def _count_failures(
+        self, cronjob: objects.Obj, status: dict[str, Any], jobs: state.JobSets
+    ) -> None:
+        generation = int(cronjob["metadata"].get("generation") or 0)
+        if features.resume_on_new_generation(status, generation):
+            self._recorder.event(
+                cronjob,
+                "Normal",
+                "Resumed",
+                f"spec changed (generation {generation}): scheduled runs resume and the "
+                "consecutive failure count restarts at 0",
+            )
+        features.record_failures(status, jobs.failed)
+
+    def _prune(self, cronjob: objects.Obj, jobs: state.JobSets, stored: objects.Obj) -> None:
         spec = cronjob.get("spec") or {}
+        # A failed Job goes only once the stored status counts it (never lose a failure).
         doomed = [
             *state.to_prune(jobs.successful, spec.get("successfulJobsHistoryLimit")),
-            *state.to_prune(jobs.failed, spec.get("failedJobsHistoryLimit")),
+            *state.to_prune(
+                features.counted(jobs.failed, stored), spec.get("failedJobsHistoryLimit")
+            ),
         ]
         for job in doomed:
             self._delete_job(cronjob, objects.name_of(job), uid=job["metadata"].get("uid"))
@@ -162,9 +196,15 @@ class CronJobReconciler:
     def _schedule(
         self, cronjob: objects.Obj, status: dict[str, Any], now: datetime
     ) -> tuple[timedelta | None, _Problem | None]:
-        """Steps 5-9: maybe create a Job; returns when to look again and any problem."""
+        """Steps 5-9: maybe create a Job; returns when to look again and any problem.
+
+        Sets ``status.nextScheduleTime``, or removes it when no scheduled run will start.
+        """
+        features.set_next_schedule_time(status, None)
         spec = cronjob.get("spec") or {}
         if cronjob["metadata"].get("deletionTimestamp") or spec.get("suspend"):
+            return None, None
+        if features.paused(spec, status):
             return None, None
         try:
             schedule = schedules.parse_schedule(spec.get("schedule", ""), spec.get("timeZone"))
@@ -179,16 +219,26 @@ class CronJobReconciler:
             )
             self._recorder.event(cronjob, "Warning", "FailedCreate", message)
             return None, _Problem("NameTooLong", message)
-        earliest = parse_time(status.get("lastScheduleTime")) or parse_time(
-            cronjob["metadata"].get("creationTimestamp")
+        offset = self._stagger(cronjob, schedule)
+        if isinstance(offset, _Problem):
+            return None, offset
+        # Stagger: a nominal time t is due at t + offset, so the schedule is asked about
+        # now - offset; the deadline then counts from the staggered time.
+        shifted = now - offset
+        created = parse_time(cronjob["metadata"].get("creationTimestamp"))
+        earliest = parse_time(status.get("lastScheduleTime")) or (
+            created - offset if created else None
         )
         due = schedules.most_recent_due(
             schedule,
-            earliest=earliest or now,
-            now=now,
+            earliest=earliest or shifted,
+            now=shifted,
             starting_deadline_seconds=spec.get("startingDeadlineSeconds"),
         )
-        requeue = schedules.requeue_after(due, now)
+        requeue = schedules.requeue_after(due, shifted)
+        features.set_next_schedule_time(
+            status, None if due.next_time is None else due.next_time + offset
+        )
         if due.scheduled is None:
             if due.next_time is None:
                 message = f"spec.schedule: {spec.get('schedule')!r} never fires; fix the schedule"
@@ -203,10 +253,93 @@ class CronJobReconciler:
                 f"too many missed start times ({due.missed}+): running only the most recent, "
                 f"{rfc3339(due.scheduled)}; set or check spec.startingDeadlineSeconds",
             )
-        return requeue, self._run(cronjob, status, due.scheduled, schedule.zone)
+        return requeue, self._run(cronjob, status, due.scheduled, schedule.zone, offset)
+
+    def _stagger(self, cronjob: objects.Obj, schedule: schedules.Schedule) -> timedelta | _Problem:
+        """The CronJob's stagger offset, or why its stored staggerSeconds cannot be used."""
+        metadata = cronjob["metadata"]
+        seconds = (cronjob.get("spec") or {}).get("staggerSeconds")
+        if seconds is None or seconds == 0:
+            return timedelta(0)
+        if not isinstance(seconds, int) or isinstance(seconds, bool):
+            detail: str | None = "must be a whole number of seconds"
+        else:
+            detail = features.stagger_problem(schedule, seconds)
+        if detail is not None:
+            message = f"{features.STAGGER_FIELD}: {seconds!r}: {detail}"
+            self._recorder.event(cronjob, "Warning", "InvalidStagger", message)
+            return _Problem("InvalidStagger", message)
+        return features.stagger_offset(metadata["namespace"], metadata["name"], seconds)
+
+    def _stored_problem(self, cronjob: objects.Obj) -> _Problem | None:
+        """A failure policy stored past validation: reported, and scheduling goes on."""
+        spec = cronjob.get("spec") or {}
+        policy = spec.get("failurePolicy")
+        if policy is None:
+            return None
+        threshold = features.pause_threshold(spec)
+        raw = policy.get("pauseAfterConsecutiveFailures") if isinstance(policy, Mapping) else policy
+        if raw is None or (threshold is not None and threshold >= 1):
+            return None
+        message = (
+            f"{features.PAUSE_FIELD}: {raw!r} is not a positive whole number; set 1 or more, "
+            "or remove the field (runs are not paused meanwhile)"
+        )
+        self._recorder.event(cronjob, "Warning", "InvalidFailurePolicy", message)
+        return _Problem("InvalidFailurePolicy", message, stops_schedule=False)
+
+    def _run_requested(
+        self, cronjob: objects.Obj, status: dict[str, Any], jobs: state.JobSets
+    ) -> _Problem | None:
+        """Run now: create the Job an unhandled run request asks for (even if suspended)."""
+        token = features.run_request(cronjob)
+        if token is None or cronjob["metadata"].get("deletionTimestamp"):
+            status.pop("pendingRunRequest", None)
+            return None
+        problem = features.token_problem(token)
+        if problem is not None:
+            self._recorder.event(cronjob, "Warning", "InvalidRunRequest", problem)
+            return _Problem("InvalidRunRequest", problem, stops_schedule=False)
+        name = features.manual_job_name(cronjob["metadata"]["name"], token)
+        owned = {objects.name_of(job) for job in (*jobs.active, *jobs.successful, *jobs.failed)}
+        if name not in owned:
+            if not self._make_room(cronjob, status):
+                if status.get("pendingRunRequest") != token:
+                    self._recorder.event(
+                        cronjob,
+                        "Normal",
+                        "RunRequestPending",
+                        f"run request {token!r} waits: a job is active and concurrencyPolicy "
+                        "is Forbid; it starts when the active job finishes",
+                    )
+                status["pendingRunRequest"] = token
+                return None
+            failed = self._create(cronjob, status, features.build_manual_job(cronjob, token))
+            if failed is not None:
+                return dataclasses.replace(failed, stops_schedule=False)
+        status.pop("pendingRunRequest", None)
+        status["lastHandledRunRequest"] = token
+        return None
+
+    def _make_room(self, cronjob: objects.Obj, status: dict[str, Any]) -> bool:
+        """Apply concurrencyPolicy before a new run: False if Forbid says wait."""
+        active = status.get("active") or []
+        policy = (cronjob.get("spec") or {}).get("concurrencyPolicy") or "Allow"
+        if policy == "Forbid" and active:
+            return False
+        if policy == "Replace":
+            for ref in list(active):
+                if self._delete_job(cronjob, ref["name"], uid=ref.get("uid")):
+                    active.remove(ref)
+        return True
 
     def _run(
-        self, cronjob: objects.Obj, status: dict[str, Any], scheduled: datetime, zone: ZoneInfo
+        self,
+        cronjob: objects.Obj,
+        status: dict[str, Any],
+        scheduled: datetime,
+        zone: ZoneInfo,
+        offset: timedelta,
     ) -> _Problem | None:
         name = state.job_name(cronjob["metadata"]["name"], scheduled)
         active = status.get("active") or []
@@ -215,8 +348,7 @@ class CronJobReconciler:
         if any(ref.get("name") == name for ref in active):
             status["lastScheduleTime"] = rfc3339(scheduled)  # created, never recorded (a crash)
             return None
-        policy = (cronjob.get("spec") or {}).get("concurrencyPolicy") or "Allow"
-        if policy == "Forbid" and active:
+        if not self._make_room(cronjob, status):
             self._recorder.event(
                 cronjob,
                 "Normal",
@@ -225,19 +357,20 @@ class CronJobReconciler:
                 "Forbid",
             )
             return None
-        if policy == "Replace":
-            for ref in list(active):
-                if self._delete_job(cronjob, ref["name"], uid=ref.get("uid")):
-                    active.remove(ref)
-        return self._create(cronjob, status, state.build_job(cronjob, scheduled, zone), scheduled)
+        job = state.build_job(cronjob, scheduled, zone)
+        return self._create(cronjob, status, job, scheduled=scheduled, due=scheduled + offset)
 
     def _create(
         self,
         cronjob: objects.Obj,
         status: dict[str, Any],
         job: dict[str, Any],
-        scheduled: datetime,
+        *,
+        scheduled: datetime | None = None,
+        due: datetime | None = None,
     ) -> _Problem | None:
+        """Create ``job``; a scheduled run (``scheduled`` set, staggered to ``due``) also
+        moves lastScheduleTime and feeds the skew histogram, a manual run does neither."""
         name = job["metadata"]["name"]
         try:
             created: objects.Obj = self._client.create(JOB, job)
@@ -260,13 +393,15 @@ class CronJobReconciler:
             raise
         else:
             self._recorder.event(cronjob, "Normal", "SuccessfulCreate", f"Created job {name}")
-            observe_skew(created, scheduled)
+            if due is not None:
+                observe_skew(created, due)
         ref = state.job_reference(created)
         active = status.setdefault("active", [])
         running = state.finished_state(created) is None  # an existing Job may be done already
         if running and all(entry.get("uid") != ref["uid"] for entry in active):
             active.append(ref)
-        status["lastScheduleTime"] = rfc3339(scheduled)
+        if scheduled is not None:
+            status["lastScheduleTime"] = rfc3339(scheduled)
         return None
 
     def _set_conditions(
@@ -277,16 +412,25 @@ class CronJobReconciler:
         now: datetime,
     ) -> None:
         generation = int(cronjob["metadata"].get("generation") or 0)
+        was_paused = (find_condition(status.get("conditions") or [], "Available") or {}).get(
+            "reason"
+        ) == features.PAUSED_REASON
         condition = condition_setter(status, generation=generation, now=now)
+        spec = cronjob.get("spec") or {}
 
         if problem is not None:
             condition("Degraded", True, problem.reason, problem.message)
         else:
             condition("Degraded", False, "AsExpected", "")
-        if (cronjob.get("spec") or {}).get("suspend"):
+        if spec.get("suspend"):
             condition("Available", False, "Suspended", "spec.suspend is true: no new runs start")
-        elif problem is not None and problem.reason != "InvalidJobTemplate":
+        elif problem is not None and problem.stops_schedule:
             condition("Available", False, problem.reason, problem.message)
+        elif features.paused(spec, status):
+            message = _pause_message(cronjob, status)
+            condition("Available", False, features.PAUSED_REASON, message)
+            if not was_paused:
+                self._recorder.event(cronjob, "Warning", features.PAUSED_REASON, message)
         else:
             condition("Available", True, "Scheduling", "runs start on schedule")
         count = len(status.get("active") or [])
@@ -298,6 +442,17 @@ class CronJobReconciler:
 
     def _write_status(self, cronjob: objects.Obj, status: dict[str, Any]) -> None:
         write_status(self._client, CRONJOB, cronjob, status)
+
+
+def _pause_message(cronjob: objects.Obj, status: dict[str, Any]) -> str:
+    threshold = features.pause_threshold(cronjob.get("spec") or {})
+    return (
+        f"{status.get('consecutiveFailures')} consecutive failed runs (the last at "
+        f"{status.get('lastFailureTime')}) reached spec.failurePolicy."
+        f"pauseAfterConsecutiveFailures={threshold}: no scheduled run starts. To resume, fix "
+        "the job template and edit the spec, or start a manual run "
+        f"(kubectl cjt run {cronjob['metadata']['name']}) that succeeds"
+    )
 
 
 def observe_skew(job: objects.Obj, scheduled: datetime) -> None:
