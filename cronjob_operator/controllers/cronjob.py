@@ -4,8 +4,15 @@ This is the kubebuilder tutorial's controller with the built-in controller's sem
 (docs/cronjob-semantics, "Reconcile, in order"). Child Jobs are found through the
 informer cache's ``.metadata.controller`` field index, never by listing all Jobs; only
 Jobs whose controller owner uid is this CronJob's count. The pure rules live in
-``cronjob_state`` (status, pruning, Job construction) and ``schedule`` (time); this
-module does the reads, writes and events around them.
+``cronjob_state`` (status, pruning, Job construction), ``schedule`` (time) and
+``cronjob_features`` (docs/beyond-builtin.md); this module does the reads, writes and
+events around them.
+
+Beyond the built-in, in reconcile order: failed Jobs are counted (and a failure pause
+lifted by a new generation) before pruning, which keeps failed Jobs the stored status has
+not counted; a run request (the run-now annotation) is handled before the suspend and
+pause checks, so it works while suspended or paused; scheduling asks the schedule about
+``now - stagger offset`` and records ``nextScheduleTime``.
 
 Errors: a bad schedule or time zone is reported (Warning event, ``Degraded``) and not
 retried until the spec changes; a Job the API server rejects as invalid is reported and
