@@ -33,9 +33,9 @@ from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.envtest._components import CONTROLLERS
 from cronjob_operator.runtime import errors
+from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.client import PatchType, Writer
 from cronjob_operator.runtime.kinds import JOB, NAMESPACE
-from cronjob_operator.runtime.rest import RestClient, load_configuration
 
 __all__ = [
     "BENCH_CONTROLLERS",

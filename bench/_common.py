@@ -1,15 +1,15 @@
 """Shared pieces of the benchmarks: realistic synthetic Jobs, timing, tables, the machine.
 
-``JOB_TEMPLATE`` is the shape of a Job as the API server returns it for a run our CronJob
-controller created: captured from the local control plane (kube-apiserver v1.36) and
-edited only where our controller differs from ``kubectl apply`` (it POSTs, so there is no
-last-applied annotation and the first managedFields entry is ``cronjob-operator``'s and
-covers ``ownerReferences``). It has metadata with a controller ownerReference, labels,
-annotations, two managedFields entries, the defaulted pod template and a completed
-status: about 3.9 KB of JSON. ``JobFactory`` stamps out copies with distinct names, uids,
-owners and versions as JSON bytes (what a LIST or WATCH carries); ``decode`` turns bytes
-into cache objects through the reflector's own path (orjson, transform, freeze). A real
-Job (``kubectl get job NAME -o json``) can replace the template: ``--template PATH``.
+``JOB_TEMPLATE`` (read from ``bench/job_template.json``) is the shape of a Job as the API
+server returns it for a run our CronJob controller created: captured from the local control
+plane (kube-apiserver v1.36) and edited only where our controller differs from ``kubectl
+apply`` (it POSTs, so there is no last-applied annotation and the first managedFields entry
+is ``cronjob-operator``'s and covers ``ownerReferences``). It has metadata with a controller
+ownerReference, labels, annotations, two managedFields entries, the defaulted pod template
+and a completed status: about 3.9 KB of JSON. ``JobFactory`` stamps out copies with distinct
+names, uids, owners and versions as JSON bytes (what a LIST or WATCH carries); ``decode``
+turns bytes into cache objects through the reflector's own path (orjson, transform, freeze).
+A real Job (``kubectl get job NAME -o json``) can replace the template: ``--template PATH``.
 
 Timing is ``timeit`` (``Timing.per_call``): the number of calls per sample is raised
 until one sample takes ``min_time``; the result is the median over ``repeat`` samples,
@@ -38,10 +38,10 @@ from kubernetes import client as k8s_client
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, job_owner_index, slim_job
 from cronjob_operator.runtime import objects
+from cronjob_operator.runtime._reflector import Transform, strip_managed_fields
+from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.cache import Cache
 from cronjob_operator.runtime.kinds import JOB
-from cronjob_operator.runtime.reflector import Transform, strip_managed_fields
-from cronjob_operator.runtime.rest import RestClient
 
 __all__ = [
     "JOBS_PER_OWNER",
@@ -69,171 +69,10 @@ JOBS_PER_OWNER = 10
 NAMESPACES = 10
 SCHEDULED_AT = "batch.tutorial.kubebuilder.io/scheduled-at"
 
-_UID = "4fce7184-3b7f-47d7-bfd6-d85d60944e3b"
-_OWNER_UID = "9d1c2a55-6b0e-4f4e-9a51-0c3f5d7e8a21"
+TEMPLATE_FILE = Path(__file__).with_name("job_template.json")
+"""The captured Job (see the module docstring), kept as data beside the code."""
 
-JOB_TEMPLATE: Mapping[str, Any] = {
-    "kind": "Job",
-    "apiVersion": "batch/v1",
-    "metadata": {
-        "name": "hello-29000000",
-        "namespace": "default",
-        "uid": _UID,
-        "resourceVersion": "224",
-        "generation": 1,
-        "creationTimestamp": "2026-12-02T12:32:26Z",
-        "labels": {"app": "hello", "team": "payments"},
-        "annotations": {SCHEDULED_AT: "2026-01-01T00:00:00+00:00"},
-        "ownerReferences": [
-            {
-                "apiVersion": CRONJOB.api_version,
-                "kind": "CronJob",
-                "name": "hello",
-                "uid": _OWNER_UID,
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
-        "managedFields": [
-            {
-                "manager": "cronjob-operator",
-                "operation": "Update",
-                "apiVersion": "batch/v1",
-                "time": "2026-12-02T12:32:26Z",
-                "fieldsType": "FieldsV1",
-                "fieldsV1": {
-                    "f:metadata": {
-                        "f:annotations": {".": {}, f"f:{SCHEDULED_AT}": {}},
-                        "f:labels": {".": {}, "f:app": {}, "f:team": {}},
-                        "f:ownerReferences": {".": {}, f'k:{{"uid":"{_OWNER_UID}"}}': {}},
-                    },
-                    "f:spec": {
-                        "f:backoffLimit": {},
-                        "f:completionMode": {},
-                        "f:completions": {},
-                        "f:manualSelector": {},
-                        "f:parallelism": {},
-                        "f:podReplacementPolicy": {},
-                        "f:suspend": {},
-                        "f:template": {
-                            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
-                            "f:spec": {
-                                "f:containers": {
-                                    'k:{"name":"hello"}': {
-                                        ".": {},
-                                        "f:command": {},
-                                        "f:image": {},
-                                        "f:imagePullPolicy": {},
-                                        "f:name": {},
-                                        "f:resources": {
-                                            ".": {},
-                                            "f:requests": {".": {}, "f:cpu": {}, "f:memory": {}},
-                                        },
-                                        "f:terminationMessagePath": {},
-                                        "f:terminationMessagePolicy": {},
-                                    }
-                                },
-                                "f:dnsPolicy": {},
-                                "f:restartPolicy": {},
-                                "f:schedulerName": {},
-                                "f:securityContext": {},
-                                "f:terminationGracePeriodSeconds": {},
-                            },
-                        },
-                    },
-                },
-            },
-            {
-                "manager": "kube-controller-manager",
-                "operation": "Update",
-                "apiVersion": "batch/v1",
-                "time": "2026-12-02T12:32:31Z",
-                "fieldsType": "FieldsV1",
-                "fieldsV1": {
-                    "f:status": {
-                        "f:completionTime": {},
-                        "f:conditions": {},
-                        "f:ready": {},
-                        "f:startTime": {},
-                        "f:succeeded": {},
-                        "f:terminating": {},
-                        "f:uncountedTerminatedPods": {},
-                    }
-                },
-                "subresource": "status",
-            },
-        ],
-    },
-    "spec": {
-        "parallelism": 1,
-        "completions": 1,
-        "backoffLimit": 6,
-        "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": _UID}},
-        "manualSelector": False,
-        "template": {
-            "metadata": {
-                "labels": {
-                    "app": "hello",
-                    "batch.kubernetes.io/controller-uid": _UID,
-                    "batch.kubernetes.io/job-name": "hello-29000000",
-                    "controller-uid": _UID,
-                    "job-name": "hello-29000000",
-                }
-            },
-            "spec": {
-                "containers": [
-                    {
-                        "name": "hello",
-                        "image": "busybox:1.36",
-                        "command": [
-                            "/bin/sh",
-                            "-c",
-                            "date; echo Hello from the Kubernetes cluster",
-                        ],
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                        "terminationMessagePath": "/dev/termination-log",
-                        "terminationMessagePolicy": "File",
-                        "imagePullPolicy": "IfNotPresent",
-                    }
-                ],
-                "restartPolicy": "OnFailure",
-                "terminationGracePeriodSeconds": 30,
-                "dnsPolicy": "ClusterFirst",
-                "securityContext": {},
-                "schedulerName": "default-scheduler",
-            },
-        },
-        "completionMode": "NonIndexed",
-        "suspend": False,
-        "podReplacementPolicy": "TerminatingOrFailed",
-    },
-    "status": {
-        "conditions": [
-            {
-                "type": "SuccessCriteriaMet",
-                "status": "True",
-                "lastProbeTime": "2026-12-02T12:32:30Z",
-                "lastTransitionTime": "2026-12-02T12:32:30Z",
-                "reason": "CompletionsReached",
-                "message": "Reached expected number of succeeded pods",
-            },
-            {
-                "type": "Complete",
-                "status": "True",
-                "lastProbeTime": "2026-12-02T12:32:31Z",
-                "lastTransitionTime": "2026-12-02T12:32:31Z",
-                "reason": "CompletionsReached",
-                "message": "Reached expected number of succeeded pods",
-            },
-        ],
-        "startTime": "2026-12-02T12:32:26Z",
-        "completionTime": "2026-12-02T12:32:30Z",
-        "succeeded": 1,
-        "terminating": 0,
-        "uncountedTerminatedPods": {},
-        "ready": 0,
-    },
-}
+JOB_TEMPLATE: Mapping[str, Any] = orjson.loads(TEMPLATE_FILE.read_bytes())
 
 TRANSFORMS: Mapping[str, Transform] = {
     "managedFields kept": lambda obj: obj,

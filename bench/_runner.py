@@ -143,9 +143,9 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
     """Patch the REST client and the reconciler; return a kick function."""
     from cronjob_operator.api.batch_v1 import CRONJOB
     from cronjob_operator.controllers import cronjob, cronjob_state
-    from cronjob_operator.controllers.status import Clock, utc_now
+    from cronjob_operator.runtime import _rest as rest_module
     from cronjob_operator.runtime import objects
-    from cronjob_operator.runtime import rest as rest_module
+    from cronjob_operator.runtime.clock import Clock, utc_now
     from cronjob_operator.runtime.controller import Controller
     from cronjob_operator.runtime.kinds import JOB
     from cronjob_operator.runtime.manager import Manager
@@ -212,7 +212,7 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
         return len(cached)
 
     if consistent_list:
-        from cronjob_operator.runtime.reflector import Reflector
+        from cronjob_operator.runtime._reflector import Reflector
 
         list_once = Reflector._list
 

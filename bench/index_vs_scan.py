@@ -88,11 +88,13 @@ def measure(size: int, factory: _common.JobFactory, timing: _common.Timing) -> l
     """One table row: per-call µs of each strategy at ``size`` cached Jobs, and the ratio."""
     cache = _common.loaded_cache(list(factory.jobs(size)))
     owners = factory.owners(-(-size // _common.JOBS_PER_OWNER))
-    picks = random.Random(size).sample(owners, min(QUERIES, len(owners)))
-    queries = [(owner.namespace, owner.name) for owner in picks]
-    for namespace, name in queries:  # all three must agree before we time them
+    picks = random.Random(size).sample(range(len(owners)), min(QUERIES, len(owners)))
+    queries = [(owners[i].namespace, owners[i].name) for i in picks]
+    for i, (namespace, name) in zip(picks, queries, strict=True):  # all must agree first
         expected = sorted(objects.object_key(job) for job in indexed(cache, namespace, name))
-        assert len(expected) == _common.JOBS_PER_OWNER or size % _common.JOBS_PER_OWNER
+        # The factory gives each owner JOBS_PER_OWNER Jobs in turn; the last may get fewer.
+        owned = min(_common.JOBS_PER_OWNER, size - i * _common.JOBS_PER_OWNER)
+        assert len(expected) == owned, f"the index found {len(expected)} of {name}'s {owned}"
         for strategy in (namespace_then_filter, full_scan):
             got = sorted(objects.object_key(job) for job in strategy(cache, namespace, name))
             assert got == expected, f"{strategy.__name__} disagrees with the index"

@@ -65,14 +65,14 @@ from cronjob_operator.controllers.cronjob import (
     slim_job,
 )
 from cronjob_operator.runtime import objects
+from cronjob_operator.runtime._informer import Informer
+from cronjob_operator.runtime._reflector import Transform, strip_managed_fields
+from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime._workqueue import WorkQueue
 from cronjob_operator.runtime.cache import _namespaced_values, field_index_name
 from cronjob_operator.runtime.handlers import EnqueueHandler, for_owner
-from cronjob_operator.runtime.informer import Informer
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.reconcile import Request
-from cronjob_operator.runtime.reflector import Transform, strip_managed_fields
-from cronjob_operator.runtime.rest import RestClient
-from cronjob_operator.runtime.workqueue import WorkQueue
 
 DEFAULT_EVENTS = "30k"
 DEFAULT_REPEAT = 5

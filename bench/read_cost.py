@@ -33,8 +33,8 @@ import orjson
 from bench import _common
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, slim_job
 from cronjob_operator.runtime import objects
+from cronjob_operator.runtime._reflector import Transform, strip_managed_fields
 from cronjob_operator.runtime.kinds import JOB
-from cronjob_operator.runtime.reflector import Transform, strip_managed_fields
 
 DEFAULT_JOBS = "10k"
 QUERIES = 64

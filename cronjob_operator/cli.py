@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, NoReturn
 from cronjob_operator import __version__
 
 if TYPE_CHECKING:
-    from cronjob_operator.runtime.manager import Manager
-    from cronjob_operator.webhooks.server import WebhookServer
+    from cronjob_operator.runtime import Manager
 
 __all__ = ["main"]
 
@@ -28,6 +27,9 @@ log = logging.getLogger("cronjob_operator")
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DEFAULT_LEADER_ELECTION_ID = "cronjob-operator.tutorial.kubebuilder.io"
+COMPONENT = "cronjob-operator"
+"""Who we are to the API server: the Events' reporting component and the user agent."""
+USER_AGENT = f"{COMPONENT}/{__version__}"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -184,10 +186,14 @@ def _lease_namespace(flag: str | None) -> str:
 def run(args: argparse.Namespace) -> int:
     """Build the manager from ``args``, register the enabled controllers, run it."""
     from cronjob_operator.controllers import configdeployment, cronjob
-    from cronjob_operator.runtime import logs
-    from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
-    from cronjob_operator.runtime.manager import Manager, Options
-    from cronjob_operator.runtime.rest import RestClient, load_configuration
+    from cronjob_operator.runtime import (
+        LeaderElectionConfig,
+        Manager,
+        Options,
+        RestClient,
+        load_configuration,
+        logs,
+    )
 
     logs.configure(args.log_format or ("text" if sys.stderr.isatty() else "json"), args.log_level)
     if not (args.cronjob_controller or args.configdeployment_controller):
@@ -208,9 +214,10 @@ def run(args: argparse.Namespace) -> int:
         graceful_shutdown_timeout=args.graceful_shutdown_timeout,
         cache_sync_timeout=args.cache_sync_timeout,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
+        component=COMPONENT,
     )
     try:
-        rest = RestClient(load_configuration(args.kubeconfig))
+        rest = RestClient(load_configuration(args.kubeconfig), user_agent=USER_AGENT)
     except Exception as exc:
         log.error("cannot load a Kubernetes client configuration: %s", exc)
         return 1
@@ -220,32 +227,27 @@ def run(args: argparse.Namespace) -> int:
     if args.configdeployment_controller:
         configdeployment.setup(manager)
     try:
-        webhook_server = _start_webhook_server(args, manager)
+        _add_webhook_server(args, manager)
     except OSError as exc:
         log.error("cannot serve webhooks on port %d: %s", args.webhook_port, exc)
         return 1
     log.info("starting manager", extra={"version": __version__, "pid": os.getpid()})
-    try:
-        return manager.run()
-    finally:
-        if webhook_server is not None:
-            webhook_server.stop()
+    return manager.run()
 
 
-def _start_webhook_server(args: argparse.Namespace, manager: Manager) -> WebhookServer | None:
-    """Serve the webhooks (on every replica, leader or not) with a readiness check."""
+def _add_webhook_server(args: argparse.Namespace, manager: Manager) -> None:
+    """Serve the webhooks (a manager Runnable on every replica) with a readiness check."""
     from cronjob_operator.webhooks import manifests
     from cronjob_operator.webhooks.server import WebhookServer
 
     if not args.webhook_port:
-        return None
+        return
     if args.enable_http2:
         log.warning("--enable-http2 has no effect: the webhook server speaks HTTP/1.1 only")
     server = WebhookServer(("", args.webhook_port), Path(args.webhook_cert_dir), manifests.routes())
     manager.add_ready_check("webhook", server.ready)
-    server.start()
+    manager.add(server)
     log.info("serving webhooks", extra={"port": server.port, "cert_dir": args.webhook_cert_dir})
-    return server
 
 
 def print_crds() -> int:

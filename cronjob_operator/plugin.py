@@ -40,7 +40,7 @@ from kubernetes.client.exceptions import ApiException
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
 from cronjob_operator.controllers import cronjob_features as features
-from cronjob_operator.controllers.conditions import parse_time
+from cronjob_operator.runtime.conditions import parse_time
 
 __all__ = ["main"]
 

@@ -13,7 +13,8 @@ day of week 0-6 or SUN-SAT; names in any case), each a comma list of ``*``, ``?`
 @yearly @annually @monthly @weekly @daily @midnight @hourly or ``@every <Go duration>``.
 robfig's quirks are kept, because the point is to accept what the built-in accepts: ``?``
 is a synonym of ``*`` in every field, empty list items are ignored (``1,,2``), ``*-5``
-reads as ``*``, numbers may carry a ``+`` sign, a step larger than the range is fine, and
+reads as ``*``, numbers may carry a ``+`` sign and leading zeros of any length (Go's
+``strconv.Atoi``; ``-0`` is zero), a step larger than the range is fine, and
 ``@every`` takes any Go duration (below one second it means one second). Rejected, with a
 message that names the field and the fix: 6 or 7 fields, day of week 7, ``L`` ``W`` ``#``
 ``H``, ``@reboot`` and other unknown macros, ``TZ=``/``CRON_TZ=`` prefixes (the zone goes
@@ -39,11 +40,14 @@ unset): a daily 09:00 in America/New_York is 14:00Z in winter and 13:00Z in summ
 * Spring forward: a wall-clock time that does not exist that day is skipped that day
   (croniter alone would run a 02:30 job at 03:00).
 * Fall back: a schedule that names particular hours (``30 1 * * *``, ``0 9-17 * * *``)
-  runs once, at the first occurrence of the repeated time; upstream runs it twice, which is
-  a known wart. A schedule whose hour field is every hour (``*/15 * * * *``, ``0 * * * *``,
-  @hourly) keeps its cadence and runs in both occurrences of the repeated hour, as upstream
-  does; running it once would leave an hour-long hole in a job meant to run every few
-  minutes. This is Vixie cron's rule for wildcard jobs, applied to the hour field.
+  runs at most once per wall-clock time: at the first occurrence of the repeated time, or,
+  when that one was not run and is past ``startingDeadlineSeconds`` (the controller was
+  down, say), at the second; upstream runs it twice, which is a known wart. Without a
+  deadline a missed first occurrence never expires, so it runs late instead. A schedule
+  whose hour field is every hour (``*/15 * * * *``, ``0 * * * *``, @hourly) keeps its
+  cadence and runs in both occurrences of the repeated hour, as upstream does; running it
+  once would leave an hour-long hole in a job meant to run every few minutes. This is
+  Vixie cron's rule for wildcard jobs, applied to the hour field.
 
 ``@every <d>`` is a constant delay, not a wall-clock schedule: as in upstream, its times
 are ``earliest + k*d`` (k >= 1) where ``earliest`` is ``status.lastScheduleTime``, else
@@ -62,7 +66,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -73,6 +77,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 __all__ = [
+    "MACROS",
     "MAX_MISSED",
     "Due",
     "Reason",
@@ -95,7 +100,7 @@ TIME_ZONE_FIELD: Final = "spec.timeZone"
 
 _MINUTE: Final = timedelta(minutes=1)
 _ZERO: Final = timedelta(0)
-_MACROS: Final = {
+MACROS: Final[Mapping[str, str]] = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
     "@monthly": "0 0 1 * *",
@@ -104,6 +109,8 @@ _MACROS: Final = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
+"""The cron macros and the five fields each stands for (the one table; v1<->v2 conversion
+expands macros with it too)."""
 _EVERY_PREFIX: Final = "@every "
 _FIELD_LAYOUT: Final = "minute hour day-of-month month day-of-week"
 _MACRO_HINT: Final = (
@@ -235,6 +242,28 @@ class _Every:
 
 _Rule = _Cron | _Every
 
+_SecondPass = Callable[[datetime], bool]
+"""Given the first occurrence (UTC) of a repeated wall-clock time, whether its second
+occurrence is a schedule time too."""
+
+
+def _keeps_cadence(cron: _Cron) -> _SecondPass:
+    """The fixed part of the fall-back rule: an every-hour schedule runs in both passes."""
+    every_hour = cron.every_hour
+    return lambda first: every_hour
+
+
+def _once_per_wall_time(cron: _Cron, earliest: datetime, reach: datetime | None) -> _SecondPass:
+    """The fall-back rule at one moment: every-hour schedules run in both passes; others
+    run at most once per wall-clock time, so the second pass counts only when the first
+    was not run (it came after ``earliest``) and can no longer run (at or before
+    ``reach``, ``now - startingDeadlineSeconds``)."""
+    if cron.every_hour:
+        return _keeps_cadence(cron)
+    if reach is None:
+        return lambda first: False
+    return lambda first: earliest < first <= reach
+
 
 def _split_fields(expression: str) -> list[str]:
     return [f for f in _GO_SPACE.split(expression) if f]
@@ -272,8 +301,8 @@ def _parse(expression: str) -> tuple[_Rule | None, list[str]]:
 
 
 def _parse_macro(expression: str) -> tuple[_Rule | None, list[str]]:
-    if expression in _MACROS:
-        return _parse(_MACROS[expression])
+    if expression in MACROS:
+        return _parse(MACROS[expression])
     if expression.startswith(_EVERY_PREFIX):
         text = expression[len(_EVERY_PREFIX) :]
         nanoseconds = _parse_go_duration(text)
@@ -350,13 +379,24 @@ def _parse_value(text: str, spec: _FieldSpec) -> int | None:
 
 
 def _parse_number(text: str) -> int | None:
-    """Go's strconv.Atoi on 64 bits, then robfig's "not negative"."""
-    if not _GO_INT.fullmatch(text) or len(text) > 20:  # longer overflows int64 anyway
+    """Go's strconv.Atoi on 64 bits, then robfig's "not negative".
+
+    Leading zeros of any length are fine, as in Go; only the significant digits count
+    towards int64's 19 (which also keeps ``int()`` clear of Python's digit limit).
+    """
+    if not _GO_INT.fullmatch(text):
         return None
-    value = int(text)
-    if not 0 <= value <= _INT64_MAX:
+    value = _significant_int(text.lstrip("+-"))
+    if value is None or value > _INT64_MAX or (text[0] == "-" and value != 0):
         return None
     return value
+
+
+def _significant_int(digits: str) -> int | None:
+    """The value of a decimal digit string, or None when it has more than 20 significant
+    digits (more than any uint64; callers check their own bound)."""
+    significant = digits.lstrip("0")
+    return int(significant or "0") if len(significant) <= 20 else None
 
 
 def _not_a_value(item: str, bound: str, spec: _FieldSpec) -> str:
@@ -401,12 +441,13 @@ def _parse_go_duration(text: str) -> int | None:
         whole, fraction, unit = match.groups()
         if not whole and not fraction:
             return None  # no digits, e.g. ".s"
-        if len(whole) > 20:
-            return None  # overflows int64
+        number = _significant_int(whole)
+        if number is None or number > 1 << 63:
+            return None  # overflows int64 (leading zeros are fine, as in Go)
         if unit not in _GO_UNITS:
             return None
         scale = _GO_UNITS[unit]
-        value = int(whole or "0") * scale
+        value = number * scale
         if fraction:
             # Go computes the fraction in float64 too, from the digits that fit in int64.
             digits = fraction[:18]
@@ -502,36 +543,44 @@ class Schedule:
             return
         yield from self._fires_after(t)
 
-    def _fires_after(self, t: datetime) -> Iterator[datetime]:
-        """Schedule times strictly after ``t``, ascending (a cron rule only)."""
+    def _fires_after(
+        self, t: datetime, second_pass: _SecondPass | None = None
+    ) -> Iterator[datetime]:
+        """Schedule times strictly after ``t``, ascending (a cron rule only).
+
+        ``second_pass`` says which second occurrences of a repeated wall-clock time count
+        (by default: all of them for an every-hour schedule, none otherwise)."""
         assert isinstance(self._rule, _Cron)
+        twice = second_pass or _keeps_cadence(self._rule)
         wall = t.astimezone(self.zone)
-        twice = self._rule.every_hour
         start = wall.replace(tzinfo=None)
-        if twice and wall.fold == 0:
+        if wall.fold == 0:
             # In the first pass of a repeated hour, the second pass of earlier wall-clock
             # times is still ahead: look back by the length of the repeat.
             start -= _fold_length(wall)
-        second_pass: deque[datetime] = deque()  # ascending, due after the first pass
+        later: deque[datetime] = deque()  # second passes, ascending, due after the first
         for naive in self._walls(start, forward=True):
             first, second = _instants(naive, self.zone)
             if first is None:
                 continue  # does not exist that day: skipped
-            while second_pass and second_pass[0] < first:
-                late = second_pass.popleft()
+            while later and later[0] < first:
+                late = later.popleft()
                 if late > t:
                     yield late
             if first > t:
                 yield first
-            if second is not None and twice:
-                second_pass.append(second)
-        yield from (late for late in second_pass if late > t)
+            if second is not None and twice(first):
+                later.append(second)
+        yield from (late for late in later if late > t)
 
-    def _fires_at_or_before(self, t: datetime) -> Iterator[datetime]:
-        """Schedule times at or before ``t``, newest first (a cron rule only)."""
+    def _fires_at_or_before(
+        self, t: datetime, second_pass: _SecondPass | None = None
+    ) -> Iterator[datetime]:
+        """Schedule times at or before ``t``, newest first (a cron rule only);
+        ``second_pass`` as for :meth:`_fires_after`."""
         assert isinstance(self._rule, _Cron)
+        twice = second_pass or _keeps_cadence(self._rule)
         wall = t.astimezone(self.zone)
-        twice = self._rule.every_hour
         start = wall.replace(tzinfo=None)
         if wall.fold == 1:
             # In the second pass of a repeated hour, the first pass of later wall-clock
@@ -543,7 +592,9 @@ class Schedule:
             first, second = _instants(naive, self.zone)
             if first is None:
                 continue
-            latest, earlier = (second, first) if second is not None and twice else (first, None)
+            latest, earlier = first, None
+            if second is not None and twice(first):
+                latest, earlier = second, first
             while first_pass and first_pass[0] > latest:
                 early = first_pass.popleft()
                 if early <= t:
@@ -632,20 +683,21 @@ def most_recent_due(
     earliest, now = _as_utc(earliest, "earliest"), _as_utc(now, "now")
     if starting_deadline_seconds is not None and starting_deadline_seconds < 0:
         raise ValueError(f"starting_deadline_seconds must be >= 0, not {starting_deadline_seconds}")
-    lower = earliest
+    reach = None
     if starting_deadline_seconds is not None:
         reach = _add(now, -timedelta(seconds=min(starting_deadline_seconds, 10**13)))
-        if reach is not None and reach > lower:
-            lower = reach
-    if isinstance(schedule._rule, _Every):
-        return _every_due(schedule._rule.delay, earliest, lower, now)
-    latest = next(schedule._fires_at_or_before(now), None)
+    lower = max(earliest, reach) if reach is not None else earliest
+    rule = schedule._rule
+    if isinstance(rule, _Every):
+        return _every_due(rule.delay, earliest, lower, now)
+    twice = _once_per_wall_time(rule, earliest, reach)
+    latest = next(schedule._fires_at_or_before(now, twice), None)
     scheduled = latest if latest is not None and latest > lower else None
     missed = 0
     if scheduled is not None:
-        in_window = takewhile(lambda t: t <= now, schedule._fires_after(lower))
+        in_window = takewhile(lambda t: t <= now, schedule._fires_after(lower, twice))
         missed = sum(1 for _ in islice(in_window, MAX_MISSED + 1))
-    next_time = next(schedule._fires_after(now), None)
+    next_time = next(schedule._fires_after(now, twice), None)
     return Due(scheduled, missed, missed > MAX_MISSED, next_time)
 
 

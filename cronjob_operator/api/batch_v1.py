@@ -56,6 +56,7 @@ __all__ = [
     "CronJobSpec",
     "CronJobStatus",
     "FailurePolicy",
+    "ObservedSchedule",
     "read_settings",
 ]
 
@@ -207,6 +208,24 @@ class CronJobSpec(KubeModel):
         return time_zone
 
 
+class ObservedSchedule(KubeModel):
+    """The schedule and time zone the controller schedules against, and since when.
+
+    A run is never created for a scheduled time at or before since: editing the
+    schedule or the time zone never starts a catch-up run for a time before the edit.
+    Kept in status so the rule holds across operator restarts. The schedule is the v1
+    string in both API versions (five v2 fields cannot say every schedule, @every for one,
+    and status cannot carry the annotation that conversion uses for those)."""
+
+    schedule: str
+    """spec.schedule as the controller last read it."""
+    time_zone: str | None = None
+    """spec.timeZone as the controller last read it (unset: UTC)."""
+    since: datetime
+    """When the controller first saw this schedule and time zone: the creation time, or
+    the first reconcile after an edit of either."""
+
+
 class CronJobStatus(KubeModel):
     """CronJobStatus defines the observed state of CronJob."""
 
@@ -230,6 +249,9 @@ class CronJobStatus(KubeModel):
     Progressing and Degraded."""
     observed_generation: NonNegativeInt64 | None = None
     """The .metadata.generation the controller last acted on."""
+    observed_schedule: ObservedSchedule | None = None
+    """The schedule and time zone the controller schedules against, and since when; no
+    run is created for a time at or before since."""
     next_schedule_time: datetime | None = None
     """When the next scheduled run is due (after stagger). Unset while no scheduled run
     will start: suspended, paused after failures, being deleted, or a schedule that is

@@ -2,5 +2,8 @@
 
 ``cronjob`` (with its pure rules in ``cronjob_state`` and the time math in
 ``cronjob_operator.schedule``) and ``configdeployment`` (pure rules in
-``configdeployment_state``). ``conditions`` and ``status`` hold what both share.
+``configdeployment_state``). Only what is about CronJobs and ConfigDeployments lives
+here: the clock, owner references, the status writer and conditions they share come
+from ``cronjob_operator.runtime`` (``clock``, ``controllerutil``, ``status``,
+``conditions``).
 """

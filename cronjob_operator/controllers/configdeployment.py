@@ -32,9 +32,9 @@ from typing import Any
 
 from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
 from cronjob_operator.controllers import configdeployment_state as state
-from cronjob_operator.controllers.status import Clock, utc_now, write_status
-from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime import controllerutil, errors, objects
 from cronjob_operator.runtime.client import Client, Reader
+from cronjob_operator.runtime.clock import Clock, utc_now
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.handlers import MapFunc
@@ -42,6 +42,7 @@ from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT
 from cronjob_operator.runtime.manager import Manager
 from cronjob_operator.runtime.predicates import generation_changed, resource_version_changed
 from cronjob_operator.runtime.reconcile import Request, Result
+from cronjob_operator.runtime.status import write_status
 
 __all__ = [
     "CONFIG_MAP_INDEX",
@@ -118,7 +119,9 @@ class ConfigDeploymentReconciler:
             )
         except errors.NotFound:
             existing = None
-        if existing is not None and not state.is_controlled_by(existing, config_deployment):
+        if existing is not None and not controllerutil.is_controlled_by(
+            existing, config_deployment
+        ):
             return None, self._not_ours(config_deployment)
         config_map_name = str((config_deployment.get("spec") or {}).get("configMap") or "")
         try:
@@ -142,7 +145,7 @@ class ConfigDeploymentReconciler:
         except errors.AlreadyExists:
             # The cache has not seen it yet: read it live and go on from there.
             existing = self._client.live.get(DEPLOYMENT, name, desired["metadata"]["namespace"])
-            if not state.is_controlled_by(existing, config_deployment):
+            if not controllerutil.is_controlled_by(existing, config_deployment):
                 return None, self._not_ours(config_deployment)
             if not state.needs_update(existing, desired):
                 return existing, None

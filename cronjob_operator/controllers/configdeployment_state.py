@@ -32,8 +32,8 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from cronjob_operator.controllers.conditions import condition_setter
-from cronjob_operator.runtime import objects
+from cronjob_operator.runtime import controllerutil, objects
+from cronjob_operator.runtime.conditions import condition_setter
 
 __all__ = [
     "CONFIG_HASH_ANNOTATION",
@@ -45,7 +45,6 @@ __all__ = [
     "config_hash",
     "desired_deployment",
     "desired_replicas",
-    "is_controlled_by",
     "needs_update",
     "rolled_out_hash",
     "short_hash",
@@ -138,16 +137,7 @@ def desired_deployment(config_deployment: objects.Obj, content_hash: str) -> dic
             "namespace": metadata["namespace"],
             "labels": dict(selector),
             "annotations": {SPEC_HASH_ANNOTATION: _spec_hash(replicas, template)},
-            "ownerReferences": [
-                {
-                    "apiVersion": config_deployment["apiVersion"],
-                    "kind": config_deployment["kind"],
-                    "name": name,
-                    "uid": metadata["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [controllerutil.controller_reference(config_deployment)],
         },
         "spec": {
             "replicas": replicas,
@@ -155,12 +145,6 @@ def desired_deployment(config_deployment: objects.Obj, content_hash: str) -> dic
             "template": template,
         },
     }
-
-
-def is_controlled_by(deployment: objects.Obj, config_deployment: objects.Obj) -> bool:
-    """True when ``config_deployment`` (this very object, by uid) is the controller owner."""
-    ref = objects.controller_ref(deployment) or {}
-    return bool(ref) and ref.get("uid") == config_deployment["metadata"].get("uid")
 
 
 def rolled_out_hash(deployment: objects.Obj) -> str | None:

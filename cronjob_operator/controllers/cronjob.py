@@ -1,7 +1,7 @@
 """The CronJob reconciler: create Jobs on schedule, keep status true, prune history.
 
 This is the kubebuilder tutorial's controller with the built-in controller's semantics
-(docs/cronjob-semantics, "Reconcile, in order"). Child Jobs are found through the
+(docs/cronjob-semantics.md, "Reconcile, in order"). Child Jobs are found through the
 informer cache's ``.metadata.controller`` field index, never by listing all Jobs; only
 Jobs whose controller owner uid is this CronJob's count. The pure rules live in
 ``cronjob_state`` (status, pruning, Job construction), ``schedule`` (time) and
@@ -17,8 +17,10 @@ pause checks, so it works while suspended or paused; scheduling asks the schedul
 Errors: a bad schedule or time zone is reported (Warning event, ``Degraded``) and not
 retried until the spec changes; a Job the API server rejects as invalid is reported and
 retried at the next scheduled time; other API failures raise, so the controller retries
-with backoff. Status is written once, only when it changed, retrying conflicts against a
-fresh read so it is never dropped.
+with backoff. With ``Replace``, a failed delete of an active Job raises before the new
+Job is created: two runs are never active because a delete failed. Status is written
+once, only when it changed, retrying conflicts against a fresh read so it is never
+dropped.
 
 RBAC this code needs (mirrored in config/rbac/role.yaml, checked by an e2e test):
 cronjobs get/list/watch, cronjobs/status get/update; jobs get/list/watch/create/delete;
@@ -35,26 +37,29 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from prometheus_client import Histogram
+
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
 from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers.conditions import (
+from cronjob_operator.controllers.metrics import job_creation_skew
+from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.cache import strip_managed_fields
+from cronjob_operator.runtime.client import Client, Propagation
+from cronjob_operator.runtime.clock import Clock, utc_now
+from cronjob_operator.runtime.conditions import (
     condition_setter,
     find_condition,
     parse_time,
     rfc3339,
 )
-from cronjob_operator.controllers.metrics import JOB_CREATION_SKEW
-from cronjob_operator.controllers.status import Clock, utc_now, write_status
-from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime.client import Client, Propagation
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager
 from cronjob_operator.runtime.reconcile import Request, Result
-from cronjob_operator.runtime.reflector import strip_managed_fields
+from cronjob_operator.runtime.status import write_status
 
 __all__ = ["JOB_OWNER_INDEX", "CronJobReconciler", "job_owner_index", "setup", "slim_job"]
 
@@ -102,10 +107,18 @@ class _Problem:
 class CronJobReconciler:
     """Reconciles one CronJob per call; see the module docstring."""
 
-    def __init__(self, client: Client, recorder: EventRecorder, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        client: Client,
+        recorder: EventRecorder,
+        *,
+        clock: Clock = utc_now,
+        skew: Histogram | None = None,
+    ) -> None:
         self._client = client
         self._recorder = recorder
         self._clock = clock
+        self._skew = skew if skew is not None else job_creation_skew(None)
 
     def reconcile(self, request: Request) -> Result:
         try:
@@ -179,10 +192,13 @@ class CronJobReconciler:
                 features.counted(jobs.failed, stored), spec.get("failedJobsHistoryLimit")
             ),
         ]
-        for job in doomed:
+        for job in doomed:  # a failed prune is reported and retried on the next reconcile
             self._delete_job(cronjob, objects.name_of(job), uid=job["metadata"].get("uid"))
 
-    def _delete_job(self, cronjob: objects.Obj, name: str, *, uid: str | None) -> bool:
+    def _delete_job(
+        self, cronjob: objects.Obj, name: str, *, uid: str | None
+    ) -> errors.ApiError | None:
+        """Delete one Job (only if it still has ``uid``); the error, None when it is gone."""
         try:
             self._client.delete(
                 JOB,
@@ -192,13 +208,13 @@ class CronJobReconciler:
                 uid=uid,
             )
         except errors.NotFound:
-            return True
+            return None
         except errors.ApiError as exc:
             log.warning("deleting job %s failed: %s", name, exc)
             self._recorder.event(cronjob, "Warning", "FailedDelete", f"Deleted job {name}: {exc}")
-            return False
+            return exc
         self._recorder.event(cronjob, "Normal", "SuccessfulDelete", f"Deleted job {name}")
-        return True
+        return None
 
     def _schedule(
         self, cronjob: objects.Obj, status: dict[str, Any], now: datetime
@@ -209,6 +225,8 @@ class CronJobReconciler:
         """
         features.set_next_schedule_time(status, None)
         spec = cronjob.get("spec") or {}
+        created = parse_time(cronjob["metadata"].get("creationTimestamp")) or now
+        since = state.observe_schedule(status, spec, created=created, now=now)
         if cronjob["metadata"].get("deletionTimestamp") or spec.get("suspend"):
             return None, None
         if features.paused(spec, status):
@@ -230,15 +248,13 @@ class CronJobReconciler:
         if isinstance(offset, _Problem):
             return None, offset
         # Stagger: a nominal time t is due at t + offset, so the schedule is asked about
-        # now - offset; the deadline then counts from the staggered time.
+        # now - offset; the deadline then counts from the staggered time. Never a run due
+        # before the last edit of the schedule or time zone (observedSchedule.since).
         shifted = now - offset
-        created = parse_time(cronjob["metadata"].get("creationTimestamp"))
-        earliest = parse_time(status.get("lastScheduleTime")) or (
-            created - offset if created else None
-        )
+        earliest = max(parse_time(status.get("lastScheduleTime")) or created, since) - offset
         due = schedules.most_recent_due(
             schedule,
-            earliest=earliest or shifted,
+            earliest=earliest,
             now=shifted,
             starting_deadline_seconds=spec.get("startingDeadlineSeconds"),
         )
@@ -335,9 +351,7 @@ class CronJobReconciler:
         if policy == "Forbid" and active:
             return False
         if policy == "Replace":
-            for ref in list(active):
-                if self._delete_job(cronjob, ref["name"], uid=ref.get("uid")):
-                    active.remove(ref)
+            self._replace_active(cronjob, status)
         return True
 
     def _run(
@@ -367,6 +381,22 @@ class CronJobReconciler:
         job = state.build_job(cronjob, scheduled, zone)
         return self._create(cronjob, status, job, scheduled=scheduled, due=scheduled + offset)
 
+    def _replace_active(self, cronjob: objects.Obj, status: dict[str, Any]) -> None:
+        """Delete every active Job before the new run is created.
+
+        A delete that fails (a 500, a 409 because the name now has another uid) raises
+        before anything is created, so Replace never leaves two runs active; the
+        controller retries with backoff. The next reconcile's sync confirms against the
+        API server whether an entry's Job is really gone (a failed GET there raises too).
+        """
+        active = status.get("active") or []
+        for ref in list(active):
+            error = self._delete_job(cronjob, ref["name"], uid=ref.get("uid"))
+            if error is not None:
+                self._write_status(cronjob, status)  # keep what this reconcile learned
+                raise error
+            active.remove(ref)
+
     def _create(
         self,
         cronjob: objects.Obj,
@@ -391,7 +421,10 @@ class CronJobReconciler:
                 return None
             created = existing
         except errors.Invalid as exc:
-            message = f"spec.jobTemplate: the API server rejected Job {name}: {exc.message}"
+            message = (
+                f"spec.jobTemplate: the API server rejected Job {name}: {exc.message}; "
+                "fix the template (every run would be rejected the same way)"
+            )
             self._recorder.event(cronjob, "Warning", "FailedCreate", message)
             return _Problem("InvalidJobTemplate", message)
         except errors.ApiError as exc:
@@ -401,7 +434,7 @@ class CronJobReconciler:
         else:
             self._recorder.event(cronjob, "Normal", "SuccessfulCreate", f"Created job {name}")
             if due is not None:
-                observe_skew(created, due)
+                observe_skew(self._skew, created, due)
         ref = state.job_reference(created)
         active = status.setdefault("active", [])
         running = state.finished_state(created) is None  # an existing Job may be done already
@@ -423,23 +456,14 @@ class CronJobReconciler:
             "reason"
         ) == features.PAUSED_REASON
         condition = condition_setter(status, generation=generation, now=now)
-        spec = cronjob.get("spec") or {}
-
         if problem is not None:
             condition("Degraded", True, problem.reason, problem.message)
         else:
             condition("Degraded", False, "AsExpected", "")
-        if spec.get("suspend"):
-            condition("Available", False, "Suspended", "spec.suspend is true: no new runs start")
-        elif problem is not None and problem.stops_schedule:
-            condition("Available", False, problem.reason, problem.message)
-        elif features.paused(spec, status):
-            message = _pause_message(cronjob, status)
-            condition("Available", False, features.PAUSED_REASON, message)
-            if not was_paused:
-                self._recorder.event(cronjob, "Warning", features.PAUSED_REASON, message)
-        else:
-            condition("Available", True, "Scheduling", "runs start on schedule")
+        available, reason, message = _availability(cronjob, status, problem)
+        condition("Available", available, reason, message)
+        if reason == features.PAUSED_REASON and not was_paused:
+            self._recorder.event(cronjob, "Warning", features.PAUSED_REASON, message)
         count = len(status.get("active") or [])
         if count:
             condition("Progressing", True, "JobsActive", f"{count} active job(s)")
@@ -462,16 +486,45 @@ def _pause_message(cronjob: objects.Obj, status: dict[str, Any]) -> str:
     )
 
 
-def observe_skew(job: objects.Obj, scheduled: datetime) -> None:
+def _availability(
+    cronjob: objects.Obj, status: dict[str, Any], problem: _Problem | None
+) -> tuple[bool, str, str]:
+    """Available's (status, reason, message): True only when runs really start on schedule.
+
+    The reason names what keeps runs from starting, most fundamental first: the CronJob
+    is being deleted, suspended, has a problem that stops scheduled runs (which includes a
+    Job template that the API server rejects: every run would fail to start), or is paused
+    after consecutive failures (spec.failurePolicy)."""
+    metadata = cronjob["metadata"]
+    if metadata.get("deletionTimestamp"):
+        finalizers = ", ".join(metadata.get("finalizers") or ()) or "none"
+        return (
+            False,
+            "Terminating",
+            "metadata.deletionTimestamp is set: no new runs start; the CronJob is removed "
+            f"once its finalizers are gone ({finalizers})",
+        )
+    spec = cronjob.get("spec") or {}
+    if spec.get("suspend"):
+        return False, "Suspended", "spec.suspend is true: no new runs start"
+    if problem is not None and problem.stops_schedule:
+        return False, problem.reason, problem.message
+    if features.paused(spec, status):
+        return False, features.PAUSED_REASON, _pause_message(cronjob, status)
+    return True, "Scheduling", "runs start on schedule"
+
+
+def observe_skew(skew: Histogram, job: objects.Obj, scheduled: datetime) -> None:
     """Record how late a Job was created relative to its scheduled time."""
     created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
     if created is not None:
-        JOB_CREATION_SKEW.observe(max(0.0, (created - scheduled).total_seconds()))
+        skew.observe(max(0.0, (created - scheduled).total_seconds()))
 
 
 def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
     """Register the Job transform and owner index, and the CronJob controller."""
     manager.cache.set_transform(JOB, slim_job)
     manager.cache.index_field(JOB, JOB_OWNER_INDEX, job_owner_index)
-    reconciler = CronJobReconciler(manager.client, manager.recorder, clock=clock)
+    skew = job_creation_skew(manager.metrics.registry)
+    reconciler = CronJobReconciler(manager.client, manager.recorder, clock=clock, skew=skew)
     return manager.builder("cronjob").for_(CRONJOB).owns(JOB).complete(reconciler)

@@ -1,7 +1,7 @@
 """The CronJob controller's pure logic: classify child Jobs, sync status, choose prunes, build Jobs.
 
 Nothing here does I/O or reads the clock, so every rule of the reconcile (steps 2-4 and
-9 of docs/cronjob-semantics) is unit-tested without a cluster; ``cronjob.py`` does the
+9 of docs/cronjob-semantics.md) is unit-tested without a cluster; ``cronjob.py`` does the
 reads, writes and events around it.
 
 * A Job is finished when it has the condition ``Complete=True`` (succeeded) or
@@ -14,6 +14,9 @@ reads, writes and events around it.
   ``status.startTime`` (unset last, ties by name), as the built-in controller does.
 * Job names are ``<cronjob>-<scheduled Unix seconds>``: deterministic, so a retry, a
   restart or a second manager can never create the same run twice.
+* ``observe_schedule`` keeps ``status.observedSchedule``: the schedule and time zone in
+  effect and since when. Runs are never created for a time at or before ``since``, so
+  editing either never starts a catch-up run for a time before the edit.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from cronjob_operator.controllers.conditions import parse_time, rfc3339
-from cronjob_operator.runtime import objects
+from cronjob_operator.runtime import controllerutil, objects
+from cronjob_operator.runtime.conditions import parse_time, rfc3339
 
 __all__ = [
     "SCHEDULED_AT_ANNOTATION",
@@ -36,6 +39,7 @@ __all__ = [
     "job_from_template",
     "job_name",
     "job_reference",
+    "observe_schedule",
     "sync_status",
     "to_prune",
     "unconfirmed_active",
@@ -204,16 +208,29 @@ def job_from_template(
             "namespace": metadata["namespace"],
             "labels": objects.thaw(template_meta.get("labels") or {}),
             "annotations": merged,
-            "ownerReferences": [
-                {
-                    "apiVersion": cronjob["apiVersion"],
-                    "kind": cronjob["kind"],
-                    "name": metadata["name"],
-                    "uid": metadata["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [controllerutil.controller_reference(cronjob)],
         },
         "spec": objects.thaw(template.get("spec") or {}),
     }
+
+
+def observe_schedule(
+    status: dict[str, Any], spec: Mapping[str, Any], *, created: datetime, now: datetime
+) -> datetime:
+    """Bring ``status.observedSchedule`` in line with ``spec``; return its ``since``.
+
+    First sight (a new CronJob, or one from before this field existed): ``since`` is the
+    creation time, so nothing changes for it. An edit of ``schedule`` or ``timeZone`` since
+    the record: ``since`` becomes ``now``, the first reconcile that sees the edit (later
+    than the edit itself, never earlier: a time between the two is not run).
+    """
+    current: dict[str, Any] = {"schedule": str(spec.get("schedule") or "")}
+    if spec.get("timeZone") is not None:
+        current["timeZone"] = spec["timeZone"]
+    recorded = status.get("observedSchedule") or {}
+    since = parse_time(recorded.get("since"))
+    if since is not None and {k: v for k, v in recorded.items() if k != "since"} == current:
+        return since
+    since = created if not recorded else now
+    status["observedSchedule"] = {**current, "since": rfc3339(since)}
+    return since.replace(microsecond=0)

@@ -25,21 +25,24 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from cronjob_operator.runtime import objects
+from cronjob_operator.runtime._informer import Informer
+from cronjob_operator.runtime._labels import parse_selector
+from cronjob_operator.runtime._reflector import Transform, strip_managed_fields
+from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime._store import NAMESPACE_INDEX, Store
 from cronjob_operator.runtime.client import not_found
-from cronjob_operator.runtime.informer import Informer
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.labels import parse_selector
-from cronjob_operator.runtime.reflector import Transform, strip_managed_fields
-from cronjob_operator.runtime.rest import RestClient
-from cronjob_operator.runtime.store import NAMESPACE_INDEX, Store
+from cronjob_operator.runtime.runnable import run_between
 
 __all__ = [
     "ALL_NAMESPACES",
     "Cache",
     "CacheSyncTimeoutError",
     "FieldIndexFunc",
+    "Transform",
     "UnindexedFieldError",
     "field_index_name",
+    "strip_managed_fields",
 ]
 
 ALL_NAMESPACES = "__all_namespaces"
@@ -125,6 +128,13 @@ class Cache:
     def index_field(self, kind: Kind, field: str, fn: FieldIndexFunc) -> None:
         """Index ``kind`` by ``field``: ``fn`` returns the values an object has for it."""
         self.informer(kind).store.add_indexer(field_index_name(field), _namespaced_values(fn))
+
+    needs_leader_election = False
+    """A manager Runnable on every replica: a follower keeps a warm cache."""
+
+    def run(self, stop: threading.Event) -> None:
+        """Run the informers until ``stop`` is set (the Runnable entry point)."""
+        run_between(stop, self.start, self.stop)
 
     def start(self) -> None:
         """Start every informer; informers created later start at once. Returns at once."""

@@ -14,10 +14,18 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.rest import RestClient
 
-__all__ = ["Client", "LiveReader", "PatchType", "Propagation", "Reader", "Writer"]
+__all__ = [
+    "Client",
+    "LiveReader",
+    "ObjectWriter",
+    "PatchType",
+    "Propagation",
+    "Reader",
+    "Writer",
+]
 
 
 class PatchType(enum.StrEnum):
@@ -52,6 +60,31 @@ class Reader(Protocol):
         label_selector: str | Mapping[str, str] | None = None,
     ) -> list[objects.Obj]:
         """Objects in ``namespace`` (all when None) that match the fields and labels."""
+        ...
+
+
+class ObjectWriter(Protocol):
+    """The object writes (``Writer`` has them; so can a test double)."""
+
+    def create(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create ``obj``; ``AlreadyExists`` if its name is taken."""
+        ...
+
+    def update(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace ``obj``; a stale ``resourceVersion`` raises ``Conflict``."""
+        ...
+
+    def patch(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        subresource: str = "",
+    ) -> dict[str, Any]:
+        """Patch one object (or a subresource of it)."""
         ...
 
 

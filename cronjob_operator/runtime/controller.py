@@ -12,7 +12,10 @@ What a reconcile's outcome does, exactly as controller-runtime:
   comes back after s seconds;
 * otherwise the backoff is forgotten and the request is done until the next event.
 An exception never kills a worker. ``start`` returns at once; ``stop`` stops intake and
-waits for in-flight reconciles to finish (up to a timeout).
+waits for in-flight reconciles to finish (up to a timeout). As a manager Runnable (it
+needs the lease), ``run(stop)`` starts, waits for ``stop`` and drains. With a
+``reconcile_timeout``, each reconcile runs in a ``context`` with that deadline, so its
+REST calls give up (``DeadlineExceeded``, retried with backoff) instead of hanging.
 """
 
 from __future__ import annotations
@@ -21,18 +24,29 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from cronjob_operator.runtime import errors, metrics
+from cronjob_operator.runtime import context, errors
+from cronjob_operator.runtime._informer import Informer
+from cronjob_operator.runtime._workqueue import RateLimiter, WorkQueue
 from cronjob_operator.runtime.handlers import EnqueueHandler, MapFunc
-from cronjob_operator.runtime.informer import Informer
 from cronjob_operator.runtime.logs import reconcile_scope
+from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 from cronjob_operator.runtime.predicates import Predicate
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result, TerminalError
-from cronjob_operator.runtime.workqueue import RateLimiter, WorkQueue
 
-__all__ = ["Controller"]
+__all__ = ["Controller", "ControllerOptions"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerOptions:
+    """A controller's knobs that a manager sets for all of them (the builder may override)."""
+
+    max_concurrent_reconciles: int = 1
+    drain_timeout: float = 30.0
+    reconcile_timeout: float | None = None
 
 
 class Controller:
@@ -45,13 +59,21 @@ class Controller:
         *,
         max_concurrent_reconciles: int = 1,
         rate_limiter: RateLimiter | None = None,
+        metrics: Metrics | None = None,
+        drain_timeout: float = 30.0,
+        reconcile_timeout: float | None = None,
     ) -> None:
         if max_concurrent_reconciles < 1:
             raise ValueError("max_concurrent_reconciles must be at least 1")
         self.name = name
         self.reconciler = reconciler
         self.max_concurrent_reconciles = max_concurrent_reconciles
-        self.queue: WorkQueue[Request] = WorkQueue(name, rate_limiter=rate_limiter, controller=name)
+        self.drain_timeout = drain_timeout
+        self.reconcile_timeout = reconcile_timeout
+        self._metrics = metrics or DEFAULT
+        self.queue: WorkQueue[Request] = WorkQueue(
+            name, rate_limiter=rate_limiter, controller=name, metrics=self._metrics
+        )
         self._watches: list[tuple[Informer, EnqueueHandler]] = []
         self._workers: list[threading.Thread] = []
         self._started = False
@@ -70,6 +92,16 @@ class Controller:
         """The informers this controller watches (the manager waits for their sync)."""
         return [informer for informer, _ in self._watches]
 
+    needs_leader_election = True
+    """A manager Runnable for the leader only: two replicas never reconcile at once."""
+
+    def run(self, stop: threading.Event) -> None:
+        """Reconcile until ``stop`` is set, then drain for up to ``drain_timeout`` seconds."""
+        self.start()
+        stop.wait()
+        if not self.stop(self.drain_timeout):
+            log.warning("controller %s did not drain within %.0fs", self.name, self.drain_timeout)
+
     def start(self) -> None:
         """Register the watches and start the workers; returns at once."""
         if self._started:
@@ -77,8 +109,10 @@ class Controller:
         self._started = True
         for informer, handler in self._watches:
             informer.add_handler(handler)
-        metrics.MAX_CONCURRENT_RECONCILES.labels(self.name).set(self.max_concurrent_reconciles)
-        metrics.ACTIVE_WORKERS.labels(self.name).set(0)
+        self._metrics.max_concurrent_reconciles.labels(self.name).set(
+            self.max_concurrent_reconciles
+        )
+        self._metrics.active_workers.labels(self.name).set(0)
         threading.Thread(
             target=self._report_stuck_work, name=f"{self.name}-queue-metrics", daemon=True
         ).start()
@@ -112,18 +146,19 @@ class Controller:
             request = self.queue.get()
             if request is None:
                 return
-            metrics.ACTIVE_WORKERS.labels(self.name).inc()
+            self._metrics.active_workers.labels(self.name).inc()
             try:
                 self._process(request)
             finally:
-                metrics.ACTIVE_WORKERS.labels(self.name).dec()
+                self._metrics.active_workers.labels(self.name).dec()
                 self.queue.done(request)
 
     def _process(self, request: Request) -> None:
         started = time.monotonic()
         with reconcile_scope(self.name, request.namespace, request.name):
             try:
-                result = self.reconciler.reconcile(request)
+                with context.scope(self._reconcile_context()):
+                    result = self.reconciler.reconcile(request)
             except TerminalError as exc:
                 self._count("error")
                 log.error("terminal reconcile error, not requeued: %s", exc)
@@ -134,13 +169,18 @@ class Controller:
                 self.queue.add_rate_limited(request)
             except Exception:
                 self._count("error")
-                metrics.RECONCILE_PANICS.labels(self.name).inc()
+                self._metrics.reconcile_panics.labels(self.name).inc()
                 log.exception("reconciler raised, will retry with backoff")
                 self.queue.add_rate_limited(request)
             else:
                 self._finish(request, result)
             finally:
-                metrics.RECONCILE_TIME.labels(self.name).observe(time.monotonic() - started)
+                self._metrics.reconcile_time.labels(self.name).observe(time.monotonic() - started)
+
+    def _reconcile_context(self) -> context.Context:
+        if self.reconcile_timeout is None:
+            return context.BACKGROUND
+        return context.BACKGROUND.with_timeout(self.reconcile_timeout)
 
     def _finish(self, request: Request, result: Result) -> None:
         self.queue.forget(request)
@@ -151,6 +191,6 @@ class Controller:
             self._count("success")
 
     def _count(self, result: str) -> None:
-        metrics.RECONCILE_TOTAL.labels(self.name, result).inc()
+        self._metrics.reconcile_total.labels(self.name, result).inc()
         if result == "error":
-            metrics.RECONCILE_ERRORS.labels(self.name).inc()
+            self._metrics.reconcile_errors.labels(self.name).inc()

@@ -16,6 +16,7 @@ __all__ = [
     "ApiError",
     "BadRequest",
     "Conflict",
+    "DeadlineExceeded",
     "Forbidden",
     "Gone",
     "Invalid",
@@ -93,6 +94,10 @@ class TransportError(Exception):
     """The request never got an answer: connection refused or reset, or a timeout."""
 
 
+class DeadlineExceeded(TransportError):
+    """The caller's context was stopped or its deadline passed (never retried)."""
+
+
 _BY_CODE: dict[int, type[ApiError]] = {
     400: BadRequest,
     401: Unauthorized,
@@ -119,5 +124,7 @@ def api_error(
 
 
 def is_transient(error: BaseException) -> bool:
-    """True for failures worth retrying: transport errors, 429 and 5xx."""
+    """True for failures worth retrying: transport errors, 429 and 5xx (not a deadline)."""
+    if isinstance(error, DeadlineExceeded):
+        return False
     return isinstance(error, TransportError | TooManyRequests | ServerError)

@@ -1,34 +1,20 @@
-"""Kubernetes Events (core/v1) for users to read, with client-go's aggregation and spam filter.
+"""Kubernetes Events (core/v1) for users to read: the recorder, off the caller's thread.
 
 Reconcilers call ``EventRecorder.event(obj, type_, reason, message)``. It never raises and
-never waits for the API server: it builds the Event, decides (under a lock, in memory)
-whether it is new, a repeat or spam, and puts the resulting write on a bounded queue
+never waits for the API server: it builds the Event, asks the correlator (``_correlator``:
+client-go's aggregation of repeats and its per-object spam filter, in memory, under a
+lock) whether it is new, a repeat or spam, and puts the resulting write on a bounded queue
 (1000 writes) that one background thread sends. A full queue drops the event (counted,
 logged). ``start`` starts the sender; ``stop`` stops intake, sends what is queued (up to
-``timeout``) and returns; events recorded before ``start`` wait in the queue.
-
-The policy, as client-go's EventCorrelator with its defaults:
-
-* Repeats. Events with the same source, involved object (kind, namespace, name, uid,
-  apiVersion), type, reason and message are one Event: the first is created; each repeat
-  increments ``count`` and sets ``lastTimestamp`` with a merge PATCH of the existing
-  Event (same name, same ``firstTimestamp``). The repeats are remembered in an LRU of
-  4096 distinct events, which is the aggregation window. If the Event is gone (NotFound,
-  e.g. the API server's 1 h event TTL removed it), it is created again under its name with
-  the running count.
-* Spam filter. Each source + involved object has a token bucket of 25 (``burst``)
-  refilled at one token per 300 s (``qps``); every event, new or repeat, takes a token,
-  and an event without one is dropped (counted, logged at debug). Like client-go, the
-  key is the object, not the reason, so one broken object cannot flood the API server
-  whatever it reports; the repeat count still includes the dropped repeats, so the next
-  event that gets through carries the true count. Buckets live in an LRU of 4096 objects.
-* Not done: client-go's second stage, which merges 10 events of one reason with
-  different messages into "(combined from similar events)"; the spam filter bounds them.
+``timeout``) and returns; events recorded before ``start`` wait in the queue. In a
+manager, the recorder is a Runnable on every replica (``run(stop)``).
 
 Errors: ``event`` logs and drops an event it cannot build (an unknown type, an object
 without kind or name). A write that fails (after the REST client's own retries of
 transient failures) is logged and dropped; AlreadyExists and a terminating namespace are
-expected and logged at debug. Events are best effort, as in client-go.
+expected and logged at debug. If a repeat's Event is gone (NotFound, e.g. the API
+server's 1 h event TTL removed it), it is created again under its name with the running
+count. Events are best effort, as in client-go.
 """
 
 from __future__ import annotations
@@ -36,233 +22,30 @@ from __future__ import annotations
 import dataclasses
 import logging
 import queue
-import secrets
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Generic, Protocol, TypeVar
+from datetime import datetime
 
 from cronjob_operator.runtime import errors, kinds, objects
-from cronjob_operator.runtime.client import PatchType
+from cronjob_operator.runtime._correlator import (
+    DEFAULT_BURST,
+    DEFAULT_QPS,
+    NORMAL,
+    WARNING,
+    EventCorrelator,
+    EventWrite,
+    make_event,
+    utc_now,
+)
+from cronjob_operator.runtime.client import ObjectWriter
+from cronjob_operator.runtime.runnable import run_between
 
-__all__ = [
-    "NORMAL",
-    "WARNING",
-    "EventCorrelator",
-    "EventRecorder",
-    "EventSink",
-    "EventWrite",
-    "RecorderStats",
-    "SpamFilter",
-    "format_time",
-    "make_event",
-    "utc_now",
-]
+__all__ = ["NORMAL", "WARNING", "EventRecorder", "RecorderStats"]
 
 log = logging.getLogger(__name__)
 
-NORMAL = "Normal"
-WARNING = "Warning"
-EVENT_TYPES = frozenset({NORMAL, WARNING})
-MAX_MESSAGE_LENGTH = 1024
-DEFAULT_NAMESPACE = "default"
 QUEUE_SIZE = 1000
-LRU_SIZE = 4096
-DEFAULT_BURST = 25
-DEFAULT_QPS = 1.0 / 300.0
-_MAX_NAME_LENGTH = 253
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-def utc_now() -> datetime:
-    """The current time, timezone-aware in UTC."""
-    return datetime.now(UTC)
-
-
-def format_time(moment: datetime) -> str:
-    """A metav1.Time: RFC 3339 in UTC, whole seconds."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class EventSink(Protocol):
-    """Where Events are written: ``client.Writer`` (or a test double)."""
-
-    def create(self, kind: kinds.Kind, obj: Mapping[str, Any]) -> dict[str, Any]: ...
-
-    def patch(
-        self,
-        kind: kinds.Kind,
-        name: str,
-        patch: Any,
-        *,
-        namespace: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-        subresource: str = "",
-    ) -> dict[str, Any]: ...
-
-
-class _LRU(Generic[K, V]):
-    """A bounded mapping that forgets the least recently used key."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: OrderedDict[K, V] = OrderedDict()
-
-    def get(self, key: K) -> V | None:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
-
-    def put(self, key: K, value: V) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        if len(self._items) > self._size:
-            self._items.popitem(last=False)
-
-
-@dataclass(slots=True)
-class _Bucket:
-    tokens: float
-    updated: datetime
-
-
-class SpamFilter:
-    """Per-key token buckets: ``burst`` tokens, refilled at ``qps`` tokens per second."""
-
-    def __init__(self, *, burst: int = DEFAULT_BURST, qps: float = DEFAULT_QPS) -> None:
-        self._burst = burst
-        self._qps = qps
-        self._buckets: _LRU[tuple[str, ...], _Bucket] = _LRU(LRU_SIZE)
-
-    def allow(self, key: tuple[str, ...], now: datetime) -> bool:
-        """Take a token for ``key`` if one is left; False means drop the event."""
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = _Bucket(float(self._burst), now)
-        else:
-            elapsed = max(0.0, (now - bucket.updated).total_seconds())
-            bucket.tokens = min(float(self._burst), bucket.tokens + elapsed * self._qps)
-            bucket.updated = now
-        self._buckets.put(key, bucket)
-        if bucket.tokens < 1.0:
-            return False
-        bucket.tokens -= 1.0
-        return True
-
-
-@dataclass(frozen=True, slots=True)
-class EventWrite:
-    """What to send for one event: ``patch`` the existing Event, else create ``event``."""
-
-    event: dict[str, Any]
-    patch: dict[str, Any] | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Seen:
-    name: str
-    count: int
-    first_timestamp: str
-
-
-def _event_key(event: Mapping[str, Any]) -> tuple[str, ...]:
-    return (*_spam_key(event), event["type"], event["reason"], event["message"])
-
-
-def _spam_key(event: Mapping[str, Any]) -> tuple[str, ...]:
-    source = event["source"]
-    ref = event["involvedObject"]
-    return (
-        source.get("component", ""),
-        source.get("host", ""),
-        ref.get("kind", ""),
-        ref.get("namespace", ""),
-        ref.get("name", ""),
-        ref.get("uid", ""),
-        ref.get("apiVersion", ""),
-    )
-
-
-class EventCorrelator:
-    """Turns events into writes: repeats become patches, spam becomes nothing.
-
-    Not thread-safe; the recorder calls it under its lock.
-    """
-
-    def __init__(self, *, burst: int = DEFAULT_BURST, qps: float = DEFAULT_QPS) -> None:
-        self._seen: _LRU[tuple[str, ...], _Seen] = _LRU(LRU_SIZE)
-        self._spam = SpamFilter(burst=burst, qps=qps)
-
-    def correlate(self, event: dict[str, Any], now: datetime) -> EventWrite | None:
-        """The write for ``event`` (updated in place if it repeats one), or None if spam."""
-        key = _event_key(event)
-        seen = self._seen.get(key)
-        patch: dict[str, Any] | None = None
-        if seen is not None:
-            event["metadata"]["name"] = seen.name
-            event["count"] = seen.count + 1
-            event["firstTimestamp"] = seen.first_timestamp
-            patch = {"count": event["count"], "lastTimestamp": event["lastTimestamp"]}
-        self._seen.put(
-            key, _Seen(event["metadata"]["name"], event["count"], event["firstTimestamp"])
-        )
-        if not self._spam.allow(_spam_key(event), now):
-            return None
-        return EventWrite(event, patch)
-
-
-def make_event(
-    obj: objects.Obj,
-    type_: str,
-    reason: str,
-    message: str,
-    *,
-    component: str,
-    host: str,
-    now: datetime,
-) -> dict[str, Any]:
-    """A new core/v1 Event about ``obj`` (count 1); ValueError if it cannot be built."""
-    if type_ not in EVENT_TYPES:
-        raise ValueError(f"unsupported event type {type_!r}: use {NORMAL!r} or {WARNING!r}")
-    metadata = obj.get("metadata") or {}
-    name = str(metadata.get("name") or "")
-    api_version = str(obj.get("apiVersion") or "")
-    kind = str(obj.get("kind") or "")
-    if not name or not kind or not api_version:
-        raise ValueError("the object needs apiVersion, kind and metadata.name")
-    namespace = str(metadata.get("namespace") or "")
-    ref: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "name": name}
-    if namespace:
-        ref["namespace"] = namespace
-    for field_name in ("uid", "resourceVersion"):
-        if metadata.get(field_name):
-            ref[field_name] = str(metadata[field_name])
-    suffix = secrets.token_hex(8)
-    stamp = format_time(now)
-    source = {"component": component, "host": host} if host else {"component": component}
-    return {
-        "apiVersion": kinds.EVENT.api_version,
-        "kind": kinds.EVENT.kind,
-        "metadata": {
-            "name": f"{name[: _MAX_NAME_LENGTH - len(suffix) - 1]}.{suffix}",
-            "namespace": namespace or DEFAULT_NAMESPACE,
-        },
-        "involvedObject": ref,
-        "reason": reason,
-        "message": message[:MAX_MESSAGE_LENGTH],
-        "type": type_,
-        "source": source,
-        "reportingComponent": component,
-        "reportingInstance": host,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +65,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        writer: EventSink,
+        writer: ObjectWriter,
         *,
         component: str,
         host: str = "",
@@ -314,6 +97,13 @@ class EventRecorder:
             self._record(obj, type_, reason, message)
         except Exception:
             log.exception("recording event %s failed", reason)
+
+    needs_leader_election = False
+    """A manager Runnable on every replica: followers record events too."""
+
+    def run(self, stop: threading.Event) -> None:
+        """Send events until ``stop`` is set, then flush what is queued (the Runnable entry)."""
+        run_between(stop, self.start, self.stop)
 
     def start(self) -> None:
         """Start the sender thread (idempotent)."""

@@ -1,9 +1,10 @@
 """Kinds: which resource a cache, client or watch talks about, and its REST paths.
 
 A ``Kind`` is the Python counterpart of a GroupVersionKind plus the plural resource
-name (what the REST mapper would tell controller-runtime). Built-in kinds the runtime
-itself needs (Leases, Events) and the ones our controllers use are defined here once;
-our own custom kinds are defined beside their types in ``cronjob_operator.api``.
+name (what the REST mapper would tell controller-runtime). The built-in kinds below are
+the runtime's small scheme: the ones it needs itself (Leases, Events) and the common
+workload kinds a controller owns or watches. An application defines its own custom kinds
+beside its types (here ``cronjob_operator.api``) and passes them in.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = [
     "NAMESPACE",
     "POD",
     "REPLICA_SET",
+    "SECRET",
     "Kind",
 ]
 
@@ -62,6 +64,7 @@ class Kind:
 JOB = Kind("batch", "v1", "Job", "jobs")
 POD = Kind("", "v1", "Pod", "pods")
 CONFIG_MAP = Kind("", "v1", "ConfigMap", "configmaps")
+SECRET = Kind("", "v1", "Secret", "secrets")
 EVENT = Kind("", "v1", "Event", "events")
 NAMESPACE = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 DEPLOYMENT = Kind("apps", "v1", "Deployment", "deployments")

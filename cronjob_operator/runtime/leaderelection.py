@@ -16,7 +16,7 @@ whole life of a candidate:
    then renew every ``retry_period``, retrying failures every ``retry_period``.
 3. Stop leading when:
    * no renewal has succeeded for ``renew_deadline`` (measured from the start of the
-     last successful renewal; a request still in flight at the deadline is abandoned),
+     last successful renewal; the REST calls of a round honour that deadline),
      or a renewal finds another holder in the Lease: the Lease is lost.
      ``on_stopped_leading`` is called at once and ``run`` returns; the manager then
      exits, as controller-runtime does, so two leaders never act at once;
@@ -32,8 +32,9 @@ client-go's MicroTime (``2006-01-02T15:04:05.000000Z``), written from ``wall_clo
 every decision uses ``clock`` (monotonic). The ``leader_election_master_status{name}``
 gauge is 1 while leading and 0 otherwise.
 
-The decisions are pure functions (``observe``, ``may_acquire``, ``acquired_record``,
-``released_record``) so they are unit tested without a cluster.
+The decisions are pure functions in ``_leaserecord`` (``observe``, ``may_acquire``,
+``acquired_record``, ``released_record``), unit tested without a cluster; this module
+is the elector that acts on them.
 """
 
 from __future__ import annotations
@@ -49,32 +50,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from cronjob_operator.runtime import errors, kinds, metrics, objects
+from cronjob_operator.runtime import context, errors, kinds, objects
+from cronjob_operator.runtime._leaserecord import (
+    LeaderElectionRecord,
+    Observation,
+    acquired_record,
+    lease_spec,
+    may_acquire,
+    observe,
+    record_from_lease,
+    released_record,
+)
+from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.client import LiveReader, Writer
-from cronjob_operator.runtime.rest import RestClient
+from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
-__all__ = [
-    "JITTER_FACTOR",
-    "LeaderElectionConfig",
-    "LeaderElectionRecord",
-    "LeaderElector",
-    "Observation",
-    "acquired_record",
-    "format_micro_time",
-    "lease_spec",
-    "may_acquire",
-    "observe",
-    "record_from_lease",
-    "released_record",
-]
+__all__ = ["JITTER_FACTOR", "LeaderElectionConfig", "LeaderElector"]
 
 log = logging.getLogger(__name__)
 
 JITTER_FACTOR = 1.2
 """Acquire retries wait ``retry_period * (1 + random * JITTER_FACTOR)``, as client-go."""
-
-_POLL_INTERVAL = 0.1
-"""How often an in-flight acquire attempt checks whether ``stop`` was set."""
 
 
 def _default_identity() -> str:
@@ -109,106 +105,6 @@ class LeaderElectionConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class LeaderElectionRecord:
-    """The Lease spec fields leader election reads and writes (times as sent)."""
-
-    holder_identity: str = ""
-    lease_duration_seconds: int = 0
-    acquire_time: str = ""
-    renew_time: str = ""
-    lease_transitions: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """A record and the time on OUR clock when we first saw it unchanged."""
-
-    record: LeaderElectionRecord
-    observed_at: float
-
-
-def format_micro_time(moment: datetime) -> str:
-    """A metav1.MicroTime in RFC 3339 with microseconds, in UTC."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def record_from_lease(lease: Mapping[str, Any]) -> LeaderElectionRecord:
-    """The leader election record held in a Lease object."""
-    spec = lease.get("spec") or {}
-    return LeaderElectionRecord(
-        holder_identity=str(spec.get("holderIdentity") or ""),
-        lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
-        acquire_time=str(spec.get("acquireTime") or ""),
-        renew_time=str(spec.get("renewTime") or ""),
-        lease_transitions=int(spec.get("leaseTransitions") or 0),
-    )
-
-
-def lease_spec(record: LeaderElectionRecord) -> dict[str, Any]:
-    """The Lease spec for ``record`` (what client-go's LeaderElectionRecordToLeaseSpec sends)."""
-    spec: dict[str, Any] = {
-        "holderIdentity": record.holder_identity,
-        "leaseDurationSeconds": record.lease_duration_seconds,
-        "leaseTransitions": record.lease_transitions,
-    }
-    if record.acquire_time:
-        spec["acquireTime"] = record.acquire_time
-    if record.renew_time:
-        spec["renewTime"] = record.renew_time
-    return spec
-
-
-def observe(previous: Observation | None, record: LeaderElectionRecord, now: float) -> Observation:
-    """``previous`` if the record is unchanged since then, else ``record`` seen ``now``."""
-    if previous is not None and previous.record == record:
-        return previous
-    return Observation(record, now)
-
-
-def may_acquire(observation: Observation, *, identity: str, now: float) -> bool:
-    """True when we may write ourselves into the Lease.
-
-    The Lease is free when nobody holds it, when we hold it already, or when its record
-    has not changed for its ``leaseDurationSeconds`` since we first observed it.
-    """
-    record = observation.record
-    if not record.holder_identity or record.holder_identity == identity:
-        return True
-    return now >= observation.observed_at + record.lease_duration_seconds
-
-
-def acquired_record(
-    old: LeaderElectionRecord | None,
-    *,
-    identity: str,
-    lease_duration_seconds: int,
-    now: datetime,
-) -> LeaderElectionRecord:
-    """The record that makes ``identity`` the holder (a renewal if it holds ``old``).
-
-    A renewal keeps ``acquireTime`` and ``leaseTransitions``; taking the Lease from
-    someone else (or from nobody) sets ``acquireTime`` and counts one more transition.
-    A new Lease starts at zero transitions.
-    """
-    stamp = format_micro_time(now)
-    if old is None:
-        return LeaderElectionRecord(identity, lease_duration_seconds, stamp, stamp, 0)
-    if old.holder_identity == identity:
-        return LeaderElectionRecord(
-            identity, lease_duration_seconds, old.acquire_time, stamp, old.lease_transitions
-        )
-    return LeaderElectionRecord(
-        identity, lease_duration_seconds, stamp, stamp, old.lease_transitions + 1
-    )
-
-
-def released_record(old: LeaderElectionRecord, *, now: datetime) -> LeaderElectionRecord:
-    """The record that gives the Lease up: no holder, 1 s duration (as client-go)."""
-    stamp = format_micro_time(now)
-    return LeaderElectionRecord("", 1, stamp, stamp, old.lease_transitions)
-
-
-@dataclass(frozen=True, slots=True)
 class _Outcome:
     """One acquire-or-renew round: did we hold the Lease after it, and what we saw."""
 
@@ -229,6 +125,7 @@ class LeaderElector:
         on_stopped_leading: Callable[[], None],
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = _utc_now,
+        metrics: Metrics | None = None,
     ) -> None:
         self._reader = LiveReader(rest)
         self._writer = Writer(rest)
@@ -238,7 +135,7 @@ class LeaderElector:
         self._clock = clock
         self._wall_clock = wall_clock
         self._lease_seconds = int(config.lease_duration)
-        self._gauge = metrics.LEADER_ELECTION_MASTER_STATUS.labels(config.name)
+        self._gauge = (metrics or DEFAULT).leader_election_master_status.labels(config.name)
         self._observation: Observation | None = None
         self._lease: Mapping[str, Any] | None = None
         self._leading = False
@@ -282,13 +179,13 @@ class LeaderElector:
         log.info("attempting to acquire leader lease %s", self._describe)
         while not stop.is_set():
             started = self._clock()
-            outcome = self._bounded(self._try_acquire_or_renew, deadline=None, stop=stop)
-            if outcome is not None:
-                self._apply(outcome)
-                if outcome.acquired:
-                    self._renewed_at = started
-                    log.info("successfully acquired lease %s as %s", self._describe, self.identity)
-                    return True
+            ctx = self._until(started + self._config.renew_deadline, stop)
+            outcome = self._attempt(self._try_acquire_or_renew, ctx)
+            self._apply(outcome)
+            if outcome.acquired:
+                self._renewed_at = started
+                log.info("successfully acquired lease %s as %s", self._describe, self.identity)
+                return True
             period = self._config.retry_period * (1 + random.random() * JITTER_FACTOR)
             if stop.wait(period):
                 break
@@ -301,15 +198,14 @@ class LeaderElector:
             deadline = self._renewed_at + config.renew_deadline
             while True:
                 started = self._clock()
-                outcome = self._bounded(self._try_acquire_or_renew, deadline=deadline, stop=None)
-                if outcome is not None:
-                    self._apply(outcome)
-                    if outcome.acquired:
-                        self._renewed_at = started
-                        log.debug("renewed lease %s", self._describe)
-                        break
-                    if self._held_by_other():
-                        return False
+                outcome = self._attempt(self._try_acquire_or_renew, self._until(deadline))
+                self._apply(outcome)
+                if outcome.acquired:
+                    self._renewed_at = started
+                    log.debug("renewed lease %s", self._describe)
+                    break
+                if self._held_by_other():
+                    return False
                 remaining = deadline - self._clock()
                 if remaining <= 0:
                     log.error(
@@ -329,42 +225,27 @@ class LeaderElector:
         holder = observation.record.holder_identity
         return bool(holder) and holder != self.identity
 
-    def _bounded(
-        self,
-        attempt: Callable[[Observation | None], _Outcome],
-        *,
-        deadline: float | None,
-        stop: threading.Event | None,
-    ) -> _Outcome | None:
-        """Run one attempt on a helper thread; None if ``deadline`` or ``stop`` came first.
+    def _attempt(
+        self, attempt: Callable[[Observation | None], _Outcome], ctx: context.Context
+    ) -> _Outcome:
+        """Run one attempt on this thread, its REST calls bounded by ``ctx``.
 
-        A request can block for the REST client's whole retry budget; a leader must not
-        keep acting past its deadline while it waits, so the attempt is abandoned (its
-        late result is discarded, and at worst holds the Lease until it expires).
+        A request could otherwise block for the REST client's whole retry budget; a
+        leader must not keep acting past its renew deadline while it waits, so the
+        calls give up at the deadline (``DeadlineExceeded``, a failed round).
         """
         observation = self._observation
-        result: list[_Outcome] = []
-        done = threading.Event()
-
-        def target() -> None:
+        with context.scope(ctx):
             try:
-                result.append(attempt(observation))
+                return attempt(observation)
             except Exception:
                 log.exception("leader election attempt on lease %s failed", self._describe)
-            finally:
-                done.set()
+                return _Outcome(False, observation, None)
 
-        threading.Thread(target=target, name="leader-election-attempt", daemon=True).start()
-        while True:
-            wait: float | None = None if deadline is None else deadline - self._clock()
-            if wait is not None and wait <= 0:
-                return None
-            if stop is not None:
-                wait = _POLL_INTERVAL if wait is None else min(wait, _POLL_INTERVAL)
-            if done.wait(wait):
-                return result[0] if result else _Outcome(False, observation, None)
-            if stop is not None and stop.is_set():
-                return None
+    def _until(self, deadline: float, stop: threading.Event | None = None) -> context.Context:
+        """A context ending at ``deadline`` (on ``clock``), or when ``stop`` is set."""
+        seconds = max(0.0, deadline - self._clock())
+        return context.Context(stop or threading.Event()).with_timeout(seconds)
 
     def _apply(self, outcome: _Outcome) -> None:
         previous = self._observation
@@ -448,11 +329,8 @@ class LeaderElector:
                 return _Outcome(False, None, None)
             return _Outcome(True, Observation(record_from_lease(released), self._clock()), released)
 
-        deadline = self._clock() + self._config.renew_deadline
-        outcome = self._bounded(attempt, deadline=deadline, stop=None)
-        if outcome is None:
-            log.warning("releasing lease %s timed out", self._describe)
-        elif outcome.acquired:
+        outcome = self._attempt(attempt, self._until(self._clock() + self._config.renew_deadline))
+        if outcome.acquired:
             self._apply(outcome)
             log.info("released lease %s", self._describe)
 

@@ -1,17 +1,28 @@
-"""The manager: owns the cache, client, event recorder, controllers and their lifecycle.
+"""The manager: owns the cache, client, event recorder, metrics and every Runnable's lifecycle.
 
-``Manager.run`` is the process's main loop, as controller-runtime's ``mgr.Start``:
+Everything the manager runs is a ``Runnable`` (see ``runnable``): the cache and the
+event recorder (added by the manager itself), each controller (added by the builder),
+the probe and metrics servers (built from ``Options`` when ``run`` starts) and whatever
+the application adds with ``add`` (a webhook server, say). ``Manager.run`` is the
+process's main loop, as controller-runtime's ``mgr.Start``:
 
-1. start the probe and metrics servers and the event recorder;
-2. start the cache (informers list and watch, also on followers: a warm standby);
-3. with leader election, block until this process holds the Lease; without it, go on;
-4. wait for the controllers' caches to sync (a timeout is logged with the kinds and
-   the last error, e.g. a 403 naming the missing verb, and readiness stays false; the
-   manager keeps waiting instead of crash-looping), then start the controllers;
-5. on SIGTERM/SIGINT: stop intake, let in-flight reconciles finish (up to the graceful
-   shutdown timeout), release the Lease, stop the cache, exit 0.
+1. run every runnable that does not need the lease, each on its own thread: the probe
+   and metrics servers first, then the others in the order they were added (the cache
+   lists and watches on followers too: a warm standby);
+2. with leader election, block until this process holds the Lease; without it, go on;
+3. wait for the caches to sync (a timeout is logged with the kinds and the last error,
+   e.g. a 403 naming the missing verb, and readiness stays false; the manager keeps
+   waiting instead of crash-looping), then run the runnables that need the lease;
+4. on SIGTERM/SIGINT: stop the leader runnables (controllers stop intake and let
+   in-flight reconciles finish, within the graceful shutdown timeout), release the
+   Lease, stop the other runnables in reverse order, exit 0.
 
-Losing the Lease stops the controllers at once and ``run`` returns 1, so two leaders
+Each manager has its own ``Metrics`` registry (its REST client, controllers and
+elector count into it, and its /metrics serves it), so two managers in one process
+never share a counter.
+
+A runnable that raises stops the manager (``run`` returns 1). Losing the Lease stops
+the controllers at once and ``run`` returns 1, so two leaders
 never act together; the orchestrator restarts the process as a follower.
 """
 
@@ -20,25 +31,30 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import FrameType
 
-from cronjob_operator.runtime import metrics
+from cronjob_operator.runtime._reflector import Transform
+from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.builder import Builder
 from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError
 from cronjob_operator.runtime.client import Client
-from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.controller import Controller, ControllerOptions
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig, LeaderElector
-from cronjob_operator.runtime.reflector import Transform
-from cronjob_operator.runtime.rest import RestClient
+from cronjob_operator.runtime.metrics import Metrics
+from cronjob_operator.runtime.runnable import Runnable
 from cronjob_operator.runtime.serving import Check, HttpServer, parse_address
 
 __all__ = ["Manager", "Options"]
 
 log = logging.getLogger(__name__)
+
+_MIN_STOP_WAIT = 5.0
+"""How long each non-leader runnable gets to stop even when the controllers used the grace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +68,14 @@ class Options:
     graceful_shutdown_timeout: float = 30.0
     cache_sync_timeout: float = 120.0
     max_concurrent_reconciles: int = 1
-    component: str = "cronjob-operator"
+    reconcile_timeout: float | None = None
+    """A deadline for each reconcile's REST calls (None: only the client's retry budget)."""
+    component: str = "controller-manager"
+    """The event source (``reportingComponent``); an application passes its own name."""
 
 
 class Manager:
-    """Runs controllers over a shared cache; see the module docstring for the sequence."""
+    """Runs Runnables over a shared cache; see the module docstring for the sequence."""
 
     def __init__(
         self,
@@ -66,32 +85,49 @@ class Manager:
         transforms: Mapping[Kind, Transform] | None = None,
     ) -> None:
         self.options = options or Options()
-        self.rest = rest
+        self.metrics = Metrics()
+        self.rest = rest.with_metrics(self.metrics)
         self.cache = Cache(
-            rest,
+            self.rest,
             namespace=self.options.namespace,
             transforms=transforms,
             sync_timeout=self.options.cache_sync_timeout,
         )
-        self.client = Client(rest, self.cache)
+        self.client = Client(self.rest, self.cache)
         self.recorder = EventRecorder(self.client, component=self.options.component)
-        self._controllers: list[Controller] = []
+        self._runnables: list[Runnable] = [self.cache, self.recorder]
+        self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._stop_leaders = threading.Event()
         self._release_lease = threading.Event()
         self._lost_lease = threading.Event()
-        self._controllers_started = threading.Event()
+        self._failed = threading.Event()
+        self._leader_threads: list[tuple[threading.Thread, threading.Event]] = []
         self._health: dict[str, Check] = {"ping": lambda: None}
         self._ready: dict[str, Check] = {"cache-sync": self._cache_ready}
         self._servers: list[HttpServer] = []
         self.elector: LeaderElector | None = None
 
+    @property
+    def controller_options(self) -> ControllerOptions:
+        """What every controller built on this manager gets unless its builder says else."""
+        return ControllerOptions(
+            max_concurrent_reconciles=self.options.max_concurrent_reconciles,
+            drain_timeout=self.options.graceful_shutdown_timeout,
+            reconcile_timeout=self.options.reconcile_timeout,
+        )
+
     def builder(self, name: str) -> Builder:
         """Start declaring a controller named ``name``."""
         return Builder(self, name)
 
+    def add(self, runnable: Runnable) -> None:
+        """Run ``runnable`` with the manager (call before ``run``)."""
+        self._runnables.append(runnable)
+
     def add_controller(self, controller: Controller) -> None:
-        """Register a controller (the builder does this)."""
-        self._controllers.append(controller)
+        """Register a controller (the builder does this); it is a leader runnable."""
+        self.add(controller)
 
     def add_health_check(self, name: str, check: Check) -> None:
         """Add a named /healthz check."""
@@ -103,7 +139,7 @@ class Manager:
 
     @property
     def servers(self) -> list[HttpServer]:
-        """The running HTTP servers (probes first, then metrics when separate)."""
+        """The HTTP servers (probes first, then metrics when separate), once ``run`` began."""
         return list(self._servers)
 
     def stop(self) -> None:
@@ -111,20 +147,34 @@ class Manager:
         self._stop.set()
 
     def run(self, *, install_signal_handlers: bool = True) -> int:
-        """Run until stopped; returns the process exit code (0, or 1 if the Lease was lost)."""
+        """Run until stopped; exit code 0, or 1 if the Lease was lost or a runnable failed."""
         if install_signal_handlers:
             self._install_signal_handlers()
-        self._start_servers()
-        self.recorder.start()
-        self.cache.start()
+        self._servers = self._build_servers()
+        others = [*self._servers, *(r for r in self._runnables if not r.needs_leader_election)]
+        started = [self._spawn(runnable, threading.Event()) for runnable in others]
         leader_thread = self._start_leader_election()
         if self.elector is None:
             # On a thread, as with a Lease: a SIGTERM must not wait for a cache that cannot sync.
-            threading.Thread(
-                target=self._start_controllers, name="start-controllers", daemon=True
-            ).start()
+            self._on_started_leading()
         self._stop.wait()
-        return self._shutdown(leader_thread)
+        return self._shutdown(leader_thread, started)
+
+    def _spawn(
+        self, runnable: Runnable, stop: threading.Event
+    ) -> tuple[threading.Thread, threading.Event]:
+        def target() -> None:
+            try:
+                runnable.run(stop)
+            except Exception:
+                log.exception("runnable %r failed; stopping the manager", runnable)
+                self._failed.set()
+                self._stop.set()
+
+        name = f"runnable-{type(runnable).__name__}-{getattr(runnable, 'name', id(runnable))}"
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        return thread, stop
 
     def _cache_ready(self) -> str | None:
         if self.cache.synced:
@@ -139,23 +189,25 @@ class Manager:
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
 
-    def _start_servers(self) -> None:
+    def _build_servers(self) -> list[HttpServer]:
         probe = parse_address(self.options.health_probe_bind_address)
         metrics_address = parse_address(self.options.metrics_bind_address)
+        servers: list[HttpServer] = []
         if probe is not None:
-            self._servers.append(
+            servers.append(
                 HttpServer(
                     probe,
                     health=self._health,
                     ready=self._ready,
                     serve_metrics=metrics_address == probe,
+                    registry=self.metrics.registry,
                 )
             )
         if metrics_address is not None and metrics_address != probe:
-            self._servers.append(HttpServer(metrics_address, serve_metrics=True))
-        for server in self._servers:
-            server.start()
-            log.info("serving http", extra={"port": server.port})
+            servers.append(
+                HttpServer(metrics_address, serve_metrics=True, registry=self.metrics.registry)
+            )
+        return servers
 
     def _start_leader_election(self) -> threading.Thread | None:
         config = self.options.leader_election
@@ -166,6 +218,7 @@ class Manager:
             config,
             on_started_leading=self._on_started_leading,
             on_stopped_leading=self._on_stopped_leading,
+            metrics=self.metrics,
         )
         thread = threading.Thread(
             target=self.elector.run,
@@ -178,7 +231,7 @@ class Manager:
 
     def _on_started_leading(self) -> None:
         threading.Thread(
-            target=self._start_controllers, name="start-controllers", daemon=True
+            target=self._start_leader_runnables, name="start-leader-runnables", daemon=True
         ).start()
 
     def _on_stopped_leading(self) -> None:
@@ -187,33 +240,40 @@ class Manager:
             self._lost_lease.set()
             self._stop.set()
 
-    def _start_controllers(self) -> None:
-        informers = {inf.kind: inf for c in self._controllers for inf in c.informers}
+    def _start_leader_runnables(self) -> None:
         while not self._stop.is_set():
             try:
                 self.cache.wait_for_sync()
                 break
             except CacheSyncTimeoutError as exc:
                 log.error("%s; not ready, still waiting", exc)
-        if self._stop.is_set():
-            return
-        for controller in self._controllers:
-            controller.start()
-        self._controllers_started.set()
-        log.info("controllers started", extra={"kinds": sorted(str(k) for k in informers)})
+        leaders = [r for r in self._runnables if r.needs_leader_election]
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._leader_threads = [self._spawn(r, self._stop_leaders) for r in leaders]
+        names = sorted(str(getattr(r, "name", r)) for r in leaders)
+        log.info("leader runnables started", extra={"runnables": names})
 
-    def _shutdown(self, leader_thread: threading.Thread | None) -> int:
+    def _shutdown(
+        self,
+        leader_thread: threading.Thread | None,
+        others: list[tuple[threading.Thread, threading.Event]],
+    ) -> int:
         timeout = self.options.graceful_shutdown_timeout
-        for controller in self._controllers:
-            if not controller.stop(timeout):
-                log.warning("controller %s did not drain within %.0fs", controller.name, timeout)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            leader_threads = [thread for thread, _ in self._leader_threads]
+        self._stop_leaders.set()
+        for thread in leader_threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in leader_threads):
+            log.warning("leader runnables did not stop within %.0fs", timeout)
         self._release_lease.set()  # only now: never a second leader while we still reconcile
         if leader_thread is not None:
             leader_thread.join(timeout)
-        self.cache.stop()
-        self.recorder.stop()
-        for server in self._servers:
-            server.stop()
-        metrics.LEADER_ELECTION_MASTER_STATUS.clear()
+        for thread, stop in reversed(others):  # one at a time: the reverse of the start order
+            stop.set()
+            thread.join(max(_MIN_STOP_WAIT, deadline - time.monotonic()))
         log.info("manager stopped")
-        return 1 if self._lost_lease.is_set() else 0
+        return 1 if self._lost_lease.is_set() or self._failed.is_set() else 0

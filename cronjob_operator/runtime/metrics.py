@@ -1,35 +1,18 @@
 """The runtime's Prometheus metrics, named as controller-runtime and client-go name them.
 
-One registry (``REGISTRY``) holds every metric of the process, so the manager's
-/metrics endpoint serves exactly these and tests can create managers without clashing
-with the global default registry. Each metric is defined here once; the modules that
-update them import them from here.
+A ``Metrics`` is one registry with every metric of the runtime in it. Each manager owns
+one (``manager.metrics``), so two managers in one process never share a counter, and its
+/metrics endpoint serves exactly that registry. The parts a manager builds (controllers,
+their work queues, the REST client it counts through, the leader elector) are handed the
+manager's ``Metrics``; used on their own they count into ``DEFAULT``. An application
+adds its own metrics to ``metrics.registry``. Each metric is defined here once.
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = [
-    "ACTIVE_WORKERS",
-    "LEADER_ELECTION_MASTER_STATUS",
-    "MAX_CONCURRENT_RECONCILES",
-    "RECONCILE_ERRORS",
-    "RECONCILE_PANICS",
-    "RECONCILE_TIME",
-    "RECONCILE_TOTAL",
-    "REGISTRY",
-    "REST_CLIENT_REQUESTS",
-    "WORKQUEUE_ADDS",
-    "WORKQUEUE_DEPTH",
-    "WORKQUEUE_LONGEST_RUNNING",
-    "WORKQUEUE_QUEUE_DURATION",
-    "WORKQUEUE_RETRIES",
-    "WORKQUEUE_UNFINISHED_WORK",
-    "WORKQUEUE_WORK_DURATION",
-]
-
-REGISTRY = CollectorRegistry(auto_describe=True)
+__all__ = ["DEFAULT", "Metrics"]
 
 _DURATION_BUCKETS = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0)
 _RECONCILE_BUCKETS = (
@@ -38,97 +21,110 @@ _RECONCILE_BUCKETS = (
     20, 25, 30, 40, 50, 60,
 )  # fmt: skip
 
-RECONCILE_TOTAL = Counter(
-    "controller_runtime_reconcile_total",
-    "Total number of reconciliations per controller",
-    ["controller", "result"],
-    registry=REGISTRY,
-)
-RECONCILE_ERRORS = Counter(
-    "controller_runtime_reconcile_errors_total",
-    "Total number of reconciliation errors per controller",
-    ["controller"],
-    registry=REGISTRY,
-)
-RECONCILE_PANICS = Counter(
-    "controller_runtime_reconcile_panics_total",
-    "Total number of reconciliation panics (uncaught exceptions) per controller",
-    ["controller"],
-    registry=REGISTRY,
-)
-RECONCILE_TIME = Histogram(
-    "controller_runtime_reconcile_time_seconds",
-    "Length of time per reconciliation per controller",
-    ["controller"],
-    buckets=_RECONCILE_BUCKETS,
-    registry=REGISTRY,
-)
-MAX_CONCURRENT_RECONCILES = Gauge(
-    "controller_runtime_max_concurrent_reconciles",
-    "Maximum number of concurrent reconciles per controller",
-    ["controller"],
-    registry=REGISTRY,
-)
-ACTIVE_WORKERS = Gauge(
-    "controller_runtime_active_workers",
-    "Number of currently used workers per controller",
-    ["controller"],
-    registry=REGISTRY,
-)
 
-WORKQUEUE_DEPTH = Gauge(
-    "workqueue_depth", "Current depth of workqueue", ["name", "controller"], registry=REGISTRY
-)
-WORKQUEUE_ADDS = Counter(
-    "workqueue_adds_total",
-    "Total number of adds handled by workqueue",
-    ["name", "controller"],
-    registry=REGISTRY,
-)
-WORKQUEUE_RETRIES = Counter(
-    "workqueue_retries_total",
-    "Total number of retries handled by workqueue",
-    ["name", "controller"],
-    registry=REGISTRY,
-)
-WORKQUEUE_QUEUE_DURATION = Histogram(
-    "workqueue_queue_duration_seconds",
-    "How long in seconds an item stays in workqueue before being requested",
-    ["name", "controller"],
-    buckets=_DURATION_BUCKETS,
-    registry=REGISTRY,
-)
-WORKQUEUE_WORK_DURATION = Histogram(
-    "workqueue_work_duration_seconds",
-    "How long in seconds processing an item from workqueue takes",
-    ["name", "controller"],
-    buckets=_DURATION_BUCKETS,
-    registry=REGISTRY,
-)
-WORKQUEUE_UNFINISHED_WORK = Gauge(
-    "workqueue_unfinished_work_seconds",
-    "How many seconds of work has been done that is in progress and hasn't been observed "
-    "by work_duration. Large values indicate stuck threads.",
-    ["name", "controller"],
-    registry=REGISTRY,
-)
-WORKQUEUE_LONGEST_RUNNING = Gauge(
-    "workqueue_longest_running_processor_seconds",
-    "How many seconds has the longest running processor for workqueue been running.",
-    ["name", "controller"],
-    registry=REGISTRY,
-)
+class Metrics:
+    """Every runtime metric, in a registry of its own."""
 
-REST_CLIENT_REQUESTS = Counter(
-    "rest_client_requests_total",
-    "Number of HTTP requests, partitioned by status code, method, and host.",
-    ["code", "method", "host"],
-    registry=REGISTRY,
-)
-LEADER_ELECTION_MASTER_STATUS = Gauge(
-    "leader_election_master_status",
-    "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
-    "backup, 1 indicates master. 'name' is the string used to identify the lease.",
-    ["name"],
-    registry=REGISTRY,
-)
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.reconcile_total = Counter(
+            "controller_runtime_reconcile_total",
+            "Total number of reconciliations per controller",
+            ["controller", "result"],
+            registry=self.registry,
+        )
+        self.reconcile_errors = Counter(
+            "controller_runtime_reconcile_errors_total",
+            "Total number of reconciliation errors per controller",
+            ["controller"],
+            registry=self.registry,
+        )
+        self.reconcile_panics = Counter(
+            "controller_runtime_reconcile_panics_total",
+            "Total number of reconciliation panics (uncaught exceptions) per controller",
+            ["controller"],
+            registry=self.registry,
+        )
+        self.reconcile_time = Histogram(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            ["controller"],
+            buckets=_RECONCILE_BUCKETS,
+            registry=self.registry,
+        )
+        self.max_concurrent_reconciles = Gauge(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            ["controller"],
+            registry=self.registry,
+        )
+        self.active_workers = Gauge(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            ["controller"],
+            registry=self.registry,
+        )
+
+        self.workqueue_depth = Gauge(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            ["name", "controller"],
+            registry=self.registry,
+        )
+        self.workqueue_adds = Counter(
+            "workqueue_adds_total",
+            "Total number of adds handled by workqueue",
+            ["name", "controller"],
+            registry=self.registry,
+        )
+        self.workqueue_retries = Counter(
+            "workqueue_retries_total",
+            "Total number of retries handled by workqueue",
+            ["name", "controller"],
+            registry=self.registry,
+        )
+        self.workqueue_queue_duration = Histogram(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            ["name", "controller"],
+            buckets=_DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.workqueue_work_duration = Histogram(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            ["name", "controller"],
+            buckets=_DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.workqueue_unfinished_work = Gauge(
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed "
+            "by work_duration. Large values indicate stuck threads.",
+            ["name", "controller"],
+            registry=self.registry,
+        )
+        self.workqueue_longest_running = Gauge(
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running.",
+            ["name", "controller"],
+            registry=self.registry,
+        )
+
+        self.rest_client_requests = Counter(
+            "rest_client_requests_total",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ["code", "method", "host"],
+            registry=self.registry,
+        )
+        self.leader_election_master_status = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+            "backup, 1 indicates master. 'name' is the string used to identify the lease.",
+            ["name"],
+            registry=self.registry,
+        )
+
+
+DEFAULT = Metrics()
+"""Where parts used outside a manager count (benchmarks, standalone informers, tests)."""

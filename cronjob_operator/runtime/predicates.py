@@ -1,8 +1,11 @@
 """Predicates: which events a watch lets through to the work queue.
 
 The same set controller-runtime offers: ``resource_version_changed`` (drops resync
-updates), ``generation_changed`` (spec changes only), and the combinators ``and_``,
-``or_`` and ``not_``. A predicate is a triple of functions, one per event type.
+updates), ``generation_changed`` (spec changes only), ``labels_changed`` and
+``annotations_changed`` (metadata a controller keys on), and the combinators ``and_``,
+``or_`` and ``not_``. A predicate is a triple of functions, one per event type; the
+"changed" predicates filter updates only and let creates and deletes through, as
+controller-runtime's do.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from cronjob_operator.runtime.objects import Obj
 __all__ = [
     "Predicate",
     "and_",
+    "annotations_changed",
     "generation_changed",
+    "labels_changed",
     "not_",
     "or_",
     "resource_version_changed",
@@ -52,6 +57,22 @@ def generation_changed() -> Predicate:
     """Updates pass only when ``metadata.generation`` changed (spec, not status)."""
     return Predicate(
         update=lambda old, new: _metadata(old, "generation") != _metadata(new, "generation")
+    )
+
+
+def labels_changed() -> Predicate:
+    """Updates pass only when ``metadata.labels`` changed."""
+    return Predicate(
+        update=lambda old, new: (_metadata(old, "labels") or {}) != (_metadata(new, "labels") or {})
+    )
+
+
+def annotations_changed() -> Predicate:
+    """Updates pass only when ``metadata.annotations`` changed."""
+    return Predicate(
+        update=lambda old, new: (
+            (_metadata(old, "annotations") or {}) != (_metadata(new, "annotations") or {})
+        )
     )
 
 

@@ -2,10 +2,11 @@
 
 ``/healthz`` and ``/readyz`` run named checks (a check returns None when fine, or a
 reason); ``/readyz/<name>`` runs one; ``?verbose`` lists every check, as the API
-server's own endpoints do. ``/metrics`` serves the runtime's registry in the Prometheus
-text format. Addresses use controller-runtime's flag syntax: ``":8081"`` binds every
-interface, ``"127.0.0.1:0"`` picks a free port (read it back from ``port``), ``"0"``
-or ``""`` disables the server.
+server's own endpoints do. ``/metrics`` serves one registry (the manager's) in the
+Prometheus text format. A server is a manager Runnable (``run(stop)``) that does not
+need the lease: followers answer probes too. Addresses use controller-runtime's flag
+syntax: ``":8081"`` binds every interface, ``"127.0.0.1:0"`` picks a free port (read it
+back from ``port``), ``"0"`` or ``""`` disables the server.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from cronjob_operator.runtime.metrics import REGISTRY
+from cronjob_operator.runtime.metrics import DEFAULT
 
 __all__ = ["Check", "HttpServer", "parse_address"]
 
@@ -62,6 +63,8 @@ def _check_response(checks: Mapping[str, Check], path: str, verbose: bool) -> tu
 class HttpServer:
     """Serves probes and/or metrics on one address, on a daemon thread."""
 
+    needs_leader_election = False
+
     def __init__(
         self,
         address: tuple[str, int],
@@ -69,7 +72,9 @@ class HttpServer:
         health: Mapping[str, Check] | None = None,
         ready: Mapping[str, Check] | None = None,
         serve_metrics: bool = False,
+        registry: CollectorRegistry | None = None,
     ) -> None:
+        served = registry if registry is not None else DEFAULT.registry
         routes: dict[str, Mapping[str, Check]] = {}
         if health is not None:
             routes["healthz"] = health
@@ -81,7 +86,7 @@ class HttpServer:
                 url = urlsplit(self.path)
                 group = url.path.strip("/").partition("/")[0]
                 if serve_metrics and url.path == "/metrics":
-                    self._reply(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+                    self._reply(200, generate_latest(served), CONTENT_TYPE_LATEST)
                 elif group in routes:
                     status, body = _check_response(routes[group], url.path, "verbose" in url.query)
                     self._reply(status, body.encode(), "text/plain; charset=utf-8")
@@ -112,6 +117,13 @@ class HttpServer:
     def start(self) -> None:
         """Serve on a daemon thread; returns at once."""
         self._thread.start()
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until ``stop`` is set, then close the socket (the Runnable entry point)."""
+        self.start()
+        log.info("serving http", extra={"port": self.port})
+        stop.wait()
+        self.stop()
 
     def stop(self) -> None:
         """Stop serving and close the socket."""

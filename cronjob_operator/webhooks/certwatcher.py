@@ -10,7 +10,9 @@ Connections already open keep the context they started with.
 
 A pair that does not load (missing, or caught half-written between the two files) leaves
 the last good context in use and is retried on the next connection; before any pair has
-loaded there is no context, and ``problem`` says why (the readiness check reports it).
+loaded there is no context, and ``problem`` says why (the readiness check reports it)
+and what to do: a new user's first ``cronjob-operator run`` has webhooks on and no
+certificate, so the message names both ways out (``CERT_FIX``).
 """
 
 from __future__ import annotations
@@ -22,12 +24,19 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["CERT_FILE", "KEY_FILE", "CertWatcher"]
+__all__ = ["CERT_FILE", "CERT_FIX", "KEY_FILE", "CertWatcher"]
 
 log = logging.getLogger(__name__)
 
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
+
+CERT_FIX = (
+    "to run without webhooks pass --webhook-port=0 (kubebuilder's ENABLE_WEBHOOKS=false); "
+    "to serve them, put tls.crt and tls.key in --webhook-cert-dir "
+    "(hack/gen-webhook-certs.sh makes a pair for a local run; cert-manager in a cluster)"
+)
+"""What to do when no serving certificate has loaded yet; appended to the problem."""
 
 _Stamp = tuple[tuple[int, int, int], ...]
 
@@ -66,7 +75,7 @@ class CertWatcher:
             try:
                 stamp = self._read_stamp()
             except OSError as exc:
-                self._set_problem(f"cannot read the certificate: {exc}")
+                self._set_problem(f"cannot read the webhook serving certificate: {exc}")
                 return self._context
             if stamp != self._stamp:
                 self._reload(stamp)
@@ -94,6 +103,10 @@ class CertWatcher:
         )
 
     def _set_problem(self, problem: str) -> None:
+        """Record (and log once) why the files are not in use; until a pair has loaded,
+        the webhooks cannot serve at all, so the message says what to do about it."""
+        if self._context is None:
+            problem = f"{problem}; {CERT_FIX}"
         if problem != self._problem:
             log.error("%s", problem)
         self._problem = problem

@@ -29,10 +29,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from cronjob_operator.api import batch_v1, batch_v2
+from cronjob_operator.schedule import MACROS
 from cronjob_operator.webhooks.server import BadRequest
 
 __all__ = [
-    "MACROS",
     "PATH",
     "ConversionError",
     "convert",
@@ -47,17 +47,6 @@ PATH: Final = batch_v2.CONVERSION.path
 REVIEW_API_VERSION: Final = "apiextensions.k8s.io/v1"
 REVIEW_KIND: Final = "ConversionReview"
 
-MACROS: Final[Mapping[str, str]] = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-"""The macros five fields can express, and their fields (the same times; a unit test
-holds them to ``cronjob_operator.schedule``)."""
 
 _V1 = batch_v1.CRONJOB
 _V2 = batch_v2.CRONJOB

@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
 
+from cronjob_operator.runtime.runnable import run_between
 from cronjob_operator.webhooks.certwatcher import CertWatcher
 
 __all__ = ["MAX_BODY_BYTES", "BadRequest", "Route", "WebhookServer"]
@@ -201,6 +202,13 @@ class WebhookServer:
     def port(self) -> int:
         """The bound port (useful when the address asked for port 0)."""
         return int(self._server.server_address[1])
+
+    needs_leader_election = False
+    """A manager Runnable on every replica: admission and conversion never wait for a leader."""
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until ``stop`` is set, then close the socket (the manager's Runnable entry)."""
+        run_between(stop, self.start, self.stop)
 
     def start(self) -> None:
         """Start serving on a daemon thread; returns at once. Loads the certificate first,

@@ -26,7 +26,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -355,6 +355,30 @@ class FaultRow:
     duplicated: int | str = "-"
     lost: int | str = "-"
     observed: str = ""
+
+    @classmethod
+    def from_runs(
+        cls,
+        fault: str,
+        injected: str,
+        times: int,
+        *,
+        expected: Collection[str],
+        created: Sequence[str],
+        observed: str,
+    ) -> FaultRow:
+        """A row whose counts come from what the test found: ``expected`` run (Job) names,
+        and ``created``, every creation of a run seen (a name twice is a duplicate)."""
+        return cls(
+            fault,
+            injected,
+            times,
+            len(set(expected)),
+            len(set(created) & set(expected)),
+            len(created) - len(set(created)),
+            len(set(expected) - set(created)),
+            observed,
+        )
 
 
 class FaultTable:

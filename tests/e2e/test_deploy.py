@@ -25,13 +25,14 @@ import pytest
 import yaml
 
 from cronjob_operator.controllers import configdeployment, cronjob
-from cronjob_operator.controllers.conditions import parse_time
 from cronjob_operator.controllers.configdeployment_state import CONFIG_HASH_ANNOTATION
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime._rest import RestClient, load_configuration
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import parse_time
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
-from cronjob_operator.runtime.rest import RestClient, load_configuration
-from tests.integration.support import REPO, FakeClock, RunningManager, install_crds
+from tests.integration.support import REPO, RunningManager, install_crds
 
 LOCAL = REPO / "config" / "local"
 SYSTEM_NAMESPACE = "cronjob-operator-system"

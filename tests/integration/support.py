@@ -3,8 +3,12 @@
 ``install_crds`` applies config/crd and waits until the API server serves the kinds;
 ``running_manager`` runs a ``Manager`` in a background thread for the length of a
 ``with`` block (controllers chosen by the caller, clock injectable) and stops it
-gracefully at the end. ``FakeClock`` is the clock tests move by hand, so schedule
-decisions never depend on the wall clock.
+gracefully at the end. Tests move time with the runtime's ``FakeClock``, so schedule
+decisions never depend on the wall clock. ``RunningManager.kick_and_wait`` is how a test
+waits for "the reconcile after my action": every reconciler is wrapped in a
+``ReconcileWitness`` that numbers reconcile starts per request, so the wait ends only when
+a reconcile that started after the call has finished, never on a state an earlier
+reconcile already produced.
 """
 
 from __future__ import annotations
@@ -13,15 +17,15 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.manager import Manager, Options
-from cronjob_operator.runtime.rest import RestClient, load_configuration
+from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_NAMES = (
@@ -47,20 +51,35 @@ def install_crds(control_plane: ControlPlane) -> None:
         )
 
 
-@dataclass
-class FakeClock:
-    """A clock that only moves when told to."""
+class ReconcileWitness:
+    """Wraps a reconciler; counts, per request, the reconciles started and finished."""
 
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    def __init__(self, inner: Reconciler) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._started: dict[Request, int] = {}
+        self._finished_from: dict[Request, int] = {}
+        """The start number of the latest finished reconcile of each request."""
 
-    def __call__(self) -> datetime:
-        return self.now
+    def reconcile(self, request: Request) -> Result:
+        with self._lock:
+            number = self._started.get(request, 0) + 1
+            self._started[request] = number
+        try:
+            return self.inner.reconcile(request)
+        finally:
+            with self._lock:
+                latest = self._finished_from.get(request, 0)
+                self._finished_from[request] = max(latest, number)
 
-    def set(self, moment: datetime) -> None:
-        self.now = moment
+    def started(self, request: Request) -> int:
+        with self._lock:
+            return self._started.get(request, 0)
 
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
+    def finished_since(self, request: Request, started_before: int) -> bool:
+        """Whether a reconcile that started after ``started_before`` starts has finished."""
+        with self._lock:
+            return self._finished_from.get(request, 0) > started_before
 
 
 @dataclass
@@ -73,9 +92,23 @@ class RunningManager:
 
     def kick(self, controller: str, namespace: str, name: str) -> None:
         """Enqueue a reconcile now (after moving a fake clock, say)."""
-        from cronjob_operator.runtime.reconcile import Request
-
         self.controllers[controller].queue.add(Request(namespace, name))
+
+    def kick_and_wait(
+        self, controller: str, namespace: str, name: str, timeout: float = 30.0
+    ) -> None:
+        """Enqueue a reconcile and block until one that started after this call finished
+        (whatever its outcome); raises ``TimeoutError`` after ``timeout`` seconds."""
+        witness = self.controllers[controller].reconciler
+        assert isinstance(witness, ReconcileWitness), "running_manager wraps every reconciler"
+        request = Request(namespace, name)
+        before = witness.started(request)
+        self.kick(controller, namespace, name)
+        wait_for(
+            lambda: witness.finished_since(request, before),
+            timeout,
+            message=f"a {controller} reconcile of {namespace}/{name} after the kick",
+        )
 
 
 @contextlib.contextmanager
@@ -93,6 +126,8 @@ def running_manager(
         options or Options(namespace=namespace, health_probe_bind_address="0"),
     )
     controllers = {name: setup(manager) for name, setup in setups.items()}
+    for controller in controllers.values():
+        controller.reconciler = ReconcileWitness(controller.reconciler)
     exit_codes: list[int] = []
     thread = threading.Thread(
         target=lambda: exit_codes.append(manager.run(install_signal_handlers=False)),
@@ -102,7 +137,7 @@ def running_manager(
     thread.start()
     try:
         wait_for(
-            manager.cache.synced.__bool__ if False else lambda: manager.cache.synced,
+            lambda: manager.cache.synced,
             60,
             message="manager caches to sync",
         )

@@ -23,12 +23,13 @@ from typing import Any
 import pytest
 
 from cronjob_operator.controllers import cronjob
-from cronjob_operator.controllers.conditions import parse_time
 from cronjob_operator.envtest import RUN_DURATION_ANNOTATION, ControlPlane, wait_for
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import parse_time
 from cronjob_operator.runtime.manager import Options
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
 from tests.e2e.support import FaultRow, FaultTable
-from tests.integration.support import FakeClock, RunningManager, apply, install_crds
+from tests.integration.support import RunningManager, apply, install_crds
 from tests.integration.support import running_manager as run_manager
 
 CRD = "cronjobs.batch.tutorial.kubebuilder.io"
@@ -262,30 +263,28 @@ def test_bad_cronjobs_are_reported_without_hot_loops_and_others_keep_running(
     for name, (_spec, reason, _words, event) in BAD.items():
         assert degraded(final[name])["reason"] == reason
         assert total[name] <= 8, (name, total)  # creation, the kicks, its own status writes
+        requeues = controller.queue.num_requeues(Request(namespace, name))
         table.add(
-            FaultRow(
+            FaultRow.from_runs(
                 f"bad input: {name if name != LONG_NAME else 'name too long'}",
                 f"{_spec or f'a {len(LONG_NAME)}-character name'} stored"
                 + (" (CEL relaxed)" if name in {"unknown-zone", LONG_NAME} else ""),
                 1,
-                0,
-                0,
-                0,
-                0,
-                f"Degraded={reason}, Warning {event} x{seen[(name, event)]}; "
-                f"{total[name]} reconciles in all, {during[name]} in a {QUIET_WINDOW:g}s "
-                "quiet window, 0 requeues",
+                expected=set(),  # a CronJob that cannot run creates nothing
+                created=[j for j in job_names() if j.startswith(f"{name}-")],
+                observed=f"Degraded={degraded(final[name])['reason']}, Warning {event} "
+                f"x{seen[(name, event)]}; {total[name]} reconciles in all, {during[name]} in a "
+                f"{QUIET_WINDOW:g}s quiet window, {requeues} requeues",
             )
         )
     table.add(
-        FaultRow(
+        FaultRow.from_runs(
             "bad input: the good CronJob beside them",
             "valid */5 CronJob in the same manager",
             1,
-            2,
-            len(good_jobs),
-            0,
-            0,
-            "both runs created on time; Degraded=False",
+            expected={f"good-{int(t.timestamp())}" for t in (first, second)},
+            created=good_jobs,
+            observed=f"runs created: {', '.join(good_jobs)}; "
+            f"Degraded={degraded(final['good'])['status']}",
         )
     )

@@ -7,11 +7,16 @@ Only the shape of the output and the correctness checks are asserted, never a fi
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from bench import api_load, naive_vs_indexed, plot, scale, skew, throughput
+from tests.unit.test_bench_smoke import table_rows
+
+Main = Callable[[Sequence[str] | None], int]
 
 TINY = ["--sizes", "4", "--jobs-per-cronjob", "2"]
 
@@ -35,23 +40,31 @@ def test_scale_prints_every_table_and_the_plot_reads_it(
 
 
 @pytest.mark.parametrize(
-    ("main", "argv"),
+    ("main", "argv", "min_rows"),
     [
-        pytest.param(api_load.main, [*TINY, "--steady-seconds", "1"], id="api_load"),
-        pytest.param(naive_vs_indexed.main, [*TINY, "--sample", "2"], id="naive_vs_indexed"),
+        pytest.param(api_load.main, [*TINY, "--steady-seconds", "1"], 1, id="api_load"),
+        pytest.param(naive_vs_indexed.main, [*TINY, "--sample", "2"], 1, id="naive_vs_indexed"),
         pytest.param(
             throughput.main,
             ["--cronjobs", "3", "--jobs-per-cronjob", "1", "--workers", "1,2"],
+            2,
             id="throughput",
         ),
     ],
 )
 def test_a_cluster_benchmark_prints_its_table(
-    main: object, argv: list[str], capsys: pytest.CaptureFixture[str]
+    main: Main, argv: list[str], min_rows: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert callable(main)
     assert main(argv) == 0
-    assert "|:" in capsys.readouterr().out
+    output = capsys.readouterr().out
+    rows = table_rows(output)
+    assert len(rows) >= min_rows, output
+    # The rows carry figures, not only labels: numeric cells in every row, and measured
+    # ones (latency, rate, per-reconcile counts: printed with decimals) in the table.
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert sum(bool(re.fullmatch(r"[0-9][0-9,.]*", c)) for c in cells) >= 3, row
+    assert any(re.search(r"\|\s*[0-9][0-9,]*\.[0-9]+\s*\|", row) for row in rows), output
 
 
 def test_skew_measures_both_controllers(capsys: pytest.CaptureFixture[str]) -> None:

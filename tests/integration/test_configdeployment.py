@@ -32,13 +32,13 @@ from cronjob_operator.controllers.configdeployment import (
 )
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.cache import UnindexedFieldError
 from cronjob_operator.runtime.client import Client, LiveReader, Writer
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, EVENT, POD, REPLICA_SET
 from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
-from cronjob_operator.runtime.rest import RestClient, load_configuration
 from tests.integration.support import install_crds, running_manager
 
 pytestmark = [pytest.mark.cluster]

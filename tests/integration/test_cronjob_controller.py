@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from cronjob_operator.controllers import cronjob
-from cronjob_operator.controllers.conditions import parse_time, rfc3339
 from cronjob_operator.envtest import FAIL_LABEL, RUN_DURATION_ANNOTATION, ControlPlane, wait_for
-from cronjob_operator.runtime import metrics
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import parse_time, rfc3339
 from cronjob_operator.runtime.manager import Options
+from cronjob_operator.runtime.reconcile import Request
 from tests.integration.support import (
-    FakeClock,
     RunningManager,
     apply,
     install_crds,
@@ -29,16 +29,7 @@ from tests.integration.support import (
 )
 
 FIVE_MINUTES = timedelta(minutes=5)
-
-
-def reconciles_finished(controller: str) -> float:
-    """How many reconciles of ``controller`` this process has finished, any result."""
-    return sum(
-        sample.value
-        for metric in metrics.RECONCILE_TOTAL.collect()
-        for sample in metric.samples
-        if sample.name.endswith("_total") and sample.labels.get("controller") == controller
-    )
+CRONJOBS = "cronjobs.batch.tutorial.kubebuilder.io"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -202,9 +193,7 @@ def test_creates_job_on_schedule_and_tracks_status(
         message="events recorded",
     )
 
-    done_before = reconciles_finished("cronjob")
-    operator.kick("cronjob", world.ns, "hello")  # same time again: no second run
-    wait_for(lambda: reconciles_finished("cronjob") > done_before, 10, message="reconciled")
+    operator.kick_and_wait("cronjob", world.ns, "hello")  # same time again: no second run
     assert list(world.jobs()) == [job_name]
 
 
@@ -266,13 +255,23 @@ def test_concurrency_policies(
 
 def test_suspend_stops_new_runs(operator: RunningManager, clock: FakeClock, world: World) -> None:
     apply(world.cp, cronjob_object("paused", world.ns, suspend=True))
-    run_at(operator, clock, world, "paused", tick_after(created_at(world, "paused")))
     wait_for(
         lambda: (world.condition("paused", "Available") or {}).get("reason") == "Suspended",
         30,
         message="Available=False/Suspended",
     )
+    due = tick_after(created_at(world, "paused"))
+    clock.set(due + timedelta(seconds=1))
+    operator.kick_and_wait("cronjob", world.ns, "paused")  # a reconcile at the due time
     assert world.jobs() == {}
+    assert "lastScheduleTime" not in world.status("paused")
+    # The same reconcile unsuspended does run: the suspension is what stopped it.
+    world.cp.kubectl(
+        "patch", CRONJOBS, "paused", "-n", world.ns, "--type=merge",
+        "-p", '{"spec": {"suspend": false}}', check=True,
+    )  # fmt: skip
+    job_name = f"paused-{int(due.timestamp())}"
+    wait_for(lambda: job_name in world.jobs(), 30, message=f"{job_name} once unsuspended")
 
 
 @contextlib.contextmanager
@@ -336,8 +335,8 @@ def test_jobs_of_other_owners_are_never_counted(
             30,
             message="the twin's own job is active for the twin",
         )
-        operator.kick("cronjob", world.ns, "same")
-        wait_for(lambda: world.condition("same", "Available"), 30, message="reconciled")
+        operator.kick_and_wait("cronjob", world.ns, "same")
+        assert world.condition("same", "Available"), "reconciled and wrote its status"
         assert not world.status("same").get("active"), (
             "a job from an earlier same-named CronJob is not ours"
         )
@@ -374,14 +373,7 @@ def test_unparseable_schedule_is_reported_without_a_hot_loop(
     )
     queue = operator.controllers["cronjob"].queue
     wait_for(lambda: len(queue) == 0, 10, message="queue idle")
-    assert (
-        queue.num_requeues(
-            __import__("cronjob_operator.runtime.reconcile", fromlist=["Request"]).Request(
-                world.ns, "broken"
-            )
-        )
-        == 0
-    )
+    assert queue.num_requeues(Request(world.ns, "broken")) == 0
 
     cj = world.cronjob("broken")
     cj["spec"]["schedule"] = "*/5 * * * *"
@@ -391,3 +383,190 @@ def test_unparseable_schedule_is_reported_without_a_hot_loop(
         30,
         message="Degraded cleared once the schedule is fixed",
     )
+
+
+# --- Replace when the old Job cannot be deleted ----------------------------------------
+
+
+def job_deletes_denied(namespace: str) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy (and its binding) that makes the API server refuse every
+    Job DELETE in ``namespace``: a real failed delete, from the real API server."""
+    name = f"deny-job-delete-{namespace}"
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["batch"],
+                            "apiVersions": ["v1"],
+                            "operations": ["DELETE"],
+                            "resources": ["jobs"],
+                        }
+                    ]
+                },
+                "validations": [{"expression": "false", "message": "Job deletes are denied"}],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        },
+    ]
+
+
+def delete_is_denied(world: World, job_name: str) -> bool:
+    """Whether the API server refuses to delete ``job_name`` (a server-side dry run)."""
+    result = world.cp.kubectl("delete", "job", job_name, "-n", world.ns, "--dry-run=server")
+    return result.returncode != 0 and "Job deletes are denied" in result.stderr
+
+
+@contextlib.contextmanager
+def denying_job_deletes(world: World, probe_job: str) -> Iterator[None]:
+    """Job deletes in the test namespace fail for the length of the block.
+
+    The policy takes effect asynchronously; ``probe_job`` (an existing Job) is used to
+    wait until it does, and until it no longer does after removal."""
+    policy = job_deletes_denied(world.ns)
+    for obj in policy:
+        apply(world.cp, obj)
+    try:
+        wait_for(lambda: delete_is_denied(world, probe_job), 30, message="policy in force")
+        yield
+    finally:
+        for obj in reversed(policy):
+            world.cp.kubectl("delete", obj["kind"], obj["metadata"]["name"], "--wait=true")
+    wait_for(lambda: not delete_is_denied(world, probe_job), 30, message="policy removed")
+
+
+def test_replace_never_runs_two_jobs_when_the_delete_fails(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("swap", world.ns, run="10m", concurrencyPolicy="Replace"))
+    first = tick_after(created_at(world, "swap"))
+    job1 = run_at(operator, clock, world, "swap", first)
+    wait_for(
+        lambda: [r["name"] for r in world.status("swap").get("active") or []] == [job1],
+        30,
+        message="first run active",
+    )
+    request = Request(world.ns, "swap")
+    queue = operator.controllers["cronjob"].queue
+    with denying_job_deletes(world, job1):
+        job2 = run_at(operator, clock, world, "swap", first + FIVE_MINUTES)
+        wait_for(lambda: "FailedDelete" in world.event_reasons("swap"), 30, message="FailedDelete")
+        # The reconcile that failed to delete ends in an error and is retried with backoff
+        # (a reconcile that went on to create the new Job would have succeeded).
+        wait_for(lambda: queue.num_requeues(request) >= 2, 30, message="retried with backoff")
+        assert sorted(world.jobs()) == [job1], "the new run must wait for the old to go"
+        assert [r["name"] for r in world.status("swap").get("active") or []] == [job1]
+    operator.kick("cronjob", world.ns, "swap")
+    wait_for(lambda: sorted(world.jobs()) == [job2], 60, message="old job replaced once allowed")
+    wait_for(
+        lambda: [r["name"] for r in world.status("swap").get("active") or []] == [job2],
+        30,
+        message="active holds only the new job",
+    )
+
+
+# --- Available says whether runs start ---------------------------------------------------
+
+
+def available_after(world: World, name: str, reason: str) -> dict[str, Any]:
+    """The Available condition, once a reconcile has set it with ``reason``."""
+    found: dict[str, Any] = wait_for(
+        lambda: (
+            (world.condition(name, "Available") or {}).get("reason") == reason
+            and world.condition(name, "Available")
+        ),
+        30,
+        message=f"Available reason {reason}",
+    )
+    return found
+
+
+def test_a_cronjob_being_deleted_is_not_available(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    held = cronjob_object("held", world.ns)
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    apply(world.cp, held)
+    assert available_after(world, "held", "Scheduling")["status"] == "True"
+    world.cp.kubectl(
+        "delete", "cronjobs.batch.tutorial.kubebuilder.io", "held", "-n", world.ns, "--wait=false"
+    )
+    try:
+        available = available_after(world, "held", "Terminating")
+        assert available["status"] == "False"
+        assert "example.com/hold" in available["message"]
+    finally:
+        world.cp.kubectl(
+            "patch",
+            "cronjobs.batch.tutorial.kubebuilder.io",
+            "held",
+            "-n",
+            world.ns,
+            "--type=merge",
+            "-p",
+            '{"metadata":{"finalizers":null}}',
+        )
+
+
+def test_a_job_template_the_api_server_rejects_is_not_available(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    bad = cronjob_object("rejected", world.ns)
+    bad["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["name"] = "Bad_Name"
+    apply(world.cp, bad)
+    run_at(operator, clock, world, "rejected", tick_after(created_at(world, "rejected")))
+    available = available_after(world, "rejected", "InvalidJobTemplate")
+    assert available["status"] == "False"
+    assert "spec.jobTemplate" in available["message"]
+    assert "FailedCreate" in world.event_reasons("rejected")
+
+
+# --- editing the schedule ------------------------------------------------------------------
+
+
+def test_a_schedule_edit_never_runs_a_time_before_the_edit(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("edited", world.ns))
+    first = tick_after(created_at(world, "edited"))
+    job1 = run_at(operator, clock, world, "edited", first)
+    wait_for(lambda: world.status("edited").get("lastScheduleTime") == rfc3339(first), 30)
+
+    # At first+4m the schedule becomes hourly at first+2m's minute: that time has passed
+    # since the last run, but it is before the edit, so it must not run.
+    clock.set(first + timedelta(minutes=4))
+    missed = first + timedelta(minutes=2)
+    edited = world.cronjob("edited")
+    edited["spec"]["schedule"] = f"{missed.minute} * * * *"
+    apply(world.cp, edited)
+    wait_for(
+        lambda: (
+            (world.status("edited").get("observedSchedule") or {}).get("schedule")
+            == edited["spec"]["schedule"]
+        ),
+        30,
+        message="a reconcile after the edit recorded the new schedule",
+    )
+    assert f"edited-{int(missed.timestamp())}" not in world.jobs()
+    assert world.status("edited")["lastScheduleTime"] == rfc3339(first)
+
+    # The next time of the new schedule runs.
+    job2 = run_at(operator, clock, world, "edited", missed + timedelta(hours=1))
+    wait_for(lambda: job2 in world.jobs(), 30, message="the new schedule's next run")
+    assert sorted(world.jobs()) == sorted([job1, job2])

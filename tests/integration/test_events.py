@@ -8,8 +8,8 @@ import pytest
 
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import events, kinds
+from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.client import LiveReader, Writer
-from cronjob_operator.runtime.rest import RestClient, load_configuration
 
 COMPONENT = "cronjob-controller"
 

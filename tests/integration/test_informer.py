@@ -11,9 +11,9 @@ import pytest
 
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime.informer import Informer
+from cronjob_operator.runtime._informer import Informer
+from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.kinds import CONFIG_MAP
-from cronjob_operator.runtime.rest import RestClient, load_configuration
 
 
 class Events:
@@ -118,7 +118,7 @@ def test_relists_after_compaction_and_delivers_missed_deletes(
 ) -> None:
     for name in ("keep", "doomed"):
         rest.request("POST", CONFIG_MAP.collection_path(namespace), body=configmap(name, namespace))
-    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.reflector")
+    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime._reflector")
     gated = GatedRest(rest)
     informer = Informer(gated, CONFIG_MAP, namespace=namespace)  # type: ignore[arg-type]
     events = Events()

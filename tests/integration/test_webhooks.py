@@ -23,14 +23,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
-import hashlib
 import http.client
 import json
 import secrets
+import shutil
 import socket
 import ssl
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +40,7 @@ import pytest
 from cronjob_operator.api import batch_v1, batch_v2, crdgen
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.webhooks import configdeployment, conversion, cronjob, manifests
-from cronjob_operator.webhooks.certwatcher import CertWatcher
+from cronjob_operator.webhooks.certwatcher import CERT_FIX, CertWatcher
 from cronjob_operator.webhooks.server import Route, WebhookServer
 from tests.integration.support import REPO, install_crds
 
@@ -57,8 +56,8 @@ CONFIGURATION_NAMES = {
 }
 TIMEOUT = 60.0
 IDLE_TIMEOUT = 2.0
-"""Seconds the test server keeps an idle connection: short, so that after a rotation the
-API server has to connect (and verify the new certificate) again."""
+"""Seconds the test server keeps a silent or idle connection open: short, so that the
+broken-client tests do not hold a thread for long."""
 
 
 def generate_certs(cert_dir: Path) -> None:
@@ -184,14 +183,20 @@ def _conversion_patches(client_config: dict[str, Any]) -> tuple[str, str]:
     return json.dumps(forward), json.dumps(back)
 
 
-def _register(env: Env) -> None:
+def _apply_configurations(env: Env, ca_pem: bytes) -> manifests.ClientConfig:
+    """Register (or re-register) the webhook configurations, trusting only ``ca_pem``."""
     url = f"https://127.0.0.1:{env.server.port}"
-    client_config = manifests.url_client_config(url, (env.cert_dir / "ca.crt").read_bytes())
+    client_config = manifests.url_client_config(url, ca_pem)
     configurations = manifests.configurations(client_config)
     for obj in configurations:
         obj["metadata"]["name"] = CONFIGURATION_NAMES[obj["kind"]]
     result = env.kubectl("apply", "-f", "-", input=manifests.render_yaml(configurations))
     assert result.returncode == 0, result.stderr
+    return client_config
+
+
+def _register(env: Env) -> None:
+    client_config = _apply_configurations(env, (env.cert_dir / "ca.crt").read_bytes())
     forward, _ = _conversion_patches(client_config(conversion.PATH))
     result = env.kubectl("patch", "crd", f"cronjobs.{GROUP}", "--type=json", "-p", forward)
     assert result.returncode == 0, result.stderr
@@ -514,6 +519,7 @@ def test_alpn_picks_http_1_1_even_when_h2_is_offered(env: Env) -> None:
 
 
 def _served_certificate(env: Env) -> bytes:
+    """The certificate a new connection gets, verified against ``ca.crt`` in the cert dir."""
     context = ssl.create_default_context(cafile=str(env.cert_dir / "ca.crt"))
     raw = socket.create_connection(("127.0.0.1", env.server.port), timeout=5)
     with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
@@ -526,20 +532,63 @@ def _file_certificate(env: Env) -> bytes:
     return ssl.PEM_cert_to_DER_cert((env.cert_dir / "tls.crt").read_text())
 
 
-def test_a_rotated_certificate_is_served_without_a_restart(env: Env) -> None:
+def _dry_run_create(env: Env, obj: dict[str, Any]) -> str:
+    """The API server's answer (stderr) to a server-side dry-run create of ``obj``."""
+    return env.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj)).stderr
+
+
+def test_a_rotated_certificate_is_served_without_a_restart(env: Env, tmp_path: Path) -> None:
+    # The rotation is to a certificate of a NEW CA, and the API server is told to trust
+    # only that CA: so once it gets through to the webhook again, the server must be
+    # serving the rotated certificate (an old-CA certificate would fail the handshake).
     before = _served_certificate(env)
     assert before == _file_certificate(env)
-    generate_certs(env.cert_dir)  # a new key and certificate from the same CA
+    generate_certs(tmp_path)  # a new CA, and a serving certificate from it
+    new_ca = (tmp_path / "ca.crt").read_bytes()
+    assert new_ca != (env.cert_dir / "ca.crt").read_bytes()
+    client_config = _apply_configurations(env, new_ca)
+    bad = a_cronjob("after-rotation", env.namespace, schedule="* * * * 7")
+    wait_for(
+        lambda: "x509" in _dry_run_create(env, bad),
+        TIMEOUT,
+        message="the API server no longer trusting the certificate still served",
+    )
+
+    for name in ("ca.key", "ca.crt", "tls.key", "tls.crt"):  # the server's files, in place
+        shutil.copyfile(tmp_path / name, env.cert_dir / name)
     rotated = _file_certificate(env)
     assert rotated != before
-    wait_for(lambda: _served_certificate(env) == rotated, 10, message="the new certificate")
+    served = wait_for(
+        lambda: _served_certificate(env) == rotated,
+        10,
+        message="the new certificate served on a new connection",
+        ignore=(ssl.SSLError,),  # the old certificate does not verify against the new CA
+    )
+    assert served
     assert env.server.ready() is None
-    time.sleep(IDLE_TIMEOUT + 1)  # the API server's kept-alive connections are closed
-    result = env.apply(a_cronjob("after-rotation", env.namespace, schedule="* * * * 7"))
-    assert "day of week 7" in result.stderr
-    assert env.validated("after-rotation"), "the API server trusts the rotated certificate"
-    fingerprint = hashlib.sha256(rotated).hexdigest()
-    assert fingerprint != hashlib.sha256(before).hexdigest()
+
+    def rejected_by_the_webhook() -> str | None:
+        answer = _dry_run_create(env, bad)
+        return answer if "day of week 7" in answer else None
+
+    answer = wait_for(
+        rejected_by_the_webhook, TIMEOUT, message="the webhook answering the API server again"
+    )
+    assert "x509" not in answer
+    assert env.validated("after-rotation"), "the API server completed a handshake with it"
+    # Conversion too trusts the new CA from here on (later tests convert v2 objects).
+    ca_bundle = client_config(conversion.PATH)["caBundle"]
+    patch = [
+        {
+            "op": "replace",
+            "path": "/spec/conversion/webhook/clientConfig/caBundle",
+            "value": ca_bundle,
+        }
+    ]
+    result = env.kubectl(
+        "patch", "crd", f"cronjobs.{GROUP}", "--type=json", "-p", json.dumps(patch)
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_a_server_without_a_certificate_is_not_ready_until_one_appears(tmp_path: Path) -> None:
@@ -549,6 +598,7 @@ def test_a_server_without_a_certificate_is_not_ready_until_one_appears(tmp_path:
         problem = server.ready()
         assert problem is not None
         assert "tls.crt" in problem
+        assert CERT_FIX in problem, "says what to do: --webhook-port=0 or gen-webhook-certs.sh"
         generate_certs(tmp_path)
         wait_for(lambda: server.ready() is None, 10, message="ready with a certificate")
     finally:
@@ -569,6 +619,7 @@ def test_a_half_written_pair_keeps_the_last_good_certificate(tmp_path: Path) -> 
     assert watcher.context() is first, "a key that does not match is not used"
     assert watcher.problem is not None
     assert "tls.key" in watcher.problem
+    assert CERT_FIX not in watcher.problem, "a pair is serving: no advice to turn webhooks off"
     generate_certs(tmp_path)
     second = watcher.context()
     assert second is not None

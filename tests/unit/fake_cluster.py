@@ -18,8 +18,8 @@ from typing import Any
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob
-from cronjob_operator.controllers.conditions import rfc3339
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.conditions import rfc3339
 from cronjob_operator.runtime.kinds import Kind
 
 Key = tuple[str, str, str]

@@ -29,7 +29,7 @@ def table_rows(output: str) -> list[str]:
 @pytest.mark.parametrize(
     ("main", "argv", "rows"),
     [
-        pytest.param(index_vs_scan.main, ["--sizes", "20,50", *QUICK], 2, id="index_vs_scan"),
+        pytest.param(index_vs_scan.main, ["--sizes", "20,55", *QUICK], 2, id="index_vs_scan"),
         pytest.param(read_cost.main, ["--jobs", "30", *QUICK], 4, id="read_cost"),
         pytest.param(memory.main, ["--jobs", "50"], 3, id="memory"),
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),

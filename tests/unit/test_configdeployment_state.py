@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from cronjob_operator.controllers import configdeployment_state as state
-from cronjob_operator.controllers.conditions import find_condition
-from cronjob_operator.runtime import objects
+from cronjob_operator.runtime import controllerutil, objects
+from cronjob_operator.runtime.conditions import find_condition
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 UID = "0b6e4c34-3c1c-4c2d-9b0a-5f0e2c1d9a11"
@@ -198,11 +198,11 @@ class TestDesiredDeployment:
     def test_controlled_by(self) -> None:
         cd = make_config_deployment()
         dep = state.desired_deployment(cd, "0" * 64)
-        assert state.is_controlled_by(dep, cd)
+        assert controllerutil.is_controlled_by(dep, cd)
         dep["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
-        assert not state.is_controlled_by(dep, cd)
+        assert not controllerutil.is_controlled_by(dep, cd)
         dep["metadata"]["ownerReferences"] = []
-        assert not state.is_controlled_by(dep, cd)
+        assert not controllerutil.is_controlled_by(dep, cd)
 
 
 class TestNeedsUpdate:

@@ -7,12 +7,14 @@ same object the informer calls); the cluster-backed tests cover real watches.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Hashable, Iterator
 
 import pytest
 
 from cronjob_operator.envtest import wait_for
 from cronjob_operator.runtime import errors, handlers, metrics, objects
+from cronjob_operator.runtime._workqueue import ItemExponentialFailureRateLimiter
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.handlers import EnqueueHandler
 from cronjob_operator.runtime.kinds import Kind
@@ -27,22 +29,43 @@ class Recorder:
 
     def __init__(self, script: Callable[[Request, int], Result]) -> None:
         self.calls: list[Request] = []
+        self.times: list[float] = []
+        """``time.monotonic()`` at the start of each call, in the order of ``calls``."""
         self.script = script
         self.lock = threading.Lock()
 
     def reconcile(self, request: Request) -> Result:
         with self.lock:
             self.calls.append(request)
+            self.times.append(time.monotonic())
             count = self.calls.count(request)
         return self.script(request, count)
 
 
+class RecordingLimiter(ItemExponentialFailureRateLimiter):
+    """The real per-item exponential limiter, recording every delay it hands out."""
+
+    def __init__(self, base_delay: float) -> None:
+        super().__init__(base_delay=base_delay, max_delay=1000.0)
+        self.delays: list[tuple[Hashable, float]] = []
+
+    def when(self, item: Hashable) -> float:
+        delay = super().when(item)
+        self.delays.append((item, delay))
+        return delay
+
+
+Start = Callable[..., Controller]
+"""``run(reconciler, rate_limiter=None)``: a started controller, stopped after the test."""
+
+
 @pytest.fixture
-def run() -> Iterator[Callable[[Recorder], Controller]]:
+def run() -> Iterator[Start]:
     started: list[Controller] = []
 
-    def start(reconciler: Recorder) -> Controller:
-        controller = Controller(f"test-{len(started)}-{id(reconciler)}", reconciler)
+    def start(reconciler: Recorder, rate_limiter: RecordingLimiter | None = None) -> Controller:
+        name = f"test-{len(started)}-{id(reconciler)}"
+        controller = Controller(name, reconciler, rate_limiter=rate_limiter)
         controller.start()
         started.append(controller)
         return controller
@@ -61,7 +84,7 @@ def obj(name: str, rv: str = "1", owner: str | None = None) -> objects.Obj:
     return objects.freeze({"metadata": meta})
 
 
-def test_for_owns_and_watches_enqueue_the_right_keys(run: Callable[[Recorder], Controller]) -> None:
+def test_for_owns_and_watches_enqueue_the_right_keys(run: Start) -> None:
     recorder = Recorder(lambda _r, _n: Result())
     controller = run(recorder)
     EnqueueHandler(controller.queue, handlers.for_object).on_add(obj("a"))
@@ -72,7 +95,7 @@ def test_for_owns_and_watches_enqueue_the_right_keys(run: Callable[[Recorder], C
     assert set(recorder.calls) == {Request("ns", "a"), Request("ns", "b"), Request("other", "c")}
 
 
-def test_predicates_filter_resyncs(run: Callable[[Recorder], Controller]) -> None:
+def test_predicates_filter_resyncs(run: Start) -> None:
     recorder = Recorder(lambda _r, _n: Result())
     controller = run(recorder)
     handler = EnqueueHandler(controller.queue, handlers.for_object, [resource_version_changed()])
@@ -81,23 +104,28 @@ def test_predicates_filter_resyncs(run: Callable[[Recorder], Controller]) -> Non
     wait_for(lambda: recorder.calls == [Request("ns", "changed")], 5)
 
 
-def test_errors_are_retried_with_backoff_then_forgotten(
-    run: Callable[[Recorder], Controller],
-) -> None:
+def test_errors_are_retried_with_backoff_then_forgotten(run: Start) -> None:
     def fail_twice(_request: Request, count: int) -> Result:
         if count <= 2:
             raise errors.ServerError({"message": "boom"}, code=500)
         return Result()
 
+    flaky = Request("ns", "flaky")
+    limiter = RecordingLimiter(base_delay=0.1)
     recorder = Recorder(fail_twice)
-    controller = run(recorder)
-    controller.queue.add(Request("ns", "flaky"))
-    wait_for(lambda: len(recorder.calls) == 3, 5, message="two retries then success")
-    wait_for(lambda: controller.queue.num_requeues(Request("ns", "flaky")) == 0, 5)
+    controller = run(recorder, limiter)
+    controller.queue.add(flaky)
+    wait_for(lambda: len(recorder.calls) == 3, 10, message="two retries then success")
+    wait_for(lambda: controller.queue.num_requeues(flaky) == 0, 5, message="forgotten")
+    assert limiter.delays == [(flaky, 0.1), (flaky, 0.2)], "the delay doubles per failure"
+    # Each retry waited at least its delay (a lower bound: the clock cannot run early).
+    first, second, third = recorder.times
+    assert second - first >= 0.1
+    assert third - second >= 0.2
 
 
 def test_a_raising_reconciler_does_not_kill_its_worker(
-    run: Callable[[Recorder], Controller],
+    run: Start,
 ) -> None:
     def explode_once(request: Request, count: int) -> Result:
         if request.name == "bad" and count == 1:
@@ -106,15 +134,17 @@ def test_a_raising_reconciler_does_not_kill_its_worker(
 
     recorder = Recorder(explode_once)
     controller = run(recorder)
-    panics_before = metrics.RECONCILE_PANICS.labels(controller.name)._value.get()
+    panics_before = metrics.DEFAULT.reconcile_panics.labels(controller.name)._value.get()
     controller.queue.add(Request("ns", "bad"))
     wait_for(lambda: recorder.calls.count(Request("ns", "bad")) == 2, 5, message="retried")
     controller.queue.add(Request("ns", "good"))
     wait_for(lambda: Request("ns", "good") in recorder.calls, 5, message="worker still alive")
-    assert metrics.RECONCILE_PANICS.labels(controller.name)._value.get() == panics_before + 1
+    assert (
+        metrics.DEFAULT.reconcile_panics.labels(controller.name)._value.get() == panics_before + 1
+    )
 
 
-def test_terminal_errors_are_not_retried(run: Callable[[Recorder], Controller]) -> None:
+def test_terminal_errors_are_not_retried(run: Start) -> None:
     def terminal(_request: Request, _count: int) -> Result:
         raise TerminalError("cannot ever work")
 
@@ -126,41 +156,60 @@ def test_terminal_errors_are_not_retried(run: Callable[[Recorder], Controller]) 
     assert len(controller.queue) == 0
 
 
-def test_requeue_after_brings_the_request_back(run: Callable[[Recorder], Controller]) -> None:
-    recorder = Recorder(lambda _r, count: Result(requeue_after=0.05) if count == 1 else Result())
-    controller = run(recorder)
+def test_requeue_after_brings_the_request_back(run: Start) -> None:
+    limiter = RecordingLimiter(base_delay=0.001)
+    recorder = Recorder(lambda _r, count: Result(requeue_after=0.3) if count == 1 else Result())
+    controller = run(recorder, limiter)
     controller.queue.add(Request("ns", "later"))
-    wait_for(lambda: len(recorder.calls) == 2, 5, message="requeued after the delay")
+    wait_for(lambda: len(recorder.calls) == 2, 10, message="requeued after the delay")
+    first, second = recorder.times
+    assert second - first >= 0.3, "not before requeue_after (a lower bound, never flaky)"
+    assert limiter.delays == [], "requeue_after is a plain delay, not a rate-limited retry"
+    assert controller.queue.num_requeues(Request("ns", "later")) == 0
 
 
 def test_one_object_is_never_reconciled_twice_at_once() -> None:
+    a, b = Request("ns", "a"), Request("ns", "b")
     inside: set[Request] = set()
     overlaps: list[Request] = []
+    calls: list[Request] = []
     lock = threading.Lock()
-    done = threading.Event()
-    calls = 0
+    a_inside, release_a = threading.Event(), threading.Event()
 
-    class Slow:
+    class Blocking:
         def reconcile(self, request: Request) -> Result:
-            nonlocal calls
             with lock:
                 if request in inside:
                     overlaps.append(request)
                 inside.add(request)
-                calls += 1
-            done.wait(0.01)
+                calls.append(request)
+                first_a = calls == [a]
+            if first_a:
+                a_inside.set()
+                release_a.wait(10)
             with lock:
                 inside.discard(request)
             return Result()
 
-    controller = Controller("overlap", Slow(), max_concurrent_reconciles=4)
+    controller = Controller("overlap", Blocking(), max_concurrent_reconciles=4)
     controller.start()
     try:
-        for _ in range(50):
-            for name in ("a", "b"):
-                controller.queue.add(Request("ns", name))
-        wait_for(lambda: len(controller.queue) == 0 and not inside, 10)
+        controller.queue.add(a)
+        assert a_inside.wait(10), "the first reconcile of a started"
+        for _ in range(3):
+            controller.queue.add(a)  # while a is being processed: must wait for it
+        controller.queue.add(b)
+        wait_for(lambda: calls.count(b) == 1 and b not in inside, 10, message="b done")
+        # Other workers are free and b ran beside a; b again, queued after the re-adds of a,
+        # is handed out only after a would have been if the queue let a out twice.
+        controller.queue.add(b)
+        wait_for(lambda: calls.count(b) == 2 and b not in inside, 10, message="b done again")
+        assert calls.count(a) == 1, "a was not handed to a second worker while in process"
+        release_a.set()
+        wait_for(lambda: calls.count(a) == 2 and not inside, 10, message="a once more, after")
+        wait_for(lambda: len(controller.queue) == 0, 10)
     finally:
+        release_a.set()
         controller.stop(5)
     assert overlaps == []
-    assert calls >= 2
+    assert calls == [a, b, b, a], "the three re-adds of a while in process made one more run"

@@ -285,6 +285,15 @@ def test_cronjob_status_schema() -> None:
     }
 
 
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_cronjob_status_records_the_observed_schedule_in_both_versions(version: str) -> None:
+    observed = at(schema_of("CronJob", version), "status.observedSchedule")
+    assert observed["required"] == ["schedule", "since"]
+    assert observed["properties"]["schedule"]["type"] == "string"
+    assert observed["properties"]["timeZone"]["type"] == "string"
+    assert observed["properties"]["since"]["format"] == "date-time"
+
+
 def test_cronjob_printer_columns() -> None:
     columns = version_of(crd_named("CronJob"))["additionalPrinterColumns"]
     assert [(c["name"].upper(), c["jsonPath"], c["type"]) for c in columns] == [

@@ -16,8 +16,8 @@ from cronjob_operator.api import batch_v1
 from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
 from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers.conditions import find_condition, rfc3339
 from cronjob_operator.controllers.cronjob import CronJobReconciler
+from cronjob_operator.runtime.conditions import find_condition, rfc3339
 from cronjob_operator.runtime.objects import freeze
 from cronjob_operator.runtime.reconcile import Request
 from cronjob_operator.webhooks import conversion

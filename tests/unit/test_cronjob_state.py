@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from cronjob_operator.controllers import cronjob_state as state
 from cronjob_operator.runtime.objects import freeze
 
@@ -153,7 +155,7 @@ def test_max_length_name_fits_job_name_limit() -> None:
 
 
 def test_status_merge_keeps_our_changes_and_theirs() -> None:
-    from cronjob_operator.controllers.status import merge_status
+    from cronjob_operator.runtime.status import merge_status
 
     base = {
         "lastScheduleTime": "t1",
@@ -190,3 +192,47 @@ def test_status_merge_keeps_our_changes_and_theirs() -> None:
         "Available": "False",
         "Custom": "True",
     }
+
+
+CREATED = datetime(2016, 5, 19, 9, 59, tzinfo=UTC)
+EDITED = datetime(2016, 5, 19, 10, 40, 0, 700000, tzinfo=UTC)
+
+
+def test_first_sight_of_a_schedule_dates_it_from_creation() -> None:
+    status: dict[str, Any] = {}
+    since = state.observe_schedule(status, {"schedule": "0 * * * *"}, created=CREATED, now=EDITED)
+    assert since == CREATED
+    assert status["observedSchedule"] == {"schedule": "0 * * * *", "since": "2016-05-19T09:59:00Z"}
+
+
+def test_an_unchanged_schedule_keeps_its_since() -> None:
+    status: dict[str, Any] = {
+        "observedSchedule": {
+            "schedule": "0 * * * *",
+            "timeZone": "UTC",
+            "since": "2016-05-19T09:00:00Z",
+        }
+    }
+    before = dict(status["observedSchedule"])
+    spec = {"schedule": "0 * * * *", "timeZone": "UTC"}
+    assert state.observe_schedule(status, spec, created=CREATED, now=EDITED) == datetime(
+        2016, 5, 19, 9, tzinfo=UTC
+    )
+    assert status["observedSchedule"] == before
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"schedule": "30 * * * *"},
+        {"schedule": "0 * * * *", "timeZone": "Atlantic/Azores"},
+    ],
+    ids=["schedule", "timeZone"],
+)
+def test_an_edit_dates_the_schedule_from_the_reconcile_that_sees_it(spec: dict[str, str]) -> None:
+    status: dict[str, Any] = {
+        "observedSchedule": {"schedule": "0 * * * *", "since": "2016-05-19T09:59:00Z"}
+    }
+    since = state.observe_schedule(status, spec, created=CREATED, now=EDITED)
+    assert since == EDITED.replace(microsecond=0)
+    assert status["observedSchedule"] == {**spec, "since": "2016-05-19T10:40:00Z"}

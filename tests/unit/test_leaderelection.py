@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from cronjob_operator.runtime import leaderelection as le
+from cronjob_operator.runtime import _leaserecord as le
+from cronjob_operator.runtime import leaderelection
 
 NOW = datetime(2016, 5, 19, 9, 59, 0, 123456, tzinfo=UTC)
 ME = "host-a_1111"
@@ -35,10 +36,16 @@ class TestMayAcquire:
         observation = le.Observation(held_by(OTHER, duration=15), observed_at=100.0)
         assert le.may_acquire(observation, identity=ME, now=115.0)
 
-    def test_a_released_lease_of_one_second_expires_quickly(self) -> None:
+    def test_a_released_lease_has_no_holder_and_a_one_second_duration(self) -> None:
         released = le.released_record(held_by(OTHER), now=NOW)
-        assert released.holder_identity == ""
+        assert (released.holder_identity, released.lease_duration_seconds) == ("", 1)
         assert le.may_acquire(le.Observation(released, 0.0), identity=ME, now=0.0)
+
+    def test_a_one_second_lease_of_another_expires_after_one_second(self) -> None:
+        # Through expiry, not the empty-holder rule: the holder is still named.
+        observation = le.Observation(held_by(OTHER, duration=1), observed_at=100.0)
+        assert not le.may_acquire(observation, identity=ME, now=100.9)
+        assert le.may_acquire(observation, identity=ME, now=101.0)
 
 
 class TestObserve:
@@ -114,13 +121,16 @@ class TestRecords:
 
 class TestConfig:
     def test_defaults_are_client_gos(self) -> None:
-        config = le.LeaderElectionConfig(name="lock", namespace="ns")
+        config = leaderelection.LeaderElectionConfig(name="lock", namespace="ns")
         assert (config.lease_duration, config.renew_deadline, config.retry_period) == (15, 10, 2)
         assert config.release_on_cancel
         host, _, suffix = config.identity.rpartition("_")
         assert host
         assert len(suffix) == 36
-        assert le.LeaderElectionConfig(name="lock", namespace="ns").identity != config.identity
+        assert (
+            leaderelection.LeaderElectionConfig(name="lock", namespace="ns").identity
+            != config.identity
+        )
 
     @pytest.mark.parametrize(
         ("lease", "renew", "retry"),
@@ -128,7 +138,7 @@ class TestConfig:
     )
     def test_inconsistent_timing_is_refused(self, lease: float, renew: float, retry: float) -> None:
         with pytest.raises(ValueError, match="must be"):
-            le.LeaderElectionConfig(
+            leaderelection.LeaderElectionConfig(
                 name="lock",
                 namespace="ns",
                 lease_duration=lease,
@@ -138,9 +148,9 @@ class TestConfig:
 
     def test_a_name_is_required(self) -> None:
         with pytest.raises(ValueError, match="lease name"):
-            le.LeaderElectionConfig(name="", namespace="ns")
+            leaderelection.LeaderElectionConfig(name="", namespace="ns")
 
     def test_short_test_timings_are_valid(self) -> None:
-        le.LeaderElectionConfig(
+        leaderelection.LeaderElectionConfig(
             name="lock", namespace="ns", lease_duration=3, renew_deadline=2, retry_period=0.5
         )

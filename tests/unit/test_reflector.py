@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
 
+from cronjob_operator.runtime import _reflector as reflector_module
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime._reflector import Backoff, Reflector
+from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime._store import Store
 from cronjob_operator.runtime.kinds import CONFIG_MAP
-from cronjob_operator.runtime.reflector import Backoff, Reflector
-from cronjob_operator.runtime.rest import RestClient
-from cronjob_operator.runtime.store import Store
 
 
 class Sink:
@@ -100,12 +100,26 @@ def test_relist_delivers_vanished_objects_as_deletes(
     assert sink.events == [("update", "keep", True), ("delete", "gone", False)]
 
 
-def test_backoff_doubles_to_its_cap_and_resets_after_quiet() -> None:
+@pytest.mark.parametrize("jitter", [1.0, 1.5], ids=["least-jitter", "most-jitter"])
+def test_backoff_doubles_to_its_cap_and_resets_after_quiet(
+    monkeypatch: pytest.MonkeyPatch, jitter: float
+) -> None:
+    # Jitter multiplies the capped delay by 1.0-1.5 (client-go's reflector backoff jitters
+    # on top of its 30 s cap too); pinning it to either end makes every delay exact.
+    monkeypatch.setattr(reflector_module.random, "uniform", lambda low, high: jitter)
     now = [0.0]
     backoff = Backoff(initial=0.8, maximum=30.0, reset_after=120.0, clock=lambda: now[0])
     delays = [backoff.next_delay() for _ in range(8)]
-    assert 0.8 <= delays[0] <= 1.2
-    assert all(later >= earlier / 1.5 for earlier, later in itertools.pairwise(delays))
-    assert max(delays) <= 45.0
+    doubling = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]
+    assert delays == pytest.approx([d * jitter for d in doubling])
+    now[0] += 119.0
+    assert backoff.next_delay() == pytest.approx(30.0 * jitter), "failures 119 s apart: no reset"
     now[0] += 121.0
-    assert backoff.next_delay() <= 1.2
+    assert backoff.next_delay() == pytest.approx(0.8 * jitter), "121 s of quiet resets it"
+
+
+def test_backoff_jitter_stays_within_half_the_delay() -> None:
+    backoff = Backoff(initial=0.8, maximum=30.0, reset_after=120.0, clock=lambda: 0.0)
+    delays = [backoff.next_delay() for _ in range(40)]
+    bases = [min(30.0, 0.8 * 2**i) for i in range(40)]
+    assert all(base <= delay <= base * 1.5 for base, delay in zip(bases, delays, strict=True))

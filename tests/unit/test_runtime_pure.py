@@ -9,11 +9,11 @@ import pytest
 from kubernetes import client as k8s_client
 
 from cronjob_operator.runtime import handlers, objects, predicates
+from cronjob_operator.runtime._labels import parse_selector
+from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.cache import Cache, UnindexedFieldError
 from cronjob_operator.runtime.kinds import JOB, Kind
-from cronjob_operator.runtime.labels import parse_selector
 from cronjob_operator.runtime.reconcile import Request
-from cronjob_operator.runtime.rest import RestClient
 
 OWNER = Kind("batch.tutorial.kubebuilder.io", "v1", "CronJob", "cronjobs")
 

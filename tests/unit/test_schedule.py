@@ -1,4 +1,4 @@
-"""The schedule rules: the accept set, the worked examples of cronjob-semantics.md, DST."""
+"""The schedule rules: the accept set, the worked examples of docs/cronjob-semantics.md, DST."""
 
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ def fires(expression: str, after: datetime, count: int, zone: str | None = None)
 def test_public_names() -> None:
     assert sorted(schedule.__all__) == sorted(
         [
+            "MACROS",
             "MAX_MISSED",
             "Due",
             "Reason",
@@ -64,7 +65,7 @@ def test_public_names() -> None:
     )
 
 
-# --- worked examples (cronjob-semantics.md; creation 2016-05-19, a Thursday) -------------
+# --- worked examples (docs/cronjob-semantics.md; creation 2016-05-19, a Thursday) -------------
 
 # (schedule, earliest = lastScheduleTime or creation, now, deadline, runs, requeue, warning)
 WORKED_EXAMPLES = [
@@ -256,6 +257,13 @@ ACCEPTED = [
     "*-5 * * * *",  # anything after "*-" is ignored
     "+5 * * * *",  # strconv.Atoi takes a sign
     "*/100 * * * *",  # a step beyond the range selects the start only
+    # strconv.Atoi takes leading zeros of any length, so robfig does too:
+    "0000000000000000000005 * * * *",
+    "+000000000000000000000000000000000000000000005 * * * *",
+    "*/0000000000000000000000015 * * * *",
+    pytest.param("0" * 5000 + "5 * * * *", id="5000 zeros"),  # past Python's int() digit limit
+    "@every 000000000000000000000001h",  # and so does Go's time.ParseDuration
+    "@every 0000000000000000000000001.5h",
 ]
 
 
@@ -290,6 +298,9 @@ REJECTED = [
     ("* * * * 1-7", "day of week 7 is out of range 0-6"),
     ("0-60 * * * *", "minute 60 is out of range 0-59"),
     ("99999999999999999999 * * * *", "minute 99999999999999999999 is out of range 0-59"),
+    ("09223372036854775808 * * * *", "is out of range 0-59"),  # overflows int64
+    ("*/0009223372036854775808 * * * *", 'minute step "0009223372036854775808"'),
+    ("@every 09223372036854775808ns", "is not a duration"),
     ("5-3 * * * *", 'minute range "5-3" runs backwards'),
     ("*/0 * * * *", "must be a positive number"),
     ("*/x * * * *", 'minute step "x"'),
@@ -586,6 +597,59 @@ def test_in_the_second_pass_a_missed_first_pass_time_is_found() -> None:
     assert due.scheduled == utc(2024, 11, 3, 5, 45)
     assert due.missed == 1
     assert due.next_time == utc(2024, 11, 4, 6, 45)
+
+
+def test_a_first_pass_past_its_deadline_leaves_the_second_pass_to_run() -> None:
+    """At most once per wall-clock time: 01:30 EDT was missed (deadline 600 s), so 01:30
+    EST, the same wall-clock time an hour later, runs instead of skipping the day."""
+    due = due_at(
+        "30 1 * * *",
+        earliest=utc(2026, 10, 31, 5, 30),  # ran 01:30 EDT the day before
+        now=utc(2026, 11, 1, 6, 35),  # 01:35 EST
+        deadline=600,
+        zone="America/New_York",
+    )
+    assert due.scheduled == utc(2026, 11, 1, 6, 30)
+    assert due.missed == 1
+    assert due.next_time == utc(2026, 11, 2, 6, 30)
+
+
+def test_before_the_second_pass_a_missed_first_pass_requeues_for_it() -> None:
+    due = due_at(
+        "30 1 * * *",
+        earliest=utc(2026, 10, 31, 5, 30),
+        now=utc(2026, 11, 1, 6, 10),  # 01:10 EST: 01:30 EDT is past its deadline
+        deadline=600,
+        zone="America/New_York",
+    )
+    assert due.scheduled is None
+    assert due.next_time == utc(2026, 11, 1, 6, 30)
+
+
+def test_a_first_pass_still_in_reach_runs_late_and_the_second_pass_does_not_count() -> None:
+    # No deadline: the missed 01:30 EDT is still in reach at 01:35 EST and runs (late);
+    # the second pass is not another time to run.
+    due = due_at(
+        "30 1 * * *",
+        earliest=utc(2026, 10, 31, 5, 30),
+        now=utc(2026, 11, 1, 6, 35),
+        zone="America/New_York",
+    )
+    assert due.scheduled == utc(2026, 11, 1, 5, 30)
+    assert due.missed == 1
+    assert due.next_time == utc(2026, 11, 2, 6, 30)
+
+
+def test_a_first_pass_that_ran_keeps_the_second_pass_from_running() -> None:
+    due = due_at(
+        "30 1 * * *",
+        earliest=utc(2026, 11, 1, 5, 30),  # 01:30 EDT ran
+        now=utc(2026, 11, 1, 6, 35),
+        deadline=600,
+        zone="America/New_York",
+    )
+    assert due.scheduled is None
+    assert due.next_time == utc(2026, 11, 2, 6, 30)
 
 
 def test_in_the_first_pass_the_second_pass_is_ahead() -> None:

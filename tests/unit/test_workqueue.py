@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from cronjob_operator.runtime import metrics
-from cronjob_operator.runtime.workqueue import ItemExponentialFailureRateLimiter, WorkQueue
+from cronjob_operator.runtime._workqueue import ItemExponentialFailureRateLimiter, WorkQueue
 
 LONG = 10.0
 """A timeout that only a bug can reach; tests never wait for it when things work."""
@@ -331,7 +331,9 @@ class TestShutdown:
 
 
 def sample(metric: str, queue: WorkQueue[str]) -> float:
-    value = metrics.REGISTRY.get_sample_value(metric, {"name": queue.name, "controller": "test"})
+    value = metrics.DEFAULT.registry.get_sample_value(
+        metric, {"name": queue.name, "controller": "test"}
+    )
     assert value is not None, metric
     return value
 

@@ -14,9 +14,10 @@ caller (the reflector) owns the reconnect policy.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -27,15 +28,16 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from cronjob_operator import __version__
-from cronjob_operator.runtime import errors, metrics
+from cronjob_operator.runtime import context, errors
+from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
 __all__ = ["RestClient", "RetryPolicy", "WatchStream", "load_configuration"]
 
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
-USER_AGENT = f"cronjob-operator/{__version__}"
+DEFAULT_USER_AGENT = "cronjob-operator-runtime"
+"""Sent when the caller names no user agent; an application passes its own (name/version)."""
 
 
 def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
@@ -123,8 +125,12 @@ class RestClient:
         pool_size: int = 32,
         retry: RetryPolicy | None = None,
         timeout: float = 30.0,
+        user_agent: str = DEFAULT_USER_AGENT,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._requests = (metrics or DEFAULT).rest_client_requests
         configuration.connection_pool_maxsize = pool_size
+        self._user_agent = user_agent
         self._configuration = configuration
         self._pool: urllib3.PoolManager = k8s_client.rest.RESTClientObject(
             configuration
@@ -133,6 +139,12 @@ class RestClient:
         self._metric_host = urlsplit(self._host).netloc
         self._retry = retry or RetryPolicy()
         self._timeout = timeout
+
+    def with_metrics(self, metrics: Metrics) -> RestClient:
+        """This client (same configuration and connection pool) counting into ``metrics``."""
+        counted = copy.copy(self)
+        counted._requests = metrics.rest_client_requests
+        return counted
 
     @property
     def host(self) -> str:
@@ -152,15 +164,20 @@ class RestClient:
         """Send one request (retrying transient failures) and return the parsed JSON body.
 
         Raises the typed ``ApiError`` for an error status, or ``TransportError`` once the
-        retry budget is spent on connection failures.
+        retry budget is spent on connection failures. The current ``context`` bounds it:
+        once that is stopped or past its deadline, ``DeadlineExceeded`` is raised instead
+        of another attempt.
         """
         policy = self._retry
+        ctx = context.current()
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(errors.is_transient),
             stop=(
                 tenacity.stop_after_attempt(policy.max_attempts)
                 | tenacity.stop_after_delay(policy.budget_seconds)
+                | _stop_when_done(ctx)
             ),
+            sleep=_sleep_within(ctx),
             wait=_WaitRetryAfter(
                 tenacity.wait_exponential_jitter(
                     multiplier=policy.initial_backoff,
@@ -172,7 +189,14 @@ class RestClient:
             reraise=True,
         )
         return retrying(
-            self._request_once, method, path, params, body, content_type, timeout or self._timeout
+            self._request_once,
+            ctx,
+            method,
+            path,
+            params,
+            body,
+            content_type,
+            timeout or self._timeout,
         )
 
     def watch(self, path: str, params: Mapping[str, Any], *, read_timeout: float) -> WatchStream:
@@ -183,6 +207,7 @@ class RestClient:
 
     def _request_once(
         self,
+        ctx: context.Context,
         method: str,
         path: str,
         params: Mapping[str, Any] | None,
@@ -190,6 +215,10 @@ class RestClient:
         content_type: str,
         timeout: float,
     ) -> Any:
+        ctx.check(f"{method} {path}")
+        remaining = ctx.remaining()
+        if remaining is not None:
+            timeout = min(timeout, remaining)
         response = self._send(method, path, params, body, content_type, timeout, stream=False)
         data = response.data
         return orjson.loads(data) if data else None
@@ -217,25 +246,44 @@ class RestClient:
                 body=encoded,
                 headers=headers,
                 preload_content=not stream,
-                timeout=urllib3.Timeout(connect=10.0, read=timeout),
+                timeout=urllib3.Timeout(connect=min(10.0, timeout), read=timeout),
                 retries=False,
             )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            metrics.REST_CLIENT_REQUESTS.labels("<error>", method, self._metric_host).inc()
+            self._requests.labels("<error>", method, self._metric_host).inc()
             raise errors.TransportError(f"{method} {path}: {exc}") from exc
-        metrics.REST_CLIENT_REQUESTS.labels(str(response.status), method, self._metric_host).inc()
+        self._requests.labels(str(response.status), method, self._metric_host).inc()
         if response.status >= 400:
             raise _error_from(response)
         return response
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": JSON, "User-Agent": USER_AGENT}
+        headers = {"Accept": JSON, "User-Agent": self._user_agent}
         if content_type:
             headers["Content-Type"] = content_type
         token = self._configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
         if token:
             headers["Authorization"] = token
         return headers
+
+
+class _stop_when_done(tenacity.stop.stop_base):  # noqa: N801 - named as tenacity's stops
+    """Stop retrying once the caller's context is stopped or past its deadline."""
+
+    def __init__(self, ctx: context.Context) -> None:
+        self._ctx = ctx
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self._ctx.done()
+
+
+def _sleep_within(ctx: context.Context) -> Callable[[float], None]:
+    """Sleep between retries, waking at once when the context stops."""
+
+    def sleep(seconds: float) -> None:
+        ctx.wait(seconds)
+
+    return sleep
 
 
 def _query_value(value: Any) -> str:

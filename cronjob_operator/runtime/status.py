@@ -1,7 +1,6 @@
-"""What every reconciler shares about time and status: the injectable clock and the status write.
+"""The status writer: a status subresource written once, conflict-safe, never overwriting others.
 
-``Clock`` is how reconcilers read "now" (tests inject a fake one, so no schedule test
-depends on the wall clock). ``write_status`` writes a status subresource only when it
+``write_status`` writes a status subresource only when it
 changed (a no-op reconcile makes zero API writes) and resolves a 409 Conflict by merging
 this reconcile's changes onto a fresh read, so a computed status is never dropped and
 another writer's is never overwritten; if the object was replaced by a new one of the
@@ -10,24 +9,29 @@ same name (another uid), nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime.client import Client
+from cronjob_operator.runtime.client import Reader
 from cronjob_operator.runtime.kinds import Kind
 
-__all__ = ["STATUS_WRITE_ATTEMPTS", "Clock", "merge_status", "utc_now", "write_status"]
+__all__ = ["STATUS_WRITE_ATTEMPTS", "StatusClient", "merge_status", "write_status"]
 
 STATUS_WRITE_ATTEMPTS = 5
 
-Clock = Callable[[], datetime]
 
+class StatusClient(Protocol):
+    """What ``write_status`` needs: the status write and a live (uncached) reader."""
 
-def utc_now() -> datetime:
-    """The wall clock, the default ``Clock``."""
-    return datetime.now(UTC)
+    @property
+    def live(self) -> Reader:
+        """Reads that go to the API server, for the fresh object after a Conflict."""
+        ...
+
+    def update_status(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the status subresource; a stale ``resourceVersion`` raises Conflict."""
+        ...
 
 
 def merge_status(
@@ -70,7 +74,7 @@ def _merge_conditions(
 
 
 def write_status(
-    client: Client,
+    client: StatusClient,
     kind: Kind,
     obj: objects.Obj,
     status: dict[str, Any],

@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
-from cronjob_operator.runtime import metrics
+from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
 __all__ = ["ItemExponentialFailureRateLimiter", "RateLimiter", "WorkQueue"]
 
@@ -113,6 +113,7 @@ class WorkQueue(Generic[T]):
         rate_limiter: RateLimiter | None = None,
         clock: Callable[[], float] = time.monotonic,
         controller: str = "",
+        metrics: Metrics | None = None,
     ) -> None:
         self.name = name
         self._rate_limiter: RateLimiter = rate_limiter or ItemExponentialFailureRateLimiter()
@@ -132,13 +133,14 @@ class WorkQueue(Generic[T]):
         self._shutting_down = False
 
         labels = {"name": name, "controller": controller}
-        self._depth = metrics.WORKQUEUE_DEPTH.labels(**labels)
-        self._adds = metrics.WORKQUEUE_ADDS.labels(**labels)
-        self._retries = metrics.WORKQUEUE_RETRIES.labels(**labels)
-        self._queue_duration = metrics.WORKQUEUE_QUEUE_DURATION.labels(**labels)
-        self._work_duration = metrics.WORKQUEUE_WORK_DURATION.labels(**labels)
-        self._unfinished_work = metrics.WORKQUEUE_UNFINISHED_WORK.labels(**labels)
-        self._longest_running = metrics.WORKQUEUE_LONGEST_RUNNING.labels(**labels)
+        m = metrics or DEFAULT
+        self._depth = m.workqueue_depth.labels(**labels)
+        self._adds = m.workqueue_adds.labels(**labels)
+        self._retries = m.workqueue_retries.labels(**labels)
+        self._queue_duration = m.workqueue_queue_duration.labels(**labels)
+        self._work_duration = m.workqueue_work_duration.labels(**labels)
+        self._unfinished_work = m.workqueue_unfinished_work.labels(**labels)
+        self._longest_running = m.workqueue_longest_running.labels(**labels)
 
     def add(self, item: T) -> None:
         """Queue ``item`` unless it is already queued; never blocks."""

@@ -33,9 +33,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime._rest import RestClient, WatchStream
+from cronjob_operator.runtime._store import Store
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.rest import RestClient, WatchStream
-from cronjob_operator.runtime.store import Store
 
 __all__ = ["Backoff", "EventSink", "Reflector", "Transform", "strip_managed_fields"]
 

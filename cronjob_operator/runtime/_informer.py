@@ -19,10 +19,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from cronjob_operator.runtime import objects
+from cronjob_operator.runtime._reflector import Reflector, Transform, strip_managed_fields
+from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime._store import Store
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.reflector import Reflector, Transform, strip_managed_fields
-from cronjob_operator.runtime.rest import RestClient
-from cronjob_operator.runtime.store import Store
 
 __all__ = ["EventHandler", "Informer"]
 
