@@ -530,6 +530,19 @@ class Schedule:
             return _add(_floor_second(t), self._rule.delay)
         return next(self._fires_after(t), None)
 
+    def times_after(self, t: datetime) -> Iterator[datetime]:
+        """Schedule times strictly after ``t`` (aware), ascending; cheaper per time than
+        calling :meth:`next_after` in a loop. ``@every``: ``t`` + k * delay."""
+        t = _as_utc(t, "t")
+        if isinstance(self._rule, _Every):
+            delay = self._rule.delay
+            moment = _add(_floor_second(t), delay)
+            while moment is not None:
+                yield moment
+                moment = _add(moment, delay)
+            return
+        yield from self._fires_after(t)
+
     def _fires_after(
         self, t: datetime, second_pass: _SecondPass | None = None
     ) -> Iterator[datetime]:

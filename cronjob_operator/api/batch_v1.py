@@ -20,7 +20,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Self
 
-from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    StrictInt,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from cronjob_operator.api.core import JobTemplateSpec
 from cronjob_operator.api.markers import PrinterColumn, Resource, ValidationRule
@@ -31,6 +38,7 @@ from cronjob_operator.api.meta import (
     NonNegativeInt64,
     ObjectMeta,
     ObjectReference,
+    PositiveInt32,
 )
 from cronjob_operator.runtime.kinds import Kind
 
@@ -39,11 +47,15 @@ __all__ = [
     "CRONJOB_NAME_RULE",
     "CRONJOB_RESOURCE",
     "MAX_NAME_LENGTH",
+    "MAX_RUN_TOKEN_LENGTH",
+    "MAX_STAGGER_SECONDS",
+    "RUN_ANNOTATION",
     "ConcurrencyPolicy",
     "CronJob",
     "CronJobSettings",
     "CronJobSpec",
     "CronJobStatus",
+    "FailurePolicy",
     "ObservedSchedule",
     "read_settings",
 ]
@@ -85,6 +97,16 @@ _TIME_ZONE_RULES = (
 )
 
 
+RUN_ANNOTATION = "batch.tutorial.kubebuilder.io/run-requested-at"
+"""On a CronJob: a request token (any string, conventionally the time of the request)
+asking for one manual run; ``status.lastHandledRunRequest`` records the last one handled."""
+MAX_RUN_TOKEN_LENGTH = 256
+"""The longest run request token accepted."""
+
+MAX_STAGGER_SECONDS = 3600
+"""The largest staggerSeconds the schema accepts (an hour)."""
+
+
 def _cel(rules: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
 
@@ -100,6 +122,15 @@ class ConcurrencyPolicy(StrEnum):
     ALLOW = "Allow"
     FORBID = "Forbid"
     REPLACE = "Replace"
+
+
+class FailurePolicy(KubeModel):
+    """What to do about runs that keep failing."""
+
+    pause_after_consecutive_failures: PositiveInt32 | None = None
+    """Pause the CronJob after this many consecutive failed runs: no new scheduled run
+    starts and Available is False (reason PausedAfterFailures) until the spec is edited
+    (a new generation) or a manual run succeeds. Unset: never pause."""
 
 
 class CronJobSpec(KubeModel):
@@ -137,6 +168,22 @@ class CronJobSpec(KubeModel):
     failed_jobs_history_limit: NonNegativeInt32 | None = 1
     """The number of failed finished jobs to retain. This is a pointer to distinguish
     between explicit zero and not specified. Defaults to 1."""
+    stagger_seconds: (
+        Annotated[
+            StrictInt,
+            Field(ge=0, le=MAX_STAGGER_SECONDS, json_schema_extra={"format": "int32"}),
+        ]
+        | None
+    ) = None
+    """Spread runs of many CronJobs on the same schedule: this CronJob's runs start at a
+    fixed offset in [0, staggerSeconds] after each scheduled time, derived from a hash of
+    its namespace and name (the same offset on every run, restart and replica). Job names
+    keep the scheduled time; startingDeadlineSeconds counts from the staggered time. Must
+    be smaller than the shortest gap between two runs of the schedule (checked by the
+    validating webhook). Unset or 0: no stagger."""
+    failure_policy: FailurePolicy | None = None
+    """What to do about runs that keep failing. Unset: nothing (failures are counted in
+    status.consecutiveFailures either way)."""
 
     @field_validator("schedule")
     @classmethod
@@ -205,6 +252,26 @@ class CronJobStatus(KubeModel):
     observed_schedule: ObservedSchedule | None = None
     """The schedule and time zone the controller schedules against, and since when; no
     run is created for a time at or before since."""
+    next_schedule_time: datetime | None = None
+    """When the next scheduled run is due (after stagger). Unset while no scheduled run
+    will start: suspended, paused after failures, being deleted, or a schedule that is
+    invalid or never fires. Under concurrencyPolicy Forbid it is the next scheduled time
+    even if an active Job will make the controller skip that run."""
+    last_handled_run_request: (
+        Annotated[str, StringConstraints(max_length=MAX_RUN_TOKEN_LENGTH)] | None
+    ) = None
+    """The last run request token (annotation batch.tutorial.kubebuilder.io/run-requested-at)
+    the controller handled: its Job was created (or could not be, see Degraded)."""
+    pending_run_request: (
+        Annotated[str, StringConstraints(max_length=MAX_RUN_TOKEN_LENGTH)] | None
+    ) = None
+    """A run request token waiting for the active Job to finish (concurrencyPolicy
+    Forbid); its Job starts when that Job finishes."""
+    last_failure_time: datetime | None = None
+    """When the latest failed Job failed (its Failed condition's time)."""
+    consecutive_failures: NonNegativeInt32 | None = None
+    """Failed runs since the last successful one (or since the spec edit that resumed a
+    CronJob paused by failurePolicy). Each failed Job counts once."""
 
 
 class CronJob(KubeModel):
@@ -274,6 +341,20 @@ CRONJOB_RESOURCE = Resource(
             "date",
             ".status.lastScheduleTime",
             "When the last Job was scheduled.",
+        ),
+        # A "date" column renders a future time as <invalid> in kubectl: the next run is
+        # shown as the RFC 3339 string it is stored as.
+        PrinterColumn(
+            "Next Schedule",
+            "string",
+            ".status.nextScheduleTime",
+            "When the next scheduled run is due (after stagger); empty when none will start.",
+        ),
+        PrinterColumn(
+            "Failures",
+            "integer",
+            ".status.consecutiveFailures",
+            "Consecutive failed runs since the last success.",
         ),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Age of the CronJob."),
     ),

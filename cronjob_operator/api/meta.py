@@ -45,6 +45,7 @@ __all__ = [
     "ObjectReference",
     "OpenModel",
     "PortNumber",
+    "PositiveInt32",
     "PositiveInt64",
     "PreservedObject",
     "Quantity",
@@ -78,6 +79,8 @@ NonNegativeInt32 = Annotated[StrictInt, Field(ge=0), AfterValidator(_fits_int32)
 """``int32`` with ``+kubebuilder:validation:Minimum=0``."""
 NonNegativeInt64 = Annotated[StrictInt, Field(ge=0), AfterValidator(_fits_int64), _FORMAT_INT64]
 """``int64`` with ``+kubebuilder:validation:Minimum=0``."""
+PositiveInt32 = Annotated[StrictInt, Field(ge=1), AfterValidator(_fits_int32), _FORMAT_INT32]
+"""``int32`` with ``+kubebuilder:validation:Minimum=1``."""
 PositiveInt64 = Annotated[StrictInt, Field(ge=1), AfterValidator(_fits_int64), _FORMAT_INT64]
 """``int64`` with ``+kubebuilder:validation:Minimum=1``."""
 PortNumber = Annotated[StrictInt, Field(ge=1, le=65535), _FORMAT_INT32]

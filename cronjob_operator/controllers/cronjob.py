@@ -4,8 +4,15 @@ This is the kubebuilder tutorial's controller with the built-in controller's sem
 (docs/cronjob-semantics.md, "Reconcile, in order"). Child Jobs are found through the
 informer cache's ``.metadata.controller`` field index, never by listing all Jobs; only
 Jobs whose controller owner uid is this CronJob's count. The pure rules live in
-``cronjob_state`` (status, pruning, Job construction) and ``schedule`` (time); this
-module does the reads, writes and events around them.
+``cronjob_state`` (status, pruning, Job construction), ``schedule`` (time) and
+``cronjob_features`` (docs/beyond-builtin.md); this module does the reads, writes and
+events around them.
+
+Beyond the built-in, in reconcile order: failed Jobs are counted (and a failure pause
+lifted by a new generation) before pruning, which keeps failed Jobs the stored status has
+not counted; a run request (the run-now annotation) is handled before the suspend and
+pause checks, so it works while suspended or paused; scheduling asks the schedule about
+``now - stagger offset`` and records ``nextScheduleTime``.
 
 Errors: a bad schedule or time zone is reported (Warning event, ``Degraded``) and not
 retried until the spec changes; a Job the API server rejects as invalid is reported and
@@ -22,7 +29,9 @@ events create/patch.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,13 +41,19 @@ from prometheus_client import Histogram
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
+from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.controllers import cronjob_state as state
 from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache import strip_managed_fields
 from cronjob_operator.runtime.client import Client, Propagation
 from cronjob_operator.runtime.clock import Clock, utc_now
-from cronjob_operator.runtime.conditions import condition_setter, parse_time, rfc3339
+from cronjob_operator.runtime.conditions import (
+    condition_setter,
+    find_condition,
+    parse_time,
+    rfc3339,
+)
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.kinds import JOB
@@ -83,10 +98,14 @@ def slim_job(job: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class _Problem:
-    """Why the CronJob cannot be scheduled as written: Degraded's reason and message."""
+    """Why the CronJob cannot be scheduled as written: Degraded's reason and message.
+
+    ``stops_schedule`` is False for a problem that leaves scheduled runs going (a Job the
+    API server rejects, a bad run request): Available stays True."""
 
     reason: str
     message: str
+    stops_schedule: bool = True
 
 
 class CronJobReconciler:
@@ -112,13 +131,18 @@ class CronJobReconciler:
             self._metrics.forget_cronjob(request.namespace, request.name)
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
-        status = objects.thaw(cronjob.get("status") or {})
+        stored = cronjob.get("status") or {}
+        status = objects.thaw(stored)
         jobs = self._owned_jobs(cronjob)
         self._sync(cronjob, status, jobs)
-        self._prune(cronjob, jobs)
+        self._count_failures(cronjob, status, jobs)
+        self._prune(cronjob, jobs, stored)
+        manual = self._run_requested(cronjob, status, jobs)
         started: list[objects.Obj] = []
         observed = status.get("observedSchedule")
         requeue, problem = self._schedule(cronjob, status, now, started)
+        if problem is None:
+            problem = self._stored_problem(cronjob) or manual
         if started:
             if status.get("observedSchedule") != observed:
                 # An edit's ``since`` is this reconcile's ``now``: record it with the run.
@@ -168,11 +192,28 @@ class CronJobReconciler:
             return False
         return (job.get("metadata") or {}).get("uid") == ref.get("uid")
 
-    def _prune(self, cronjob: objects.Obj, jobs: state.JobSets) -> None:
+    def _count_failures(
+        self, cronjob: objects.Obj, status: dict[str, Any], jobs: state.JobSets
+    ) -> None:
+        generation = int(cronjob["metadata"].get("generation") or 0)
+        if features.resume_on_new_generation(status, generation):
+            self._recorder.event(
+                cronjob,
+                "Normal",
+                "Resumed",
+                f"spec changed (generation {generation}): scheduled runs resume and the "
+                "consecutive failure count restarts at 0",
+            )
+        features.record_failures(status, jobs.failed)
+
+    def _prune(self, cronjob: objects.Obj, jobs: state.JobSets, stored: objects.Obj) -> None:
         spec = cronjob.get("spec") or {}
+        # A failed Job goes only once the stored status counts it (never lose a failure).
         doomed = [
             *state.to_prune(jobs.successful, spec.get("successfulJobsHistoryLimit")),
-            *state.to_prune(jobs.failed, spec.get("failedJobsHistoryLimit")),
+            *state.to_prune(
+                features.counted(jobs.failed, stored), spec.get("failedJobsHistoryLimit")
+            ),
         ]
         for job in doomed:  # a failed prune is reported and retried on the next reconcile
             self._delete_job(cronjob, objects.name_of(job), uid=job["metadata"].get("uid"))
@@ -206,11 +247,17 @@ class CronJobReconciler:
         started: list[objects.Obj],
     ) -> tuple[timedelta | None, _Problem | None]:
         """Steps 5-9: maybe create a Job (appended to ``started``); returns when to look
-        again and any problem."""
+        again and any problem.
+
+        Sets ``status.nextScheduleTime``, or removes it when no scheduled run will start.
+        """
+        features.set_next_schedule_time(status, None)
         spec = cronjob.get("spec") or {}
         created = parse_time(cronjob["metadata"].get("creationTimestamp")) or now
         since = state.observe_schedule(status, spec, created=created, now=now)
         if cronjob["metadata"].get("deletionTimestamp") or spec.get("suspend"):
+            return None, None
+        if features.paused(spec, status):
             return None, None
         try:
             schedule = schedules.parse_schedule(spec.get("schedule", ""), spec.get("timeZone"))
@@ -225,15 +272,24 @@ class CronJobReconciler:
             )
             self._recorder.event(cronjob, "Warning", "FailedCreate", message)
             return None, _Problem("NameTooLong", message)
-        # Never a run for a time before the last edit of the schedule or time zone.
-        earliest = max(parse_time(status.get("lastScheduleTime")) or created, since)
+        offset = self._stagger(cronjob, schedule)
+        if isinstance(offset, _Problem):
+            return None, offset
+        # Stagger: a nominal time t is due at t + offset, so the schedule is asked about
+        # now - offset; the deadline then counts from the staggered time. Never a run due
+        # before the last edit of the schedule or time zone (observedSchedule.since).
+        shifted = now - offset
+        earliest = max(parse_time(status.get("lastScheduleTime")) or created, since) - offset
         due = schedules.most_recent_due(
             schedule,
             earliest=earliest,
-            now=now,
+            now=shifted,
             starting_deadline_seconds=spec.get("startingDeadlineSeconds"),
         )
-        requeue = schedules.requeue_after(due, now)
+        requeue = schedules.requeue_after(due, shifted)
+        features.set_next_schedule_time(
+            status, None if due.next_time is None else due.next_time + offset
+        )
         if due.scheduled is None:
             if due.next_time is None:
                 message = f"spec.schedule: {spec.get('schedule')!r} never fires; fix the schedule"
@@ -248,7 +304,83 @@ class CronJobReconciler:
                 f"too many missed start times ({due.missed}+): running only the most recent, "
                 f"{rfc3339(due.scheduled)}; set or check spec.startingDeadlineSeconds",
             )
-        return requeue, self._run(cronjob, status, due.scheduled, schedule.zone, started)
+        return requeue, self._run(cronjob, status, due.scheduled, schedule.zone, offset, started)
+
+    def _stagger(self, cronjob: objects.Obj, schedule: schedules.Schedule) -> timedelta | _Problem:
+        """The CronJob's stagger offset, or why its stored staggerSeconds cannot be used."""
+        metadata = cronjob["metadata"]
+        seconds = (cronjob.get("spec") or {}).get("staggerSeconds")
+        if seconds is None or seconds == 0:
+            return timedelta(0)
+        if not isinstance(seconds, int) or isinstance(seconds, bool):
+            detail: str | None = "must be a whole number of seconds"
+        else:
+            detail = features.stagger_problem(schedule, seconds)
+        if detail is not None:
+            message = f"{features.STAGGER_FIELD}: {seconds!r}: {detail}"
+            self._recorder.event(cronjob, "Warning", "InvalidStagger", message)
+            return _Problem("InvalidStagger", message)
+        return features.stagger_offset(metadata["namespace"], metadata["name"], seconds)
+
+    def _stored_problem(self, cronjob: objects.Obj) -> _Problem | None:
+        """A failure policy stored past validation: reported, and scheduling goes on."""
+        spec = cronjob.get("spec") or {}
+        policy = spec.get("failurePolicy")
+        if policy is None:
+            return None
+        threshold = features.pause_threshold(spec)
+        raw = policy.get("pauseAfterConsecutiveFailures") if isinstance(policy, Mapping) else policy
+        if raw is None or (threshold is not None and threshold >= 1):
+            return None
+        message = (
+            f"{features.PAUSE_FIELD}: {raw!r} is not a positive whole number; set 1 or more, "
+            "or remove the field (runs are not paused meanwhile)"
+        )
+        self._recorder.event(cronjob, "Warning", "InvalidFailurePolicy", message)
+        return _Problem("InvalidFailurePolicy", message, stops_schedule=False)
+
+    def _run_requested(
+        self, cronjob: objects.Obj, status: dict[str, Any], jobs: state.JobSets
+    ) -> _Problem | None:
+        """Run now: create the Job an unhandled run request asks for (even if suspended)."""
+        token = features.run_request(cronjob)
+        if token is None or cronjob["metadata"].get("deletionTimestamp"):
+            status.pop("pendingRunRequest", None)
+            return None
+        problem = features.token_problem(token)
+        if problem is not None:
+            self._recorder.event(cronjob, "Warning", "InvalidRunRequest", problem)
+            return _Problem("InvalidRunRequest", problem, stops_schedule=False)
+        name = features.manual_job_name(cronjob["metadata"]["name"], token)
+        owned = {objects.name_of(job) for job in (*jobs.active, *jobs.successful, *jobs.failed)}
+        if name not in owned:
+            if not self._make_room(cronjob, status):
+                if status.get("pendingRunRequest") != token:
+                    self._recorder.event(
+                        cronjob,
+                        "Normal",
+                        "RunRequestPending",
+                        f"run request {token!r} waits: a job is active and concurrencyPolicy "
+                        "is Forbid; it starts when the active job finishes",
+                    )
+                status["pendingRunRequest"] = token
+                return None
+            failed = self._create(cronjob, status, features.build_manual_job(cronjob, token))
+            if failed is not None:
+                return dataclasses.replace(failed, stops_schedule=False)
+        status.pop("pendingRunRequest", None)
+        status["lastHandledRunRequest"] = token
+        return None
+
+    def _make_room(self, cronjob: objects.Obj, status: dict[str, Any]) -> bool:
+        """Apply concurrencyPolicy before a new run: False if Forbid says wait."""
+        active = status.get("active") or []
+        policy = (cronjob.get("spec") or {}).get("concurrencyPolicy") or "Allow"
+        if policy == "Forbid" and active:
+            return False
+        if policy == "Replace":
+            self._replace_active(cronjob, status)
+        return True
 
     def _run(
         self,
@@ -256,6 +388,7 @@ class CronJobReconciler:
         status: dict[str, Any],
         scheduled: datetime,
         zone: ZoneInfo,
+        offset: timedelta,
         started: list[objects.Obj],
     ) -> _Problem | None:
         name = state.job_name(cronjob["metadata"]["name"], scheduled)
@@ -265,8 +398,7 @@ class CronJobReconciler:
         if any(ref.get("name") == name for ref in active):
             status["lastScheduleTime"] = rfc3339(scheduled)  # created, never recorded (a crash)
             return None
-        policy = (cronjob.get("spec") or {}).get("concurrencyPolicy") or "Allow"
-        if policy == "Forbid" and active:
+        if not self._make_room(cronjob, status):
             self._recorder.event(
                 cronjob,
                 "Normal",
@@ -275,10 +407,10 @@ class CronJobReconciler:
                 "Forbid",
             )
             return None
-        if policy == "Replace":
-            self._replace_active(cronjob, status)
         job = state.build_job(cronjob, scheduled, zone)
-        return self._create(cronjob, status, job, scheduled, started)
+        return self._create(
+            cronjob, status, job, scheduled=scheduled, due=scheduled + offset, started=started
+        )
 
     def _replace_active(self, cronjob: objects.Obj, status: dict[str, Any]) -> None:
         """Delete every active Job before the new run is created.
@@ -301,9 +433,13 @@ class CronJobReconciler:
         cronjob: objects.Obj,
         status: dict[str, Any],
         job: dict[str, Any],
-        scheduled: datetime,
-        started: list[objects.Obj],
+        *,
+        scheduled: datetime | None = None,
+        due: datetime | None = None,
+        started: list[objects.Obj] | None = None,
     ) -> _Problem | None:
+        """Create ``job``; a scheduled run (``scheduled`` set, staggered to ``due``) also
+        moves lastScheduleTime and feeds the skew histogram, a manual run does neither."""
         name = job["metadata"]["name"]
         try:
             created: objects.Obj = self._client.create(JOB, job)
@@ -329,16 +465,19 @@ class CronJobReconciler:
             raise
         else:
             self._recorder.event(cronjob, "Normal", "SuccessfulCreate", f"Created job {name}")
-            observe_skew(self._metrics.job_creation_skew, created, scheduled)
+            if due is not None:
+                observe_skew(self._metrics.job_creation_skew, created, due)
             metadata = cronjob["metadata"]
             self._metrics.jobs_created.labels(metadata["namespace"], metadata["name"]).inc()
-            started.append(created)
+            if started is not None:
+                started.append(created)
         ref = state.job_reference(created)
         active = status.setdefault("active", [])
         running = state.finished_state(created) is None  # an existing Job may be done already
         if running and all(entry.get("uid") != ref["uid"] for entry in active):
             active.append(ref)
-        status["lastScheduleTime"] = rfc3339(scheduled)
+        if scheduled is not None:
+            status["lastScheduleTime"] = rfc3339(scheduled)
         return None
 
     def _set_conditions(
@@ -349,13 +488,18 @@ class CronJobReconciler:
         now: datetime,
     ) -> None:
         generation = int(cronjob["metadata"].get("generation") or 0)
+        was_paused = (find_condition(status.get("conditions") or [], "Available") or {}).get(
+            "reason"
+        ) == features.PAUSED_REASON
         condition = condition_setter(status, generation=generation, now=now)
-
         if problem is not None:
             condition("Degraded", True, problem.reason, problem.message)
         else:
             condition("Degraded", False, "AsExpected", "")
-        condition("Available", *_availability(cronjob, problem))
+        available, reason, message = _availability(cronjob, status, problem)
+        condition("Available", available, reason, message)
+        if reason == features.PAUSED_REASON and not was_paused:
+            self._recorder.event(cronjob, "Warning", features.PAUSED_REASON, message)
         count = len(status.get("active") or [])
         if count:
             condition("Progressing", True, "JobsActive", f"{count} active job(s)")
@@ -367,12 +511,26 @@ class CronJobReconciler:
         write_status(self._client, CRONJOB, cronjob, status)
 
 
-def _availability(cronjob: objects.Obj, problem: _Problem | None) -> tuple[bool, str, str]:
+def _pause_message(cronjob: objects.Obj, status: dict[str, Any]) -> str:
+    threshold = features.pause_threshold(cronjob.get("spec") or {})
+    return (
+        f"{status.get('consecutiveFailures')} consecutive failed runs (the last at "
+        f"{status.get('lastFailureTime')}) reached spec.failurePolicy."
+        f"pauseAfterConsecutiveFailures={threshold}: no scheduled run starts. To resume, fix "
+        "the job template and edit the spec, or start a manual run "
+        f"(kubectl cjt run {cronjob['metadata']['name']}) that succeeds"
+    )
+
+
+def _availability(
+    cronjob: objects.Obj, status: dict[str, Any], problem: _Problem | None
+) -> tuple[bool, str, str]:
     """Available's (status, reason, message): True only when runs really start on schedule.
 
     The reason names what keeps runs from starting, most fundamental first: the CronJob
-    is being deleted, suspended, or has a problem (which includes a Job template that the
-    API server rejects: every run would fail to start)."""
+    is being deleted, suspended, has a problem that stops scheduled runs (which includes a
+    Job template that the API server rejects: every run would fail to start), or is paused
+    after consecutive failures (spec.failurePolicy)."""
     metadata = cronjob["metadata"]
     if metadata.get("deletionTimestamp"):
         finalizers = ", ".join(metadata.get("finalizers") or ()) or "none"
@@ -382,10 +540,13 @@ def _availability(cronjob: objects.Obj, problem: _Problem | None) -> tuple[bool,
             "metadata.deletionTimestamp is set: no new runs start; the CronJob is removed "
             f"once its finalizers are gone ({finalizers})",
         )
-    if (cronjob.get("spec") or {}).get("suspend"):
+    spec = cronjob.get("spec") or {}
+    if spec.get("suspend"):
         return False, "Suspended", "spec.suspend is true: no new runs start"
-    if problem is not None:
+    if problem is not None and problem.stops_schedule:
         return False, problem.reason, problem.message
+    if features.paused(spec, status):
+        return False, features.PAUSED_REASON, _pause_message(cronjob, status)
     return True, "Scheduling", "runs start on schedule"
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "Notice",
     "build_job",
     "classify",
+    "job_from_template",
     "job_name",
     "job_reference",
     "observe_schedule",
@@ -184,19 +185,31 @@ def job_name(cronjob_name: str, scheduled: datetime) -> str:
 
 def build_job(cronjob: objects.Obj, scheduled: datetime, zone: ZoneInfo) -> dict[str, Any]:
     """The Job to create for the run scheduled at ``scheduled``."""
+    return job_from_template(
+        cronjob,
+        name=job_name(cronjob["metadata"]["name"], scheduled),
+        annotations={SCHEDULED_AT_ANNOTATION: scheduled.astimezone(zone).isoformat()},
+    )
+
+
+def job_from_template(
+    cronjob: objects.Obj, *, name: str, annotations: Mapping[str, str]
+) -> dict[str, Any]:
+    """A Job named ``name`` from the CronJob's template, owned by it, with ``annotations``
+    added to the template's."""
     metadata = cronjob["metadata"]
     template = (cronjob.get("spec") or {}).get("jobTemplate") or {}
     template_meta = template.get("metadata") or {}
-    annotations = dict(objects.thaw(template_meta.get("annotations") or {}))
-    annotations[SCHEDULED_AT_ANNOTATION] = scheduled.astimezone(zone).isoformat()
+    merged = dict(objects.thaw(template_meta.get("annotations") or {}))
+    merged.update(annotations)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(metadata["name"], scheduled),
+            "name": name,
             "namespace": metadata["namespace"],
             "labels": objects.thaw(template_meta.get("labels") or {}),
-            "annotations": annotations,
+            "annotations": merged,
             "ownerReferences": [controllerutil.controller_reference(cronjob)],
         },
         "spec": objects.thaw(template.get("spec") or {}),

@@ -31,6 +31,7 @@ from pydantic_core import PydanticUndefined
 
 from cronjob_operator import schedule
 from cronjob_operator.api import batch_v1
+from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.webhooks import admission
 from cronjob_operator.webhooks.admission import AdmissionRequest, FieldError, Operation
 
@@ -184,14 +185,61 @@ def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) ->
         errors.append(
             admission.required("spec.jobTemplate", "the Job to create at each scheduled time")
         )
-    return errors
+    return errors + _stagger_errors(spec) + _failure_policy_errors(spec)
+
+
+def _stagger_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    """staggerSeconds: 0..3600 and below the schedule's shortest gap (which no schema or
+    CEL rule can compute: it needs the schedule's times)."""
+    value = spec.get("staggerSeconds")
+    if value is None:
+        return []
+    if not _is_count(value):
+        return [admission.invalid(features.STAGGER_FIELD, value, "must be a whole number")]
+    try:
+        parsed = schedule.parse_schedule(str(spec.get("schedule", "")), spec.get("timeZone"))
+    except (schedule.ScheduleError, TypeError):
+        parsed = None  # reported as a schedule error; only the range can be checked
+    detail = features.stagger_problem(parsed, value)
+    return [] if detail is None else [admission.invalid(features.STAGGER_FIELD, value, detail)]
+
+
+def _failure_policy_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    policy = spec.get("failurePolicy")
+    if policy is None:
+        return []
+    if not isinstance(policy, Mapping):
+        return [admission.invalid("spec.failurePolicy", policy, "must be an object")]
+    value = policy.get("pauseAfterConsecutiveFailures")
+    if value is None or (_is_count(value) and value >= 1):
+        return []
+    return [
+        admission.invalid(
+            features.PAUSE_FIELD,
+            value,
+            "must be a whole number of at least 1 (pause after that many failed runs in a "
+            "row), or unset to never pause",
+        )
+    ]
+
+
+def _run_request_errors(cronjob: Mapping[str, Any]) -> list[FieldError]:
+    annotations = (cronjob.get("metadata") or {}).get("annotations") or {}
+    token = annotations.get(batch_v1.RUN_ANNOTATION)
+    if not isinstance(token, str):
+        return []
+    problem = features.token_problem(token)
+    if problem is None:
+        return []
+    detail = problem.partition(": ")[2]
+    return [admission.invalid(features.TOKEN_FIELD, f"<{len(token)} characters>", detail)]
 
 
 def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:
     spec = _spec(cronjob)
     if spec is None:
         return [admission.required("spec")]
-    return _spec_errors(spec, None if old is None else _spec(old))
+    return _spec_errors(spec, None if old is None else _spec(old)) + _run_request_errors(cronjob)
 
 
 def validate_create(cronjob: Mapping[str, Any]) -> list[FieldError]:

@@ -302,6 +302,9 @@ def test_cronjob_printer_columns() -> None:
         ("SUSPEND", ".spec.suspend", "boolean"),
         ("ACTIVE", ".status.active[*].name", "string"),
         ("LAST SCHEDULE", ".status.lastScheduleTime", "date"),
+        # A string, not a date: kubectl renders a future date as <invalid>.
+        ("NEXT SCHEDULE", ".status.nextScheduleTime", "string"),
+        ("FAILURES", ".status.consecutiveFailures", "integer"),
         ("AGE", ".metadata.creationTimestamp", "date"),
     ]
 
@@ -360,6 +363,8 @@ def test_v2_printer_columns_show_the_schedule_fields_wide() -> None:
         "Suspend",
         "Active",
         "Last Schedule",
+        "Next Schedule",
+        "Failures",
         "Age",
     ]
 

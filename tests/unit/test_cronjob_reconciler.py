@@ -68,8 +68,13 @@ class Harness:
         self.reconciler = CronJobReconciler(self.client, self.recorder, clock=self.clock)
 
     def reconcile_at(self, moment: datetime) -> Result:
+        """Reconcile at ``moment``, then run the follow-up the work queue runs after a create
+        (Jobs first: the status of a new run is written by that follow-up)."""
         self.clock.set(moment)
-        return self.reconciler.reconcile(Request(NS, NAME))
+        result = self.reconciler.reconcile(Request(NS, NAME))
+        if result.follow_up:
+            result = self.reconciler.reconcile(Request(NS, NAME))
+        return result
 
     def cronjob(self) -> objects.Obj:
         return self.client.get(CRONJOB, NAME, NS)
@@ -173,6 +178,9 @@ def test_history_limits_prune_the_oldest_finished_jobs() -> None:
     world.finish(job_name(NAME, runs[1]), started=runs[1])
     world.finish(job_name(NAME, runs[2]), "Failed", started=runs[2])
     world.reconcile_at(runs[2] + timedelta(minutes=1))
+    # A failed Job is pruned only once the stored status has counted it (failure
+    # awareness): the reconcile above counted it, this one prunes it.
+    world.reconcile_at(runs[2] + timedelta(minutes=1, seconds=1))
     assert list(world.jobs()) == [job_name(NAME, runs[1])]
     deletes = world.client.writes_of("delete", JOB)
     assert {action.name for action in deletes} == {job_name(NAME, runs[0]), job_name(NAME, runs[2])}

@@ -44,9 +44,13 @@ def dockerfile_stages() -> list[list[str]]:
 
 def test_console_script_is_the_documented_entry_point() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert project["scripts"] == {"cronjob-operator": "cronjob_operator.cli:main"}
+    assert project["scripts"] == {
+        "cronjob-operator": "cronjob_operator.cli:main",
+        "kubectl-cjt": "cronjob_operator.plugin:main",
+    }
     readme = (REPO / "README.md").read_text()
     assert "cronjob-operator run" in readme
+    assert "kubectl cjt run" in readme
 
 
 def test_dependencies_are_pinned() -> None:

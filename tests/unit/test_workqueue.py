@@ -380,7 +380,7 @@ class TestMetrics:
 class TestTimersFirst:
     def test_keys_whose_timer_came_due_go_before_event_keys(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add_after("due-2", 2)
         queue.add_after("due-1", 1)
         queue.add("event-1")
@@ -390,7 +390,7 @@ class TestTimersFirst:
 
     def test_a_key_queued_by_an_event_moves_up_when_its_timer_comes_due(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add("event")
         queue.add("both")
         queue.add_after("both", 1)
@@ -400,7 +400,7 @@ class TestTimersFirst:
 
     def test_a_timer_due_while_the_key_is_processed_requeues_it_first(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         queue.add("held")
         assert queue.get(timeout=0) == "held"
         queue.add("event")
@@ -413,7 +413,7 @@ class TestTimersFirst:
 
     def test_a_follow_up_add_goes_behind_every_due_key(self) -> None:
         clock = FakeClock()
-        queue = new_queue(clock)
+        queue = new_queue(clock.monotonic)
         for name in ("a", "b", "c"):
             queue.add_after(name, 1)
         clock.advance(1)

@@ -1,0 +1,293 @@
+"""Beyond the built-in CronJob (issue 14) end to end on the local control plane.
+
+The controller runs with a fake clock (moved, then kicked, as in
+test_cronjob_controller); Jobs really run under kwok. The plugin is driven as a user
+would: ``kubectl cjt ...`` through kubectl's plugin lookup on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from cronjob_operator.api.batch_v1 import RUN_ANNOTATION
+from cronjob_operator.controllers import cronjob, cronjob_features
+from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.manager import Options
+from tests.integration.support import RunningManager, apply, install_crds
+from tests.integration.support import running_manager as start_manager
+from tests.integration.test_cronjob_controller import (
+    FIVE_MINUTES,
+    World,
+    created_at,
+    cronjob_object,
+    run_at,
+    tick_after,
+)
+
+CJT = "cronjobs.batch.tutorial.kubebuilder.io"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def crds(control_plane: ControlPlane) -> None:
+    install_crds(control_plane)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def operator(control_plane: ControlPlane, clock: FakeClock) -> Iterator[RunningManager]:
+    setups = {"cronjob": lambda mgr: cronjob.setup(mgr, clock=clock)}
+    with start_manager(
+        control_plane, setups, options=Options(health_probe_bind_address="0")
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+def world(control_plane: ControlPlane, namespace: str) -> World:
+    return World(control_plane, namespace)
+
+
+def annotate(world: World, name: str, token: str) -> None:
+    world.cp.kubectl(
+        "annotate",
+        CJT,
+        name,
+        "-n",
+        world.ns,
+        f"{RUN_ANNOTATION}={token}",
+        "--overwrite",
+        check=True,
+    )
+
+
+def test_next_schedule_time_advances_as_runs_happen_and_shows_in_kubectl_get(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("nxt", world.ns))
+    first = tick_after(created_at(world, "nxt"))
+    wait_for(
+        lambda: world.status("nxt").get("nextScheduleTime") == rfc3339(first),
+        30,
+        message="nextScheduleTime is the first tick",
+    )
+    job = run_at(operator, clock, world, "nxt", first)
+    wait_for(lambda: job in world.jobs(), 30, message=f"job {job}")
+    wait_for(
+        lambda: world.status("nxt").get("nextScheduleTime") == rfc3339(first + FIVE_MINUTES),
+        30,
+        message="nextScheduleTime moved on",
+    )
+    table = world.cp.kubectl("get", "cjt", "nxt", "-n", world.ns, check=True).stdout
+    header, row = table.splitlines()
+    assert "NEXT SCHEDULE" in header
+    assert "FAILURES" in header
+    # The column shows the time itself (LAST SCHEDULE, a date column, shows <invalid>
+    # here: the fake clock ran ahead of the real one, so that time is in the future).
+    assert row[header.index("NEXT SCHEDULE") :].split()[0] == rfc3339(first + FIVE_MINUTES)
+
+
+def test_a_run_request_token_creates_one_manual_job(operator: RunningManager, world: World) -> None:
+    apply(world.cp, cronjob_object("manual", world.ns, suspend=True))
+    wait_for(lambda: world.condition("manual", "Available"), 30, message="first reconcile")
+    annotate(world, "manual", "first")
+    job_name = cronjob_features.manual_job_name("manual", "first")
+    wait_for(lambda: job_name in world.jobs(), 30, message="the manual job")
+    wait_for(
+        lambda: world.status("manual").get("lastHandledRunRequest") == "first",
+        30,
+        message="the token is recorded as handled",
+    )
+    job = world.jobs()[job_name]
+    assert job["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"] == "manual"
+    # The same token again, with a reconcile after it: still one Job.
+    world.cp.kubectl(
+        "label", CJT, "manual", "-n", world.ns, "touched=yes", "--overwrite", check=True
+    )
+    annotate(world, "manual", "first")
+    wait_for(
+        lambda: world.cronjob("manual")["metadata"]["labels"].get("touched") == "yes",
+        10,
+        message="edit stored",
+    )
+    operator.kick("cronjob", world.ns, "manual")
+    wait_for(lambda: world.job_finished(job_name, "Complete"), 60, message="manual job completes")
+    assert list(world.jobs()) == [job_name]
+    assert "lastScheduleTime" not in world.status("manual")
+
+
+def test_failing_runs_pause_after_n_and_resume_on_a_spec_edit(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(
+        world.cp,
+        cronjob_object(
+            "flaky",
+            world.ns,
+            fail=True,
+            failurePolicy={"pauseAfterConsecutiveFailures": 2},
+            failedJobsHistoryLimit=5,
+        ),
+    )
+    first = tick_after(created_at(world, "flaky"))
+    for n in range(2):
+        job = run_at(operator, clock, world, "flaky", first + n * FIVE_MINUTES)
+        wait_for(lambda j=job: world.job_finished(j, "Failed"), 60, message=f"{job} fails")  # type: ignore[misc]
+        operator.kick("cronjob", world.ns, "flaky")
+        wait_for(
+            lambda n=n: world.status("flaky").get("consecutiveFailures") == n + 1,  # type: ignore[misc]
+            30,
+            message=f"{n + 1} failure(s) counted",
+        )
+    available = wait_for(
+        lambda: (
+            (world.condition("flaky", "Available") or {}).get("reason")
+            == cronjob_features.PAUSED_REASON
+            and world.condition("flaky", "Available")
+        ),
+        30,
+        message="paused",
+    )
+    assert available["status"] == "False"
+    assert "edit the spec" in available["message"]
+    assert "nextScheduleTime" not in world.status("flaky")
+    wait_for(
+        lambda: cronjob_features.PAUSED_REASON in world.event_reasons("flaky"),
+        30,
+        message="Warning event",
+    )
+    third = first + 2 * FIVE_MINUTES
+    clock.set(third + timedelta(seconds=1))
+    operator.kick_and_wait("cronjob", world.ns, "flaky")
+    skipped = f"flaky-{int(third.timestamp())}"
+    assert skipped not in world.jobs(), "no scheduled run while paused"
+
+    cj = world.cronjob("flaky")
+    cj["spec"]["startingDeadlineSeconds"] = 3600
+    apply(world.cp, cj)
+    wait_for(
+        lambda: (world.condition("flaky", "Available") or {}).get("status") == "True",
+        30,
+        message="resumed by the spec edit",
+    )
+    assert world.status("flaky")["consecutiveFailures"] == 0
+    wait_for(lambda: skipped in world.jobs(), 30, message="the due run starts again")
+
+
+def test_stagger_delays_the_run_and_keeps_the_nominal_name(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("spread", world.ns, staggerSeconds=240))
+    offset = cronjob_features.stagger_offset(world.ns, "spread", 240)
+    first = tick_after(created_at(world, "spread") - offset)  # first staggered time after creation
+    wait_for(
+        lambda: world.status("spread").get("nextScheduleTime") == rfc3339(first + offset),
+        30,
+        message="nextScheduleTime is the staggered time",
+    )
+    if offset >= timedelta(seconds=2):
+        clock.set(first + offset - timedelta(seconds=1))
+        operator.kick_and_wait("cronjob", world.ns, "spread")
+        assert world.jobs() == {}, "not before the staggered time"
+    clock.set(first + offset + timedelta(seconds=1))
+    operator.kick("cronjob", world.ns, "spread")
+    nominal = f"spread-{int(first.timestamp())}"
+    wait_for(lambda: nominal in world.jobs(), 30, message="the job, named for the nominal time")
+    wait_for(
+        lambda: world.status("spread").get("lastScheduleTime") == rfc3339(first),
+        30,
+        message="lastScheduleTime is the nominal time",
+    )
+
+
+def test_webhook_free_install_still_reports_a_bad_stagger(
+    operator: RunningManager, world: World
+) -> None:
+    apply(world.cp, cronjob_object("tight", world.ns, schedule="*/1 * * * *", staggerSeconds=60))
+    degraded = wait_for(
+        lambda: (
+            (world.condition("tight", "Degraded") or {}).get("status") == "True"
+            and world.condition("tight", "Degraded")
+        ),
+        30,
+        message="Degraded",
+    )
+    assert degraded["reason"] == "InvalidStagger"
+    assert "(60 seconds)" in degraded["message"]
+
+
+# --- the plugin, as a user runs it ----------------------------------------------------
+
+
+def kubectl_cjt(world: World, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kubectl cjt ARGS`` with the plugin found on PATH, as a user's shell would."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    argv = [
+        str(world.cp.bin_dir / "kubectl"),
+        "cjt",
+        *args,
+        "--kubeconfig",
+        str(world.cp.kubeconfig),
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def test_the_plugin_drives_a_cronjob(operator: RunningManager, world: World) -> None:
+    apply(
+        world.cp, cronjob_object("plug", world.ns, schedule="0 9 * * *", timeZone="Europe/Berlin")
+    )
+    wait_for(lambda: world.condition("plug", "Available"), 30, message="first reconcile")
+
+    ran = kubectl_cjt(world, "run", "plug", "-n", world.ns)
+    assert ran.returncode == 0, ran.stderr
+    (printed,) = ran.stdout.splitlines()
+    job_name = printed.removeprefix("job.batch/")
+    assert job_name in world.jobs()
+    wait_for(lambda: world.job_finished(job_name, "Complete"), 60, message="the run completes")
+
+    nxt = kubectl_cjt(world, "next", "plug", "-n", world.ns, "--count", "2")
+    assert nxt.returncode == 0, nxt.stderr
+    assert len(nxt.stdout.splitlines()) == 2
+    assert all("T09:00:00+0" in line for line in nxt.stdout.splitlines())
+
+    assert kubectl_cjt(world, "suspend", "plug", "-n", world.ns).returncode == 0
+    assert world.cronjob("plug")["spec"]["suspend"] is True
+    assert kubectl_cjt(world, "resume", "plug", "-n", world.ns).returncode == 0
+    assert world.cronjob("plug")["spec"]["suspend"] is False
+
+    wait_for(
+        lambda: not world.status("plug").get("active"), 30, message="the finished run leaves active"
+    )
+    history = kubectl_cjt(world, "history", "plug", "-n", world.ns)
+    assert history.returncode == 0, history.stderr
+    header, row = history.stdout.splitlines()
+    assert header.split()[:4] == ["NAMESPACE", "JOB", "KIND", "OUTCOME"]
+    assert row.split()[1:4] == [job_name, "manual", "Complete"]
+
+    everywhere = kubectl_cjt(world, "next", "-A")
+    assert everywhere.returncode == 0, everywhere.stderr
+    assert any(line.split()[:2] == [world.ns, "plug"] for line in everywhere.stdout.splitlines())
+
+
+def test_the_plugin_fails_with_one_line(world: World) -> None:
+    missing = kubectl_cjt(world, "run", "nope", "-n", world.ns)
+    assert missing.returncode == 1
+    assert missing.stdout == ""
+    (line,) = missing.stderr.strip().splitlines()
+    assert "nope" in line
+    assert "not found" in line
+    wrong_context = kubectl_cjt(world, "history", "x", "--context", "no-such-context")
+    assert wrong_context.returncode == 1
+    assert "no-such-context" in wrong_context.stderr
