@@ -10,6 +10,7 @@ parser's output. Times are drawn near the DST transitions of the zones as often 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -65,17 +66,31 @@ class Cron:
             and ((day and weekday) if either else (day or weekday))
         )
 
-    def fires(self, zone: ZoneInfo, after: datetime, until: datetime) -> list[datetime]:
-        """Every schedule time in (after, until], by looking at each minute."""
+    def fires(
+        self,
+        zone: ZoneInfo,
+        after: datetime,
+        until: datetime,
+        second_pass: Callable[[datetime], bool] = lambda first: False,
+    ) -> list[datetime]:
+        """Every schedule time in (after, until], by looking at each minute.
+
+        On a fall-back day an every-hour schedule fires in both passes; any other fires in
+        the second pass of a wall-clock time only when ``second_pass(first occurrence)``."""
         found = []
         t = after.replace(second=0, microsecond=0) + MINUTE
         twice = len(self.hours.values) == 24
         while t <= until:
             wall = t.astimezone(zone)
-            if self.matches(wall) and (wall.fold == 0 or twice):
+            if self.matches(wall) and (wall.fold == 0 or twice or second_pass(first_of(wall))):
                 found.append(t)
             t += MINUTE
         return found
+
+
+def first_of(wall: datetime) -> datetime:
+    """The first-pass instant (UTC) of the repeated wall-clock time ``wall``."""
+    return wall.replace(fold=0).astimezone(UTC)
 
 
 @st.composite
@@ -269,8 +284,14 @@ def test_most_recent_due_agrees_with_brute_force(
         return
     earliest = now - timedelta(seconds=back)
     lower = earliest if deadline is None else max(earliest, now - timedelta(seconds=deadline))
-    missed = cron.fires(ZoneInfo(zone), lower, now)
-    ahead = cron.fires(ZoneInfo(zone), now, now + WINDOW)
+    # The fall-back rule: a second pass runs only when its first pass was not run (after
+    # ``earliest``) and is out of the deadline's reach.
+    reach = None if deadline is None else now - timedelta(seconds=deadline)
+    second_pass = (
+        (lambda first: False) if reach is None else (lambda first: earliest < first <= reach)
+    )
+    missed = cron.fires(ZoneInfo(zone), lower, now, second_pass)
+    ahead = cron.fires(ZoneInfo(zone), now, now + WINDOW, second_pass)
 
     due = most_recent_due(subject, earliest=earliest, now=now, starting_deadline_seconds=deadline)
 
