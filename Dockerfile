@@ -14,4 +14,4 @@ FROM python:3.11-slim
 COPY --from=build /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 USER 65532:65532
-ENTRYPOINT ["cronjob-operator", "run"]
+ENTRYPOINT ["cronjob-operator"]

@@ -14,6 +14,7 @@ runs as user 65532 and starts ``cronjob-operator run``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,7 +70,7 @@ def test_dockerfile_is_multi_stage_non_root_and_runs_the_manager() -> None:
     )
     assert any(line.startswith("COPY --from=build /opt/venv") for line in final)
     assert "USER 65532:65532" in final
-    assert final[-1] == 'ENTRYPOINT ["cronjob-operator", "run"]'
+    assert final[-1] == 'ENTRYPOINT ["cronjob-operator"]'
     assert final[0].split()[1].endswith("-slim")
 
 
@@ -84,6 +86,19 @@ def test_manager_deployment_runs_the_image_as_documented() -> None:
         "- run",
     ):
         assert needle in manifest, needle
+
+
+def test_the_pod_command_names_the_subcommand_once() -> None:
+    """Kubernetes appends a container's args to the image's ENTRYPOINT: the entrypoint is
+    the program alone and the Deployment's args start with the subcommand, so the pod runs
+    ``cronjob-operator run --leader-elect ...``, never ``cronjob-operator run run ...``."""
+    entrypoint = json.loads(dockerfile_stages()[1][-1].removeprefix("ENTRYPOINT "))
+    manifests = yaml.safe_load_all((REPO / "config" / "manager" / "manager.yaml").read_text())
+    deployment = next(m for m in manifests if m and m["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    command = entrypoint + container["args"]
+    assert command[:2] == ["cronjob-operator", "run"]
+    assert command.count("run") == 1
 
 
 def build_stage_sources() -> list[str]:
