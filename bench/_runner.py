@@ -299,6 +299,7 @@ class ManagerProcess:
             "--webhook-port=0",
             "--health-probe-bind-address=0",
             f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+            "--no-metrics-secure",  # the benchmark reads /metrics itself, over plain HTTP
             f"--max-concurrent-reconciles={workers}",
             "--log-format=json",
             "--log-level=warning",

@@ -21,9 +21,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cronjob_operator import __version__
+from cronjob_operator import __version__, plugin
 from cronjob_operator.cli import build_parser
 from tests.integration.support import REPO
+
+SCRIPT_PARSERS = {"cronjob-operator": build_parser, "kubectl-cjt": plugin._parser}
 
 
 def run(*args: str | Path, cwd: Path | None = None) -> str:
@@ -83,13 +85,19 @@ def test_the_installed_wheel_runs(installed: Path, dist: Path) -> None:
         "configdeployments.apps.tutorial.kubebuilder.io",
     }
     scripts = console_scripts(dist)
-    assert scripts == ["cronjob-operator"]
-    commands = next(
-        action.choices
-        for action in build_parser()._actions
-        if isinstance(action, argparse._SubParsersAction)
-    )
+    assert scripts == ["cronjob-operator", "kubectl-cjt"]
     for script in scripts:
         assert "usage:" in run(installed / script, "--help")
-        for command in commands:
+        for command in subcommands(SCRIPT_PARSERS[script]()):
             assert "usage:" in run(installed / script, command, "--help")
+
+
+def subcommands(parser: argparse.ArgumentParser) -> list[str]:
+    """The subcommand names of a console script's parser."""
+    return list(
+        next(
+            action.choices
+            for action in parser._actions
+            if isinstance(action, argparse._SubParsersAction)
+        )
+    )
