@@ -139,6 +139,7 @@ class Reflector:
         self._version_unavailable = False
         self._verb = "list"
         self._reported_forbidden = ""
+        self._reported_stream_refusal = ""
 
     def run(self, stop: threading.Event) -> None:
         """Sync and watch until ``stop`` is set; errors back off and retry, never escape."""
@@ -178,12 +179,7 @@ class Reflector:
             except errors.ApiError as exc:
                 if not self._need_sync or isinstance(exc, errors.Gone) or errors.is_transient(exc):
                     raise
-                log.info(
-                    "%s: the API server refused a streaming list (%s %s); listing in pages",
-                    self._kind,
-                    exc.code,
-                    exc.message,
-                )
+                self._report_stream_refusal(exc)
         self._list(self._list_resource_version())
         self._watch(stop)
 
@@ -192,6 +188,22 @@ class Reflector:
         if self._version_unavailable:
             return ""
         return self.resource_version or "0"
+
+    def _report_stream_refusal(self, exc: errors.ApiError) -> None:
+        """Say once per distinct refusal that the sync falls back to paged lists.
+
+        Retries after backoff meet the same refusal; repeating the line would bury
+        the one error that says what to fix (the paged LIST reports it).
+        """
+        level = logging.DEBUG if exc.message == self._reported_stream_refusal else logging.INFO
+        self._reported_stream_refusal = exc.message
+        log.log(
+            level,
+            "%s: the API server refused a streaming list (%s %s); listing in pages",
+            self._kind,
+            exc.code,
+            exc.message,
+        )
 
     def _report_forbidden(self, exc: errors.Forbidden, delay: float) -> None:
         resource = (

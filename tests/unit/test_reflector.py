@@ -258,3 +258,19 @@ def test_after_gone_the_next_sync_asks_for_a_fresh_consistent_snapshot() -> None
     r._sync(stop)
     assert [p["resourceVersion"] for p in rest.watch_params] == ["", ""]
     assert (r.resource_version, len(store), r._list_resource_version()) == ("9", 1, "9")
+
+
+def test_a_repeated_stream_refusal_is_said_once_not_on_every_retry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    forbidden = {"message": 'cannot watch resource "configmaps"'}
+    answers: list[FakeStream | Exception] = []
+    for _ in range(3):  # each retry: the streamed sync is refused, the plain watch opens
+        answers += [errors.api_error(403, forbidden), FakeStream([])]
+    r, _, _, _ = streaming(answers)
+    r._list = lambda resource_version: None  # type: ignore[method-assign]
+    caplog.set_level("DEBUG", logger=reflector_module.log.name)
+    for _ in range(3):
+        r._sync(threading.Event())
+    said = [rec.levelname for rec in caplog.records if "refused a streaming list" in rec.message]
+    assert said == ["INFO", "DEBUG", "DEBUG"]
