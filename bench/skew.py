@@ -23,8 +23,9 @@ throughput in that cluster, which bounds any controller's skew (N / throughput).
 
 Targets (issue 15, measured on the first scheduled minute): our creation p99 within
 1.2x of N / bare throughput, and our status (``lastScheduleTime`` of every CronJob) written
-within 2x of the time by which all our Jobs existed. Status is polled every 0.5 s once
-all our Jobs of that minute were seen (a LIST served from the watch cache).
+within 2x of the time by which all our Jobs existed. Both are timed by the benchmark's
+watches (receive time): the last of our Jobs seen, the last CronJob seen with the
+minute as its ``lastScheduleTime``.
 
     python -m bench.skew [--cronjobs 1000] [--builtin N] [--workers 5] [--minutes 1]
         [--margin 20] [--limits 20/30,off] [--bare-threads 16]
@@ -75,45 +76,84 @@ class Seen:
 
 
 @dataclass
-class JobWatcher:
-    """Records every Job added from now on (a thread on one watch)."""
+class Watcher:
+    """One watch on a collection from now on, handing each event and its receive time to
+    ``_record`` on a thread of its own."""
 
     rest: RestClient
-    seen: list[Seen] = field(default_factory=list)
+    kind: Kind
     _stream: WatchStream | None = None
 
     def start(self) -> None:
-        page = self.rest.request("GET", JOB.collection_path(None), params={"limit": 1})
+        path = self.kind.collection_path(None)
+        page = self.rest.request("GET", path, params={"limit": 1})
         version = page["metadata"]["resourceVersion"]
         self._stream = self.rest.watch(
-            JOB.collection_path(None),
-            {"resourceVersion": version, "timeoutSeconds": 600},
-            read_timeout=600,
+            path, {"resourceVersion": version, "timeoutSeconds": 600}, read_timeout=600
         )
-        threading.Thread(target=self._run, name="job-watcher", daemon=True).start()
+        threading.Thread(target=self._run, name=f"{self.kind.plural}-watcher", daemon=True).start()
 
     def _run(self) -> None:
         assert self._stream is not None
         for event in self._stream:
-            received = time.time()
-            if event.get("type") != "ADDED":
-                continue
-            metadata = event["object"]["metadata"]
-            owner: dict[str, Any] = next(
-                (r for r in metadata.get("ownerReferences") or () if r.get("controller")), {}
-            )
-            self.seen.append(
-                Seen(
-                    owner.get("apiVersion", ""),
-                    metadata["name"],
-                    parse_k8s_time(metadata["creationTimestamp"]),
-                    received,
-                )
-            )
+            self._record(event, time.time())
+
+    def _record(self, event: dict[str, Any], received: float) -> None:
+        raise NotImplementedError
 
     def stop(self) -> None:
         if self._stream is not None:
             self._stream.close()
+
+
+@dataclass
+class JobWatcher(Watcher):
+    """Records every Job added from now on."""
+
+    kind: Kind = JOB
+    seen: list[Seen] = field(default_factory=list)
+
+    def _record(self, event: dict[str, Any], received: float) -> None:
+        if event.get("type") != "ADDED":
+            return
+        metadata = event["object"]["metadata"]
+        owner: dict[str, Any] = next(
+            (r for r in metadata.get("ownerReferences") or () if r.get("controller")), {}
+        )
+        self.seen.append(
+            Seen(
+                owner.get("apiVersion", ""),
+                metadata["name"],
+                parse_k8s_time(metadata["creationTimestamp"]),
+                received,
+            )
+        )
+
+
+@dataclass
+class StatusWatcher(Watcher):
+    """When each of our CronJobs was first seen recording ``target`` as its last run:
+    the same clock (the watch's receive time) as a Job's "observed" time."""
+
+    kind: Kind = CRONJOB
+    target: float = 0.0
+    recorded: dict[str, float] = field(default_factory=dict)
+
+    def _record(self, event: dict[str, Any], received: float) -> None:
+        obj = event.get("object") or {}
+        last = (obj.get("status") or {}).get("lastScheduleTime")
+        if last and parse_k8s_time(last) == self.target:
+            metadata = obj["metadata"]
+            self.recorded.setdefault(f"{metadata['namespace']}/{metadata['name']}", received)
+
+    def all_written_at(self, count: int, deadline: float) -> float:
+        """When the last of ``count`` CronJobs was seen with its status written (or nan)."""
+        while time.time() < deadline:
+            times = list(self.recorded.values())
+            if len(times) >= count:
+                return max(times)
+            time.sleep(0.2)
+        return float("nan")
 
 
 def _scheduled(seen: Seen, builtin: bool) -> float:
@@ -190,22 +230,6 @@ def bare_create_rate(rest: RestClient, count: int, threads: int) -> float:
     return count / (time.monotonic() - started)
 
 
-def status_written_at(rest: RestClient, count: int, target: float, deadline: float) -> float:
-    """When (wall clock) every one of our CronJobs recorded ``target`` as its last run."""
-    expected = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(target))
-    while time.time() < deadline:
-        listed = rest.request("GET", CRONJOB.collection_path(None), params={"resourceVersion": "0"})
-        done = sum(
-            1
-            for item in listed.get("items") or ()
-            if (item.get("status") or {}).get("lastScheduleTime") == expected
-        )
-        if done >= count:
-            return time.time()
-        time.sleep(0.5)
-    return float("nan")
-
-
 def measure(
     count: int,
     *,
@@ -235,18 +259,20 @@ def measure(
         ) as operator:
             operator.wait_stats(lambda s: s["first_count"] >= count, 600, "first reconciles")
             operator.wait_quiet(3.0)
-            watcher = JobWatcher(rest)
-            watcher.start()
-            operator.stats(reset=True)
             now = time.time()
             target = (int(now + margin) // 60 + 1) * 60.0
+            watcher = JobWatcher(rest)
+            statuses = StatusWatcher(rest, target=target)
+            watcher.start()
+            statuses.start()
+            operator.stats(reset=True)
             targets = [target + 60.0 * i for i in range(minutes)]
             deadline = targets[-1] + 60.0
             while time.time() < deadline:
                 if len(_measured(watcher.seen, CRONJOB.api_version, targets[:1])) >= count:
                     break
                 time.sleep(0.2)
-            status_at = status_written_at(rest, count, targets[0], deadline)
+            status_at = statuses.all_written_at(count, deadline)
             while time.time() < deadline:
                 ours_seen = _measured(watcher.seen, CRONJOB.api_version, targets)
                 theirs_seen = _measured(watcher.seen, "batch/v1", targets)
@@ -254,6 +280,7 @@ def measure(
                     break
                 time.sleep(0.5)
             watcher.stop()
+            statuses.stop()
             phase = operator.stats()
             histogram = skew_histogram(operator.metrics())
         load = _common.machine_lines()[-1]
