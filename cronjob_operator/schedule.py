@@ -229,7 +229,6 @@ class _Cron:
             )
         )
 
-
     @cached_property
     def croniter_template(self) -> croniter:
         """croniter's parse of :attr:`croniter_expression`, done once per schedule.
