@@ -230,6 +230,65 @@ def bare_create_rate(rest: RestClient, count: int, threads: int) -> float:
     return count / (time.monotonic() - started)
 
 
+def bare_status_rate(rest: RestClient, count: int, threads: int) -> float:
+    """CronJob status writes per second a bare client (``threads`` threads) makes.
+
+    A run costs one status write after its Job create, and for a custom resource with a
+    Pod template in it the API server's write costs more than a Job create (schema
+    validation and managed fields of the whole object): this bounds how soon any
+    controller can record N runs. Measured on N suspended CronJobs of a namespace of their
+    own, each given a status like a run's (one active Job, times, a condition), then
+    deleted again before the operator starts.
+    """
+    writer = Writer(rest)
+    namespace = "bare-status"
+    writer.create(Kind("", "v1", "Namespace", "namespaces"), {"metadata": {"name": namespace}})
+    manifests = []
+    for i in range(count):
+        manifest = _cluster.cronjob_manifest(namespace, f"bare-{i:05d}", schedule=EVERY_MINUTE)
+        manifest["spec"]["suspend"] = True
+        manifests.append(manifest)
+    created = _cluster.bulk(lambda obj: writer.create(CRONJOB, obj), manifests, threads=threads)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:00Z", time.gmtime())
+    bodies = [{**obj, "status": _run_like_status(obj, stamp)} for obj in created]
+    started = time.monotonic()
+    _cluster.bulk(lambda obj: writer.update_status(CRONJOB, obj), bodies, threads=threads)
+    rate = count / (time.monotonic() - started)
+    _cluster.bulk(
+        lambda obj: writer.delete(CRONJOB, obj["metadata"]["name"], namespace=namespace),
+        created,
+        threads=threads,
+    )
+    return rate
+
+
+def _run_like_status(cronjob: dict[str, Any], stamp: str) -> dict[str, Any]:
+    name = cronjob["metadata"]["name"]
+    return {
+        "active": [
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": f"{name}-1",
+                "namespace": cronjob["metadata"]["namespace"],
+                "uid": cronjob["metadata"]["uid"],
+            }
+        ],
+        "lastScheduleTime": stamp,
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "True",
+                "reason": "Scheduled",
+                "message": "bench",
+                "lastTransitionTime": stamp,
+                "observedGeneration": 1,
+            }
+        ],
+    }
+
+
 def measure(
     count: int,
     *,
@@ -254,6 +313,7 @@ def measure(
         _cluster.bulk(lambda obj: writer.create(CRONJOB, obj), ours)
         _cluster.bulk(lambda obj: writer.create(BUILTIN_CRONJOB, obj), theirs)
         bare_rate = bare_create_rate(rest, count, bare_threads)
+        status_rate = bare_status_rate(rest, count, bare_threads)
         with ManagerProcess(
             plane, workers=workers, log=log_dir / "operator.log", extra_args=limits.flags()
         ) as operator:
@@ -300,6 +360,7 @@ def measure(
     bound = count / bare_rate
     p99 = _cluster.percentile([s.created - targets[0] for s in first], 0.99)
     status_s = status_at - targets[0]
+    status_bound = all_seen_at + count / status_rate
     notes = [
         f"{limits}: bare client {bare_rate:,.0f} Jobs/s ({count:,} Jobs, {bare_threads} "
         f"threads), so N / throughput = {bound:.2f} s; our first-minute creation p99 "
@@ -307,6 +368,12 @@ def measure(
         f"{all_jobs_at:.0f} s (creationTimestamp) / seen by {all_seen_at:.2f} s; every "
         f"status written by {status_s:.2f} s = {status_s / all_seen_at:.2f}x the time all "
         "Jobs were seen (target <= 2x).",
+        f"{limits}: bare client {status_rate:,.0f} CronJob status writes/s ({count:,} PUTs, "
+        f"{bare_threads} threads; {bare_rate / status_rate:.2f}x slower than a Job create), "
+        f"so the earliest every status can be written after all Jobs were seen is "
+        f"{all_seen_at:.2f} + {count / status_rate:.2f} = {status_bound:.2f} s = "
+        f"{status_bound / all_seen_at:.2f}x; ours {status_s:.2f} s = "
+        f"{status_s / status_bound:.2f}x that bound.",
         f"{count:,} CronJobs of ours and {builtin:,} built-in ones, schedule "
         f"'{EVERY_MINUTE}', {minutes} "
         f"scheduled minute(s) measured; our operator with --max-concurrent-reconciles="

@@ -30,7 +30,7 @@ from cronjob_operator.controllers.configdeployment import (
     config_map_requests,
     setup,
 )
-from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.envtest import ControlPlane, WaitTimeout, wait_for
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.cache import UnindexedFieldError
@@ -275,22 +275,35 @@ def rolled_to(cluster: Cluster, namespace: str, name: str, content_hash: str) ->
 
 def wait_until_rolled_out(cluster: Cluster, namespace: str, name: str, replicas: int) -> None:
     """Wait for the rollout to finish and the ConfigDeployment's status to show it."""
+    unmet: list[str] = []
+    seen: dict[str, Any] = {}
 
     def settled() -> bool:
         status = cluster.status(namespace, name)
         deployment = cluster.get(DEPLOYMENT, name, namespace) or {}
         dep_status = deployment.get("status") or {}
-        return (
-            status.get("readyReplicas") == replicas
-            and status.get("replicas") == replicas
-            and cluster.condition(namespace, name, "Available")
-            == ("True", "MinimumReplicasAvailable")
-            and cluster.condition(namespace, name, "Progressing") == ("False", "RolloutComplete")
-            and dep_status.get("observedGeneration") == deployment["metadata"]["generation"]
-            and len(cluster.ready_pods(namespace, name)) == replicas
-        )
+        ready_pods = cluster.ready_pods(namespace, name)
+        seen.update(status=status, deployment_status=dep_status, ready_pods=len(ready_pods))
+        checks = {
+            "status.readyReplicas": status.get("readyReplicas") == replicas,
+            "status.replicas": status.get("replicas") == replicas,
+            "Available=True": cluster.condition(namespace, name, "Available")
+            == ("True", "MinimumReplicasAvailable"),
+            "Progressing=False/RolloutComplete": cluster.condition(namespace, name, "Progressing")
+            == ("False", "RolloutComplete"),
+            "Deployment observed": dep_status.get("observedGeneration")
+            == (deployment.get("metadata") or {}).get("generation"),
+            "ready pods": len(ready_pods) == replicas,
+        }
+        unmet[:] = [what for what, ok in checks.items() if not ok]
+        return not unmet
 
-    wait_for(settled, TIMEOUT, message=f"{namespace}/{name} rolled out with {replicas} ready pods")
+    try:
+        wait_for(
+            settled, TIMEOUT, message=f"{namespace}/{name} rolled out with {replicas} ready pods"
+        )
+    except WaitTimeout as exc:
+        raise WaitTimeout(f"{exc}; unmet: {unmet}; last seen: {seen}") from None
 
 
 # -- tests ------------------------------------------------------------------------------
