@@ -3,7 +3,8 @@
 The package is layered the way a kubebuilder project is: ``api`` holds the pydantic
 models of our custom resources and the CRD generator, ``runtime`` is the
 controller-runtime layer (informer cache, client, work queue, controllers, manager),
-``controllers`` holds one reconciler per kind, and ``cli`` turns flags into a manager.
+``controllers`` holds one reconciler per kind, ``schedule`` the pure cron and time-zone
+logic they and the ``webhooks`` share, and ``cli`` turns flags into a manager.
 ``envtest`` starts a real local control plane for tests and the local run.
 """
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from cronjob_operator import __version__
+from cronjob_operator._flags import positive_int
 
 if TYPE_CHECKING:
     from cronjob_operator.runtime import Manager
@@ -35,16 +36,6 @@ USER_AGENT = f"{COMPONENT}/{__version__}"
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
 
 
 def _positive_float(text: str) -> float:
@@ -145,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--namespace", help="watch only this namespace; default: all namespaces")
     run.add_argument(
         "--max-concurrent-reconciles",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         help="reconciles one controller may run at once (distinct objects)",
     )
@@ -159,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--kube-api-burst",
-        type=_positive_int,
+        type=positive_int,
         default=30,
         help="requests allowed at once above --kube-api-qps (used only when it is positive)",
     )

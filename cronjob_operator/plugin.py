@@ -38,6 +38,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from cronjob_operator import schedule as schedules
+from cronjob_operator._flags import positive_int
 from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
 from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.runtime.conditions import parse_time
@@ -110,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
         help="start after this time (RFC 3339, e.g. 2027-03-14T00:00:00Z; default now)",
     )
     nxt.add_argument(
-        "--count", type=_positive, default=DEFAULT_COUNT, help="how many times to print"
+        "--count", type=positive_int, default=DEFAULT_COUNT, help="how many times to print"
     )
     for name, help_ in (
         ("suspend", "Suspend a CronJob: no new scheduled runs start."),
@@ -130,16 +131,6 @@ def _instant(text: str) -> datetime:
     if moment.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{text!r} needs a zone offset or Z")
     return moment.astimezone(UTC)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
 
 
 # --- the cluster ----------------------------------------------------------------------

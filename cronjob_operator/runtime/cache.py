@@ -14,7 +14,9 @@ namespace). Only exact matches exist, and ``matching_fields`` on a field without
 raises ``UnindexedFieldError``: it never falls back to a silent scan.
 
 Reads return the cached (frozen) objects themselves: no copy, and no way to corrupt the
-cache. ``objects.thaw`` gives a mutable copy to a caller that wants one.
+cache. ``objects.thaw`` gives a mutable copy to a caller that wants one. What a get and
+a list return from a store (``lookup``, ``select``) is written once, here, and the fake
+client (``fake``) reads its own stores through the same two functions.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ __all__ = [
     "UnindexedFieldError",
     "add_field_index",
     "field_index_name",
+    "lookup",
     "select",
+    "store_key",
     "strip_managed_fields",
 ]
 
@@ -177,11 +181,7 @@ class Cache:
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
         """The cached object, or ``errors.NotFound``."""
-        key = f"{namespace}/{name}" if namespace and kind.namespaced else name
-        obj = self._synced_informer(kind).store.get(key)
-        if obj is None:
-            raise not_found(kind, name, namespace)
-        return obj
+        return lookup(kind, self._synced_informer(kind).store, name, namespace)
 
     def list(
         self,
@@ -215,6 +215,23 @@ class Cache:
 def add_field_index(store: Store, field: str, fn: FieldIndexFunc) -> None:
     """File ``store``'s objects by ``field`` under controller-runtime's keys (module doc)."""
     store.add_indexer(field_index_name(field), _namespaced_values(fn))
+
+
+def store_key(kind: Kind, name: str, namespace: str | None) -> str:
+    """The key ``name`` has in a store of ``kind`` (``namespace`` is ignored for a
+    cluster-scoped kind); ``objects.object_key`` gives the same key from an object."""
+    return f"{namespace}/{name}" if namespace and kind.namespaced else name
+
+
+def lookup(kind: Kind, store: Store, name: str, namespace: str | None) -> objects.Obj:
+    """The object a ``Reader.get`` returns from one kind's ``store``, or ``errors.NotFound``.
+
+    The one implementation of get semantics, shared by the cache and the fake client.
+    """
+    obj = store.get(store_key(kind, name, namespace))
+    if obj is None:
+        raise not_found(kind, name, namespace)
+    return obj
 
 
 def select(

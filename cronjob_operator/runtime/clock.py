@@ -4,9 +4,11 @@ A reconciler takes a ``Clock`` (any function returning an aware ``datetime``) an
 it once per reconcile; production passes ``utc_now``. Tests pass a ``FakeClock``, which
 only moves when told to (``set``, ``advance``), from any thread; its ``monotonic`` is the
 same clock as float seconds, for code that takes a ``Callable[[], float]`` (the work
-queue's delays and backoff). The clock is wall time
-in UTC: schedules and Kubernetes timestamps are wall time. Durations that must not jump
-(backoff, deadlines, leases) use ``time.monotonic`` in the runtime instead.
+queue's delays and backoff, the client's token bucket), and its ``sleep`` moves it
+instead of waiting, for code that takes a ``Callable[[float], None]``, remembering each
+sleep in ``slept``. The clock is wall time in UTC: schedules and Kubernetes timestamps
+are wall time. Durations that must not jump (backoff, deadlines, leases) use
+``time.monotonic`` in the runtime instead.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class FakeClock:
         self._lock = threading.Lock()
         self._now = _aware(now) if now is not None else utc_now()
         self._origin = self._now
+        self.slept: list[float] = []
+        """The seconds of each ``sleep`` call, in order."""
 
     def __call__(self) -> datetime:
         with self._lock:
@@ -53,6 +57,12 @@ class FakeClock:
         step = delta if isinstance(delta, timedelta) else timedelta(seconds=delta)
         with self._lock:
             self._now += step
+
+    def sleep(self, seconds: float) -> None:
+        """Advance by ``seconds`` at once, as ``time.sleep`` would have taken that long."""
+        with self._lock:
+            self.slept.append(seconds)
+            self._now += timedelta(seconds=seconds)
 
     def monotonic(self) -> float:
         """Seconds since the clock was made (small numbers keep float sums exact)."""

@@ -21,8 +21,9 @@ the same on a cluster:
   with ``Background`` (the default; Jobs default to ``Orphan`` as on the real API) or
   ``Foreground`` dependents whose owners are all gone are deleted in turn, dependents
   with another live owner lose only the reference; ``Orphan`` removes the reference.
-* Field indexes are the cache's own code (``cache.select``): ``matching_fields`` on a
-  field without ``with_index``/``index_field`` raises ``UnindexedFieldError``.
+* Reads are the cache's own code (``cache.lookup`` for get, ``cache.select`` for list,
+  field indexes included): ``matching_fields`` on a field without
+  ``with_index``/``index_field`` raises ``UnindexedFieldError``.
 * Reads return frozen objects, as the cache does. ``live`` is the same store: the fake
   has no cache lag.
 
@@ -48,8 +49,14 @@ from typing import Any
 
 from cronjob_operator.runtime import errors, kinds, objects
 from cronjob_operator.runtime._store import Store
-from cronjob_operator.runtime.cache import FieldIndexFunc, add_field_index, select
-from cronjob_operator.runtime.client import PatchType, Propagation, not_found
+from cronjob_operator.runtime.cache import (
+    FieldIndexFunc,
+    add_field_index,
+    lookup,
+    select,
+    store_key,
+)
+from cronjob_operator.runtime.client import PatchType, Propagation
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.conditions import rfc3339
 from cronjob_operator.runtime.kinds import Kind
@@ -310,10 +317,7 @@ class FakeClient:
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
         """The stored object, or ``errors.NotFound``."""
         with self._lock:
-            obj = self._store(kind).get(self._key(kind, name, namespace))
-        if obj is None:
-            raise not_found(kind, name, namespace)
-        return obj
+            return lookup(kind, self._store(kind), name, namespace)
 
     def list(
         self,
@@ -460,10 +464,6 @@ class FakeClient:
         return store
 
     @staticmethod
-    def _key(kind: Kind, name: str, namespace: str | None) -> str:
-        return f"{namespace}/{name}" if namespace and kind.namespaced else name
-
-    @staticmethod
     def _namespace(metadata: Mapping[str, Any]) -> str:
         return str(metadata.get("namespace") or "")
 
@@ -482,7 +482,7 @@ class FakeClient:
                 number, digit = divmod(number, len(_NAME_ALPHABET))
                 suffix += _NAME_ALPHABET[digit]
             name = f"{metadata['generateName']}{suffix}"
-            key = self._key(kind, name, self._namespace(metadata))
+            key = store_key(kind, name, self._namespace(metadata))
             if self._store(kind).get(key) is None:
                 return name
 
@@ -506,7 +506,7 @@ class FakeClient:
         if metadata.get("resourceVersion"):
             message = "resourceVersion should not be set on objects to be created"
             raise errors.BadRequest(_status("BadRequest", 400, kind, name, message), code=400)
-        if self._store(kind).get(self._key(kind, name, metadata.get("namespace"))) is not None:
+        if self._store(kind).get(store_key(kind, name, metadata.get("namespace"))) is not None:
             message = f"{_resource(kind, name)} already exists"
             raise errors.AlreadyExists(_status("AlreadyExists", 409, kind, name, message), code=409)
 
@@ -647,7 +647,7 @@ class FakeClient:
         for kind, store in self._stores.items():
             if not kind.matches(str(ref.get("apiVersion", "")), str(ref.get("kind", ""))):
                 continue
-            owner = store.get(self._key(kind, str(ref.get("name")), namespace))
+            owner = store.get(store_key(kind, str(ref.get("name")), namespace))
             if owner is not None and owner["metadata"].get("uid") == ref.get("uid"):
                 return True
         return False

@@ -5,8 +5,9 @@ the old one on UPDATE) and answers with one whose ``response`` echoes the reques
 and says ``allowed``; a mutating webhook adds a base64 JSON Patch, a validating one that
 denies adds a ``metav1.Status``. ``parse_review`` turns a decoded body into an
 ``AdmissionRequest`` or raises ``server.BadRequest`` (HTTP 400: such a body did not come
-from an API server); ``allow``, ``patch`` and ``deny`` build the responses, and
-``review_handler`` makes a server route of a function that judges one object.
+from an API server); ``allow``, ``patch`` and ``deny`` build the responses
+(``validation_answer`` the one a validating webhook gives, from its create and update
+rules), and ``review_handler`` makes a server route of a function that judges one object.
 
 Validation errors are ``FieldError`` objects, written as apimachinery's ``field.Error``:
 ``spec.schedule: Invalid value: "60 * * * *": minute 60 is out of range 0-59``.
@@ -43,6 +44,7 @@ __all__ = [
     "patch",
     "required",
     "review_handler",
+    "validation_answer",
 ]
 
 API_VERSION = "admission.k8s.io/v1"
@@ -209,6 +211,31 @@ def not_supported(field: str, value: Any, supported: Iterable[str]) -> FieldErro
     """``field.NotSupported``: the value is not one of ``supported``."""
     listed = ", ".join(json.dumps(choice) for choice in supported)
     return FieldError(ErrorType.NOT_SUPPORTED, field, value, f"supported values: {listed}")
+
+
+def validation_answer(
+    request: AdmissionRequest,
+    obj: Mapping[str, Any],
+    *,
+    kind: Kind,
+    validate_create: Callable[[Mapping[str, Any]], list[FieldError]],
+    validate_update: Callable[[Mapping[str, Any], Mapping[str, Any]], list[FieldError]],
+) -> dict[str, Any]:
+    """A validating webhook's answer for ``obj`` of ``kind``: admit, or deny with every error.
+
+    ``validate_update`` judges an UPDATE against the old object, ``validate_create``
+    everything else (controller-runtime's validator for a ``CustomValidator``).
+    """
+    if request.operation is Operation.UPDATE and request.old_object is not None:
+        errors = validate_update(obj, request.old_object)
+    else:
+        errors = validate_create(obj)
+    if not errors:
+        return allow(request.uid)
+    name = request.name or (obj.get("metadata") or {}).get("name") or ""
+    return deny(
+        request.uid, invalid_status(group=kind.group, kind=kind.kind, name=name, errors=errors)
+    )
 
 
 def invalid_status(

@@ -17,7 +17,7 @@ from typing import Any, Final
 from cronjob_operator.api import apps_v1
 from cronjob_operator.api.core import RestartPolicy
 from cronjob_operator.webhooks import admission
-from cronjob_operator.webhooks.admission import AdmissionRequest, FieldError, Operation
+from cronjob_operator.webhooks.admission import AdmissionRequest, FieldError
 
 __all__ = ["VALIDATE_PATH", "validate", "validate_create", "validate_update"]
 
@@ -104,13 +104,10 @@ def validate_update(
 
 def validate(request: AdmissionRequest, config_deployment: dict[str, Any]) -> dict[str, Any]:
     """The validating webhook's answer: admit, or deny with every error."""
-    if request.operation is Operation.UPDATE and request.old_object is not None:
-        errors = validate_update(config_deployment, request.old_object)
-    else:
-        errors = validate_create(config_deployment)
-    if not errors:
-        return admission.allow(request.uid)
-    name = request.name or (config_deployment.get("metadata") or {}).get("name") or ""
-    kind = apps_v1.CONFIG_DEPLOYMENT
-    status = admission.invalid_status(group=kind.group, kind=kind.kind, name=name, errors=errors)
-    return admission.deny(request.uid, status)
+    return admission.validation_answer(
+        request,
+        config_deployment,
+        kind=apps_v1.CONFIG_DEPLOYMENT,
+        validate_create=validate_create,
+        validate_update=validate_update,
+    )

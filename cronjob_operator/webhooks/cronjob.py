@@ -33,7 +33,7 @@ from cronjob_operator import schedule
 from cronjob_operator.api import batch_v1
 from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.webhooks import admission
-from cronjob_operator.webhooks.admission import AdmissionRequest, FieldError, Operation
+from cronjob_operator.webhooks.admission import AdmissionRequest, FieldError
 
 __all__ = [
     "DEFAULTS",
@@ -264,14 +264,10 @@ def mutate(request: AdmissionRequest, cronjob: dict[str, Any]) -> dict[str, Any]
 
 def validate(request: AdmissionRequest, cronjob: dict[str, Any]) -> dict[str, Any]:
     """The validating webhook's answer: admit, or deny with every error."""
-    if request.operation is Operation.UPDATE and request.old_object is not None:
-        errors = validate_update(cronjob, request.old_object)
-    else:
-        errors = validate_create(cronjob)
-    if not errors:
-        return admission.allow(request.uid)
-    name = request.name or (cronjob.get("metadata") or {}).get("name") or ""
-    status = admission.invalid_status(
-        group=batch_v1.CRONJOB.group, kind=batch_v1.CRONJOB.kind, name=name, errors=errors
+    return admission.validation_answer(
+        request,
+        cronjob,
+        kind=batch_v1.CRONJOB,
+        validate_create=validate_create,
+        validate_update=validate_update,
     )
-    return admission.deny(request.uid, status)

@@ -1,9 +1,11 @@
 """The layering the folder tree promises: runtime never imports upward, api never imports down.
 
-Also: the runtime's machinery (``cronjob_operator.runtime._*``) is used only inside the
-runtime, the runtime's modules import each other without a cycle, its public facade
-exports exactly the names below, every module opens with a docstring, and every runtime
-module declares ``__all__``, so the architecture stays readable from the tree.
+The schedule package is pure time logic and imports nothing else of the operator. Also:
+the runtime's machinery (``cronjob_operator.runtime._*``) is used only inside the
+runtime and the schedule's private modules only inside the schedule package, the
+runtime's modules import each other without a cycle, its public facade exports exactly
+the names below, every module opens with a docstring, and every runtime module declares
+``__all__``, so the architecture stays readable from the tree.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import cronjob_operator.runtime
 
 PACKAGE = Path(__file__).resolve().parents[2] / "cronjob_operator"
 PRIVATE_RUNTIME = "cronjob_operator.runtime._"
+PRIVATE_SCHEDULE = "cronjob_operator.schedule._"
 NOT_ALLOWED_PRIVATE_RUNTIME = ("controllers", "webhooks", "cli.py", "api")
 
 FORBIDDEN = {
@@ -24,6 +27,8 @@ FORBIDDEN = {
                 "cronjob_operator.webhooks", "cronjob_operator.schedule"),
     "api": ("cronjob_operator.controllers", "cronjob_operator.cli", "cronjob_operator.webhooks"),
     "controllers": ("cronjob_operator.cli",),
+    "schedule": ("cronjob_operator.api", "cronjob_operator.controllers", "cronjob_operator.cli",
+                 "cronjob_operator.webhooks", "cronjob_operator.runtime"),
 }  # fmt: skip
 
 PUBLIC_RUNTIME_NAMES = {
@@ -109,6 +114,17 @@ def test_only_the_runtime_uses_its_private_machinery(area: str) -> None:
         for path in paths
         for name in imported_modules(path)
         if name.startswith(PRIVATE_RUNTIME)
+    ]
+    assert offenders == []
+
+
+def test_only_the_schedule_package_uses_its_private_modules() -> None:
+    offenders = [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in modules()
+        if path.relative_to(PACKAGE).parts[0] != "schedule"
+        for name in imported_modules(path)
+        if name.startswith(PRIVATE_SCHEDULE)
     ]
     assert offenders == []
 

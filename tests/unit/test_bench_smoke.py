@@ -11,7 +11,15 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from bench import _common, hostile_clients, index_vs_scan, ingest, memory, read_cost
+from bench import (
+    _common,
+    hostile_clients,
+    index_vs_scan,
+    ingest,
+    memory,
+    read_cost,
+    reconcile_cost,
+)
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX
 from cronjob_operator.runtime.kinds import JOB
 
@@ -32,6 +40,9 @@ def table_rows(output: str) -> list[str]:
         pytest.param(index_vs_scan.main, ["--sizes", "20,55", *QUICK], 2, id="index_vs_scan"),
         pytest.param(read_cost.main, ["--jobs", "30", *QUICK], 4, id="read_cost"),
         pytest.param(memory.main, ["--jobs", "50"], 3, id="memory"),
+        pytest.param(
+            reconcile_cost.main, ["--reconciles", "5", "--jobs", "2"], 3, id="reconcile_cost"
+        ),
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),
         pytest.param(
             hostile_clients.main,

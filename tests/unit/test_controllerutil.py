@@ -211,6 +211,16 @@ def test_fake_clock_moves_only_when_told() -> None:
         clock.set(datetime(2026, 1, 1))
 
 
+def test_fake_clock_sleep_moves_it_at_once_and_is_remembered() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    clock = FakeClock(start)
+    clock.sleep(0.25)
+    clock.sleep(3)
+    assert clock.slept == [0.25, 3]
+    assert clock() == start + timedelta(seconds=3.25)
+    assert clock.monotonic() == 3.25
+
+
 def _meta(**metadata: Any) -> Obj:
     return freeze({"metadata": metadata})  # type: ignore[no-any-return]
 

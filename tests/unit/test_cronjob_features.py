@@ -1,7 +1,8 @@
 """Beyond the built-in CronJob: next run, run now, failure pause, stagger (issue 14).
 
-The pure rules of ``cronjob_features``, then the reconciler on an in-memory cluster
-(``fake_cluster``) with an injected clock: every time in these tests is chosen, none read.
+The pure rules of ``cronjob_features``, then the reconciler on the runtime's fake client
+(through ``cronjob_harness``) with an injected clock: every time in these tests is
+chosen, none read.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ from cronjob_operator.api import batch_v1
 from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
 from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.controllers.cronjob import CronJobReconciler
 from cronjob_operator.runtime.conditions import find_condition, rfc3339
-from cronjob_operator.runtime.objects import freeze
-from cronjob_operator.runtime.reconcile import Request
+from cronjob_operator.runtime.objects import freeze, thaw
 from cronjob_operator.webhooks import conversion
 from cronjob_operator.webhooks import cronjob as webhook
-from tests.unit.fake_cluster import FakeCluster
+from tests.unit import cronjob_harness
+from tests.unit.cronjob_harness import Harness
 
 CREATED = datetime(2016, 5, 19, 9, 59, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -141,52 +141,29 @@ def test_pause_and_resume_on_a_new_generation() -> None:
 # --- the reconciler with an injected clock --------------------------------------------
 
 
-class Clock:
-    def __init__(self, now: datetime) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
-def cluster() -> FakeCluster:
-    return FakeCluster()
+def cluster() -> Harness:
+    """The reconciler of ``ns/cj`` on the fake client, its clock at ``CREATED``."""
+    return Harness(start=CREATED, namespace="ns", name="cj")
 
 
-def add_cronjob(
-    cluster: FakeCluster,
-    name: str = "cj",
-    *,
-    annotations: dict[str, str] | None = None,
-    **spec: Any,
-) -> None:
-    cluster.create(
+def add_cronjob(cluster: Harness, **spec: Any) -> None:
+    cluster.client.add(
         CRONJOB,
-        {
-            "apiVersion": CRONJOB.api_version,
-            "kind": "CronJob",
-            "metadata": {
-                "name": name,
-                "namespace": "ns",
-                "creationTimestamp": rfc3339(CREATED),
-                "annotations": annotations or {},
-            },
-            "spec": {
-                "schedule": "0 * * * *",
-                "jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}},
-                **spec,
-            },
-        },
+        cronjob_harness.cronjob(
+            cluster.name,
+            cluster.namespace,
+            created=CREATED,
+            spec={"schedule": "0 * * * *", **spec},
+            annotations={},
+        ),
     )
 
 
-def reconcile(cluster: FakeCluster, now: datetime, name: str = "cj") -> dict[str, Any]:
+def reconcile(cluster: Harness, now: datetime) -> dict[str, Any]:
     """One reconcile at ``now``, plus the follow-up the work queue would run after a create."""
-    reconciler = CronJobReconciler(cluster, cluster, clock=Clock(now))  # type: ignore[arg-type]
-    if reconciler.reconcile(Request("ns", name)).follow_up:
-        reconciler.reconcile(Request("ns", name))
-    return cluster.cronjob(name).get("status") or {}
+    cluster.reconcile_at(now)
+    return thaw(cluster.status())
 
 
 def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -195,28 +172,28 @@ def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
     return found
 
 
-def request_run(cluster: FakeCluster, token: str, name: str = "cj") -> None:
-    cluster.cronjob(name)["metadata"]["annotations"][RUN_ANNOTATION] = token
+def request_run(cluster: Harness, token: str) -> None:
+    cluster.edit(lambda cronjob: cronjob["metadata"]["annotations"].update({RUN_ANNOTATION: token}))
 
 
 def test_next_schedule_time_is_written_once_and_cleared_when_suspended(
-    cluster: FakeCluster,
+    cluster: Harness,
 ) -> None:
     add_cronjob(cluster)
     status = reconcile(cluster, CREATED)
     assert status["nextScheduleTime"] == "2016-05-19T10:00:00Z"
-    writes = cluster.status_writes
+    writes = cluster.status_writes()
     reconcile(cluster, CREATED + timedelta(seconds=30))
-    assert cluster.status_writes == writes, "a no-op reconcile writes nothing"
+    assert cluster.status_writes() == writes, "a no-op reconcile writes nothing"
     status = reconcile(cluster, CREATED + timedelta(minutes=2))  # 10:01: the 10:00 run
     assert status["nextScheduleTime"] == "2016-05-19T11:00:00Z"
     assert status["consecutiveFailures"] == 0
-    cluster.edit_spec("cj", suspend=True)
+    cluster.edit(lambda cronjob: cronjob["spec"].update(suspend=True))
     assert "nextScheduleTime" not in reconcile(cluster, CREATED + timedelta(minutes=3))
 
 
 def test_next_schedule_time_is_absent_for_a_schedule_that_never_fires(
-    cluster: FakeCluster,
+    cluster: Harness,
 ) -> None:
     add_cronjob(cluster, schedule="59 23 31 2 *")
     status = reconcile(cluster, CREATED)
@@ -224,7 +201,7 @@ def test_next_schedule_time_is_absent_for_a_schedule_that_never_fires(
     assert condition(status, "Degraded")["reason"] == "InvalidSchedule"
 
 
-def test_a_run_request_creates_one_manual_job_even_when_suspended(cluster: FakeCluster) -> None:
+def test_a_run_request_creates_one_manual_job_even_when_suspended(cluster: Harness) -> None:
     add_cronjob(cluster, suspend=True)
     reconcile(cluster, CREATED)
     request_run(cluster, "token-1")
@@ -237,14 +214,14 @@ def test_a_run_request_creates_one_manual_job_even_when_suspended(cluster: FakeC
     assert [ref["name"] for ref in status["active"]] == [name]
     assert "lastScheduleTime" not in status
     # The same token again (a retry, a second replica): no second Job.
-    cluster.cronjob("cj")["status"].pop("lastHandledRunRequest")
+    cluster.edit_status(lambda status: status.pop("lastHandledRunRequest"))
     reconcile(cluster, CREATED + timedelta(seconds=6))
     assert list(cluster.jobs()) == [name]
-    assert cluster.reasons().count("SuccessfulCreate") == 1
+    assert cluster.recorder.reasons().count("SuccessfulCreate") == 1
 
 
 def test_a_run_request_waits_under_forbid_and_runs_when_the_active_job_ends(
-    cluster: FakeCluster,
+    cluster: Harness,
 ) -> None:
     add_cronjob(cluster, concurrencyPolicy="Forbid")
     ten = CREATED + timedelta(minutes=1)
@@ -255,10 +232,10 @@ def test_a_run_request_waits_under_forbid_and_runs_when_the_active_job_ends(
     status = reconcile(cluster, ten + timedelta(seconds=2))
     assert status["pendingRunRequest"] == "now"
     assert "lastHandledRunRequest" not in status
-    assert cluster.reasons().count("RunRequestPending") == 1
+    assert cluster.recorder.reasons().count("RunRequestPending") == 1
     reconcile(cluster, ten + timedelta(seconds=3))
-    assert cluster.reasons().count("RunRequestPending") == 1, "one event per pending token"
-    cluster.finish(scheduled, "Complete", ten + timedelta(seconds=30))
+    assert cluster.recorder.reasons().count("RunRequestPending") == 1, "one event per pending token"
+    cluster.finish(scheduled, "Complete", at=ten + timedelta(seconds=30))
     status = reconcile(cluster, ten + timedelta(seconds=31))
     manual = features.manual_job_name("cj", "now")
     assert manual in cluster.jobs()
@@ -268,7 +245,7 @@ def test_a_run_request_waits_under_forbid_and_runs_when_the_active_job_ends(
 
 
 def test_an_oversized_token_stored_past_validation_is_degraded_not_run(
-    cluster: FakeCluster,
+    cluster: Harness,
 ) -> None:
     add_cronjob(cluster)
     request_run(cluster, "x" * 300)
@@ -276,20 +253,20 @@ def test_an_oversized_token_stored_past_validation_is_degraded_not_run(
     assert condition(status, "Degraded")["reason"] == "InvalidRunRequest"
     assert condition(status, "Available")["status"] == "True", "scheduled runs go on"
     assert cluster.jobs() == {}
-    assert "InvalidRunRequest" in cluster.reasons()
+    assert "InvalidRunRequest" in cluster.recorder.reasons()
 
 
-def fail_runs(cluster: FakeCluster, first: datetime, count: int) -> datetime:
+def fail_runs(cluster: Harness, first: datetime, count: int) -> datetime:
     """Let ``count`` hourly runs from ``first`` start and fail; returns the next hour."""
     moment = first
     for _ in range(count):
         reconcile(cluster, moment + timedelta(seconds=1))
-        cluster.finish(state.job_name("cj", moment), "Failed", moment + timedelta(seconds=10))
+        cluster.finish(state.job_name("cj", moment), "Failed", at=moment + timedelta(seconds=10))
         moment += HOUR
     return moment
 
 
-def test_pause_after_consecutive_failures_and_resume_on_a_spec_edit(cluster: FakeCluster) -> None:
+def test_pause_after_consecutive_failures_and_resume_on_a_spec_edit(cluster: Harness) -> None:
     add_cronjob(
         cluster,
         failurePolicy={"pauseAfterConsecutiveFailures": 2},
@@ -304,20 +281,22 @@ def test_pause_after_consecutive_failures_and_resume_on_a_spec_edit(cluster: Fak
     assert (available["status"], available["reason"]) == ("False", features.PAUSED_REASON)
     assert "kubectl cjt run cj" in available["message"]
     assert "nextScheduleTime" not in status
-    assert cluster.reasons().count(features.PAUSED_REASON) == 1
+    assert cluster.recorder.reasons().count(features.PAUSED_REASON) == 1
     jobs_before = set(cluster.jobs())
     status = reconcile(cluster, after + timedelta(seconds=1))
     assert set(cluster.jobs()) <= jobs_before, "no scheduled run while paused"
-    assert cluster.reasons().count(features.PAUSED_REASON) == 1, "the Warning is not repeated"
-    cluster.edit_spec("cj", startingDeadlineSeconds=600)
+    assert cluster.recorder.reasons().count(features.PAUSED_REASON) == 1, (
+        "the Warning is not repeated"
+    )
+    cluster.edit(lambda cronjob: cronjob["spec"].update(startingDeadlineSeconds=600))
     status = reconcile(cluster, after + timedelta(seconds=2))
     assert status["consecutiveFailures"] == 0
     assert condition(status, "Available")["status"] == "True"
     assert state.job_name("cj", after) in cluster.jobs(), "the due run starts again"
-    assert "Resumed" in cluster.reasons()
+    assert "Resumed" in cluster.recorder.reasons()
 
 
-def test_failures_are_counted_once_even_when_pruned(cluster: FakeCluster) -> None:
+def test_failures_are_counted_once_even_when_pruned(cluster: Harness) -> None:
     add_cronjob(cluster, failedJobsHistoryLimit=0)
     ten = CREATED + timedelta(minutes=1)
     after = fail_runs(cluster, ten, 3)
@@ -327,7 +306,7 @@ def test_failures_are_counted_once_even_when_pruned(cluster: FakeCluster) -> Non
     assert cluster.jobs() == {}
 
 
-def test_a_successful_manual_run_resumes_a_paused_cronjob(cluster: FakeCluster) -> None:
+def test_a_successful_manual_run_resumes_a_paused_cronjob(cluster: Harness) -> None:
     add_cronjob(cluster, failurePolicy={"pauseAfterConsecutiveFailures": 1})
     ten = CREATED + timedelta(minutes=1)
     after = fail_runs(cluster, ten, 1)
@@ -336,14 +315,14 @@ def test_a_successful_manual_run_resumes_a_paused_cronjob(cluster: FakeCluster) 
     request_run(cluster, "fixed")
     reconcile(cluster, ten + timedelta(seconds=30))
     manual = features.manual_job_name("cj", "fixed")
-    cluster.finish(manual, "Complete", ten + timedelta(seconds=40))
+    cluster.finish(manual, "Complete", at=ten + timedelta(seconds=40))
     status = reconcile(cluster, ten + timedelta(seconds=41))
     assert status["consecutiveFailures"] == 0
     assert condition(status, "Available")["status"] == "True"
     assert status["nextScheduleTime"] == rfc3339(after)
 
 
-def test_a_bad_pause_count_stored_past_validation_is_degraded(cluster: FakeCluster) -> None:
+def test_a_bad_pause_count_stored_past_validation_is_degraded(cluster: Harness) -> None:
     add_cronjob(cluster, failurePolicy={"pauseAfterConsecutiveFailures": 0})
     status = reconcile(cluster, CREATED)
     degraded = condition(status, "Degraded")
@@ -353,7 +332,7 @@ def test_a_bad_pause_count_stored_past_validation_is_degraded(cluster: FakeClust
 
 
 def test_stagger_runs_late_keeps_the_nominal_name_and_counts_the_deadline_from_it(
-    cluster: FakeCluster,
+    cluster: Harness,
 ) -> None:
     add_cronjob(cluster, staggerSeconds=600, startingDeadlineSeconds=30)
     offset = features.stagger_offset("ns", "cj", 600)
@@ -364,12 +343,12 @@ def test_stagger_runs_late_keeps_the_nominal_name_and_counts_the_deadline_from_i
     assert status["nextScheduleTime"] == rfc3339(ten + offset)
     reconcile(cluster, ten + offset + timedelta(seconds=5))
     assert list(cluster.jobs()) == [state.job_name("cj", ten)]
-    status = cluster.cronjob("cj")["status"]
+    status = thaw(cluster.status())
     assert status["lastScheduleTime"] == rfc3339(ten)
     assert status["nextScheduleTime"] == rfc3339(ten + HOUR + offset)
 
 
-def test_stagger_on_a_dst_day_shifts_each_wall_clock_run(cluster: FakeCluster) -> None:
+def test_stagger_on_a_dst_day_shifts_each_wall_clock_run(cluster: Harness) -> None:
     # 2016-03-13, America/New_York springs forward at 02:00: the daily 03:30 is 07:30Z.
     add_cronjob(cluster, schedule="30 3 * * *", timeZone="America/New_York", staggerSeconds=900)
     offset = features.stagger_offset("ns", "cj", 900)
@@ -377,7 +356,7 @@ def test_stagger_on_a_dst_day_shifts_each_wall_clock_run(cluster: FakeCluster) -
     assert status["nextScheduleTime"] == rfc3339(datetime(2016, 3, 13, 7, 30, tzinfo=UTC) + offset)
 
 
-def test_stagger_with_every(cluster: FakeCluster) -> None:
+def test_stagger_with_every(cluster: Harness) -> None:
     add_cronjob(cluster, schedule="@every 1h", staggerSeconds=120)
     offset = features.stagger_offset("ns", "cj", 120)
     status = reconcile(cluster, CREATED)
@@ -387,7 +366,7 @@ def test_stagger_with_every(cluster: FakeCluster) -> None:
     assert list(cluster.jobs()) == [state.job_name("cj", CREATED - offset + HOUR)]
 
 
-def test_a_stagger_stored_past_validation_is_degraded_without_runs(cluster: FakeCluster) -> None:
+def test_a_stagger_stored_past_validation_is_degraded_without_runs(cluster: Harness) -> None:
     add_cronjob(cluster, schedule="*/5 * * * *", staggerSeconds=300)
     status = reconcile(cluster, CREATED + HOUR)
     degraded = condition(status, "Degraded")

@@ -7,30 +7,19 @@ in tests/integration/test_cronjob_controller.py; these cover the branches fast.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.controllers.cronjob import (
-    JOB_OWNER_INDEX,
-    CronJobReconciler,
-    job_owner_index,
-)
 from cronjob_operator.controllers.cronjob_state import job_name
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.conditions import find_condition, rfc3339
-from cronjob_operator.runtime.fake import (
-    DEFAULT_START,
-    Action,
-    FakeClient,
-    FakeClientBuilder,
-    FakeRecorder,
-)
+from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.fake import DEFAULT_START, Action
 from cronjob_operator.runtime.kinds import JOB
-from cronjob_operator.runtime.reconcile import Request, Result
+from cronjob_operator.runtime.reconcile import Result
+from tests.unit import cronjob_harness
 
 NS = "ns1"
 NAME = "every5"
@@ -39,70 +28,22 @@ FIRST_RUN = CREATED + timedelta(minutes=5)
 
 
 def cronjob(**spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": CRONJOB.api_version,
-        "kind": "CronJob",
-        "metadata": {"name": NAME, "namespace": NS, "creationTimestamp": rfc3339(CREATED)},
-        "spec": {
-            "schedule": "*/5 * * * *",
-            "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}},
-            **spec,
-        },
-    }
+    return cronjob_harness.cronjob(
+        NAME,
+        NS,
+        created=CREATED,
+        spec={"schedule": "*/5 * * * *", **spec},
+        containers=[{"name": "c"}],
+    )
 
 
-class Harness:
-    """A reconciler wired to a fake client, recorder and clock."""
-
-    def __init__(self, *initial: dict[str, Any]) -> None:
-        self.clock = FakeClock(CREATED)
-        self.client: FakeClient = (
-            FakeClientBuilder()
-            .with_kinds(CRONJOB)
-            .with_index(JOB, JOB_OWNER_INDEX, job_owner_index)
-            .with_clock(self.clock)
-            .with_objects(*initial)
-            .build()
-        )
-        self.recorder = FakeRecorder()
-        self.reconciler = CronJobReconciler(self.client, self.recorder, clock=self.clock)
-
-    def reconcile_at(self, moment: datetime) -> Result:
-        """Reconcile at ``moment``, then run the follow-up the work queue runs after a create
-        (Jobs first: the status of a new run is written by that follow-up)."""
-        self.clock.set(moment)
-        result = self.reconciler.reconcile(Request(NS, NAME))
-        if result.follow_up:
-            result = self.reconciler.reconcile(Request(NS, NAME))
-        return result
-
-    def cronjob(self) -> objects.Obj:
-        return self.client.get(CRONJOB, NAME, NS)
-
-    def status(self) -> objects.Obj:
-        return self.cronjob().get("status") or {}
-
-    def condition(self, type_: str) -> dict[str, Any]:
-        found = find_condition(objects.thaw(self.status().get("conditions") or []), type_)
-        assert found is not None, f"no {type_} condition in {self.status()}"
-        return found
-
-    def jobs(self) -> dict[str, objects.Obj]:
-        return {objects.name_of(job): job for job in self.client.list(JOB, namespace=NS)}
-
-    def finish(self, name: str, state: str = "Complete", started: datetime | None = None) -> None:
-        job = objects.thaw(self.client.get(JOB, name, NS))
-        job["status"] = {
-            "conditions": [{"type": state, "status": "True"}],
-            "startTime": rfc3339(started or self.clock()),
-        }
-        if state == "Complete":
-            job["status"]["completionTime"] = rfc3339(self.clock())
-        self.client.update_status(JOB, job)
+def harness(*initial: dict[str, Any]) -> cronjob_harness.Harness:
+    """The shared harness, reconciling ``NS/NAME`` from ``CREATED``."""
+    return cronjob_harness.Harness(*initial, start=CREATED, namespace=NS, name=NAME)
 
 
 def test_first_run_creates_the_job_and_records_it() -> None:
-    world = Harness(cronjob())
+    world = harness(cronjob())
     result = world.reconcile_at(FIRST_RUN + timedelta(seconds=3))
     expected = job_name(NAME, FIRST_RUN)
     assert list(world.jobs()) == [expected]
@@ -120,7 +61,7 @@ def test_first_run_creates_the_job_and_records_it() -> None:
 
 
 def test_before_the_first_time_nothing_runs_and_it_requeues_for_it() -> None:
-    world = Harness(cronjob())
+    world = harness(cronjob())
     result = world.reconcile_at(CREATED + timedelta(minutes=2))
     assert world.jobs() == {}
     assert result.requeue_after == pytest.approx(3 * 60, abs=1)
@@ -128,7 +69,7 @@ def test_before_the_first_time_nothing_runs_and_it_requeues_for_it() -> None:
 
 
 def test_same_time_twice_creates_one_job_and_writes_nothing_new() -> None:
-    world = Harness(cronjob())
+    world = harness(cronjob())
     world.reconcile_at(FIRST_RUN)
     writes = len(world.client.writes)
     world.reconcile_at(FIRST_RUN + timedelta(seconds=10))
@@ -137,7 +78,7 @@ def test_same_time_twice_creates_one_job_and_writes_nothing_new() -> None:
 
 
 def test_finished_job_moves_to_last_successful_time() -> None:
-    world = Harness(cronjob())
+    world = harness(cronjob())
     world.reconcile_at(FIRST_RUN)
     world.clock.advance(timedelta(minutes=1))
     world.finish(job_name(NAME, FIRST_RUN))
@@ -157,7 +98,7 @@ def test_finished_job_moves_to_last_successful_time() -> None:
     ],
 )
 def test_concurrency_policies(policy: str, jobs_after: int, reason: str) -> None:
-    world = Harness(cronjob(concurrencyPolicy=policy))
+    world = harness(cronjob(concurrencyPolicy=policy))
     world.reconcile_at(FIRST_RUN)
     world.recorder.clear()
     second = FIRST_RUN + timedelta(minutes=5)
@@ -170,7 +111,7 @@ def test_concurrency_policies(policy: str, jobs_after: int, reason: str) -> None
 
 
 def test_history_limits_prune_the_oldest_finished_jobs() -> None:
-    world = Harness(cronjob(successfulJobsHistoryLimit=1, failedJobsHistoryLimit=0))
+    world = harness(cronjob(successfulJobsHistoryLimit=1, failedJobsHistoryLimit=0))
     runs = [FIRST_RUN + timedelta(minutes=5 * i) for i in range(3)]
     for run in runs:
         world.reconcile_at(run)
@@ -187,7 +128,7 @@ def test_history_limits_prune_the_oldest_finished_jobs() -> None:
 
 
 def test_suspend_stops_new_runs_and_says_so() -> None:
-    world = Harness(cronjob(suspend=True))
+    world = harness(cronjob(suspend=True))
     result = world.reconcile_at(FIRST_RUN)
     assert world.jobs() == {}
     assert result == Result()
@@ -195,7 +136,7 @@ def test_suspend_stops_new_runs_and_says_so() -> None:
 
 
 def test_starting_deadline_skips_a_run_that_is_too_late() -> None:
-    world = Harness(cronjob(startingDeadlineSeconds=60))
+    world = harness(cronjob(startingDeadlineSeconds=60))
     world.reconcile_at(FIRST_RUN + timedelta(minutes=2))
     assert world.jobs() == {}
     world.reconcile_at(FIRST_RUN + timedelta(minutes=5, seconds=30))
@@ -203,7 +144,7 @@ def test_starting_deadline_skips_a_run_that_is_too_late() -> None:
 
 
 def test_too_many_missed_runs_start_only_the_latest() -> None:
-    world = Harness(cronjob())
+    world = harness(cronjob())
     late = CREATED + timedelta(days=1, seconds=10)
     world.reconcile_at(late)
     assert list(world.jobs()) == [job_name(NAME, CREATED + timedelta(days=1))]
@@ -219,7 +160,7 @@ def test_too_many_missed_runs_start_only_the_latest() -> None:
     ],
 )
 def test_bad_input_is_degraded_and_not_retried(spec: dict[str, Any], reason: str) -> None:
-    world = Harness(cronjob(**spec))
+    world = harness(cronjob(**spec))
     result = world.reconcile_at(FIRST_RUN)
     assert result == Result()
     degraded = world.condition("Degraded")
@@ -230,7 +171,7 @@ def test_bad_input_is_degraded_and_not_retried(spec: dict[str, Any], reason: str
 
 
 def test_job_the_api_rejects_is_degraded_and_not_available() -> None:
-    world = Harness(cronjob())
+    world = harness(cronjob())
 
     def reject(action: Action) -> errors.ApiError:
         status = {"reason": "Invalid", "message": f"Job {action.name} is invalid: spec: bad"}
@@ -245,14 +186,14 @@ def test_job_the_api_rejects_is_degraded_and_not_available() -> None:
 
 
 def test_other_create_failures_raise_for_backoff() -> None:
-    world = Harness(cronjob())
+    world = harness(cronjob())
     world.client.prepend_reactor("create", JOB, lambda _: errors.api_error(500, {}))
     with pytest.raises(errors.ServerError):
         world.reconcile_at(FIRST_RUN)
 
 
 def test_status_conflict_is_merged_onto_a_fresh_read() -> None:
-    world = Harness(cronjob())
+    world = harness(cronjob())
     conflicts = iter([errors.api_error(409, {"reason": "Conflict"})])
 
     def once(action: Action) -> errors.ApiError | None:
@@ -270,20 +211,20 @@ def test_job_of_someone_else_with_our_name_is_left_alone() -> None:
         "metadata": {"name": job_name(NAME, FIRST_RUN), "namespace": NS},
         "spec": {},
     }
-    world = Harness(cronjob(), stranger)
+    world = harness(cronjob(), stranger)
     world.reconcile_at(FIRST_RUN)
     assert "UnexpectedJob" in world.recorder.reasons()
     assert objects.controller_ref(world.jobs()[job_name(NAME, FIRST_RUN)]) is None
 
 
 def test_deleted_cronjob_is_done() -> None:
-    world = Harness()
+    world = harness()
     assert world.reconcile_at(FIRST_RUN) == Result()
     assert world.client.writes == []
 
 
 def test_active_job_that_is_gone_is_dropped_from_status() -> None:
-    world = Harness(cronjob())
+    world = harness(cronjob())
     world.reconcile_at(FIRST_RUN)
     world.client.delete(JOB, job_name(NAME, FIRST_RUN), namespace=NS)
     world.reconcile_at(FIRST_RUN + timedelta(minutes=1))
@@ -292,7 +233,7 @@ def test_active_job_that_is_gone_is_dropped_from_status() -> None:
 
 
 def test_run_created_but_never_recorded_is_recorded_not_rerun() -> None:
-    world = Harness(cronjob())
+    world = harness(cronjob())
     world.reconcile_at(FIRST_RUN)
     crashed = objects.thaw(world.cronjob())
     del crashed["status"]["lastScheduleTime"]  # as if the status write was lost in a crash
@@ -303,7 +244,7 @@ def test_run_created_but_never_recorded_is_recorded_not_rerun() -> None:
 
 
 def test_status_records_the_generation_it_saw() -> None:
-    world = Harness(cronjob())
+    world = harness(cronjob())
     world.reconcile_at(FIRST_RUN)
     body = objects.thaw(world.cronjob())
     body["spec"]["schedule"] = "*/10 * * * *"
@@ -316,7 +257,7 @@ def test_status_records_the_generation_it_saw() -> None:
 def test_cronjob_being_deleted_starts_no_run() -> None:
     doomed = cronjob()
     doomed["metadata"]["finalizers"] = ["example.com/hold"]
-    world = Harness(doomed)
+    world = harness(doomed)
     world.client.delete(CRONJOB, NAME, namespace=NS)
     world.reconcile_at(FIRST_RUN)
     assert world.jobs() == {}

@@ -15,26 +15,12 @@ from kubernetes import client as k8s_client
 
 from cronjob_operator.runtime import _rest, errors
 from cronjob_operator.runtime._rest import RestClient, RetryPolicy, TokenBucket
+from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.metrics import Metrics
 
 
-class FakeClock:
-    """Time that moves only when a test (or the bucket's sleep) moves it."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 def bucket(qps: float, burst: int, clock: FakeClock) -> TokenBucket:
-    return TokenBucket(qps, burst, clock=clock, sleep=clock.sleep)
+    return TokenBucket(qps, burst, clock=clock.monotonic, sleep=clock.sleep)
 
 
 def test_a_full_bucket_lets_the_burst_through_then_paces_at_qps() -> None:
@@ -50,10 +36,10 @@ def test_tokens_refill_with_time_up_to_the_burst_only() -> None:
     limiter = bucket(10, 5, clock)
     for _ in range(5):
         limiter.reserve()
-    clock.now += 0.2
+    clock.advance(0.2)
     assert [limiter.reserve() for _ in range(2)] == [0.0, 0.0]
     assert limiter.reserve() == pytest.approx(0.1)
-    clock.now += 3600
+    clock.advance(3600)
     assert [limiter.reserve() for _ in range(5)] == [0.0] * 5
     assert limiter.reserve() == pytest.approx(0.1)
 
@@ -61,11 +47,11 @@ def test_tokens_refill_with_time_up_to_the_burst_only() -> None:
 def test_acquire_sleeps_its_reserved_delay_and_keeps_the_rate() -> None:
     clock = FakeClock()
     limiter = bucket(4, 1, clock)
-    start = clock.now
+    start = clock.monotonic()
     waited = [limiter.acquire() for _ in range(9)]
     assert waited[0] == 0.0
     assert clock.slept == pytest.approx([0.25] * 8)
-    assert clock.now - start == pytest.approx(2.0)
+    assert clock.monotonic() - start == pytest.approx(2.0)
 
 
 def test_concurrent_reservations_each_get_a_distinct_slot() -> None:
@@ -105,7 +91,7 @@ class FakePool:
         self.clock, self.script, self.sent_at = clock, script, list[float]()
 
     def request(self, method: str, url: str, **_: Any) -> FakeResponse:
-        self.sent_at.append(self.clock.now)
+        self.sent_at.append(self.clock.monotonic())
         return self.script.pop(0)
 
 

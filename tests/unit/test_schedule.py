@@ -8,7 +8,7 @@ import pytest
 from croniter import croniter
 
 from cronjob_operator import schedule
-from cronjob_operator.schedule import Due, ScheduleError, most_recent_due, parse_schedule
+from cronjob_operator.schedule import Due, ScheduleError, _times, most_recent_due, parse_schedule
 
 MARGIN = timedelta(milliseconds=100)
 
@@ -52,6 +52,8 @@ def test_public_names() -> None:
         [
             "MACROS",
             "MAX_MISSED",
+            "SCHEDULE_FIELD",
+            "TIME_ZONE_FIELD",
             "Due",
             "Reason",
             "Schedule",
@@ -200,14 +202,14 @@ def test_requeue_after_is_none_when_nothing_is_left() -> None:
 def test_a_year_of_every_minute_downtime_is_cheap(monkeypatch: pytest.MonkeyPatch) -> None:
     """525,600 missed ticks must cost about a hundred steps, not half a million."""
     steps = 0
-    instants = schedule._instants
+    instants = _times.instants
 
     def counting(*args: object) -> object:
         nonlocal steps
         steps += 1
         return instants(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(schedule, "_instants", counting)
+    monkeypatch.setattr(_times, "instants", counting)
     now = utc(2017, 5, 19, 10, 0, 30)
     due = due_at("* * * * *", earliest=utc(2016, 5, 19, 10), now=now)
     assert due.scheduled == utc(2017, 5, 19, 10)

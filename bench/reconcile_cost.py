@@ -1,0 +1,152 @@
+"""Reconcile cost: CPU of one CronJob reconcile, in process, on the runtime's fake client.
+
+A no-op reconcile (nothing due, status already right) is what a manager pays for every
+resync, every watch echo of its own status write and every Job event: at 5,000 CronJobs
+it is most of the startup CPU. This benchmark builds a CronJob with ``--jobs`` finished
+Jobs on ``runtime.fake``, lets it reach its steady status, then times ``--reconciles``
+no-op reconciles (process CPU per reconcile) for each schedule, twice: as shipped
+(croniter's parse of a schedule done once and copied per walk) and with a fresh croniter
+parsed per walk (what the schedule package did before). Both columns come from the same
+process, so their ratio holds on a noisy machine.
+
+    python -m bench.reconcile_cost [--reconciles 3000] [--jobs 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import _common
+from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, CronJobReconciler, job_owner_index
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.fake import FakeClientBuilder, FakeRecorder
+from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.reconcile import Request
+from cronjob_operator.schedule import _times
+
+SCHEDULES = ("*/5 * * * *", "0 9-17 * * 1-5", "30 2 * * *")
+ZONE = "Europe/Berlin"
+START = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
+
+
+def _cronjob(schedule: str) -> dict[str, Any]:
+    return {
+        "apiVersion": CRONJOB.api_version,
+        "kind": "CronJob",
+        "metadata": {"name": "bench", "namespace": "ns", "creationTimestamp": rfc3339(START)},
+        "spec": {
+            "schedule": schedule,
+            "timeZone": ZONE,
+            "successfulJobsHistoryLimit": 100,
+            "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}},
+        },
+    }
+
+
+def _steady_reconciler(schedule: str, jobs: int) -> tuple[CronJobReconciler, Request]:
+    """A reconciler whose CronJob has run ``jobs`` times (each Job finished) and is idle."""
+    clock = FakeClock(START)
+    client = (
+        FakeClientBuilder()
+        .with_kinds(CRONJOB)
+        .with_index(JOB, JOB_OWNER_INDEX, job_owner_index)
+        .with_clock(clock)
+        .with_objects(_cronjob(schedule))
+        .build()
+    )
+    reconciler = CronJobReconciler(client, FakeRecorder(), clock=clock)  # type: ignore[arg-type]
+    request = Request("ns", "bench")
+    while len(client.list(JOB, namespace="ns")) < jobs:
+        reconciler.reconcile(request)
+        clock.set(reconciler_next(client) + timedelta(seconds=1))
+        for job in client.list(JOB, namespace="ns"):
+            if not (job.get("status") or {}).get("conditions"):
+                _finish(client, job, clock())
+    for _ in range(3):  # the status catches up with the finished Jobs, then nothing changes
+        reconciler.reconcile(request)
+    return reconciler, request
+
+
+def reconciler_next(client: Any) -> datetime:
+    status = client.get(CRONJOB, "bench", "ns").get("status") or {}
+    return datetime.fromisoformat(status["nextScheduleTime"].replace("Z", "+00:00"))
+
+
+def _finish(client: Any, job: Any, at: datetime) -> None:
+    body = objects.thaw(job)
+    body["status"] = {
+        "startTime": rfc3339(at),
+        "completionTime": rfc3339(at),
+        "succeeded": 1,
+        "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": rfc3339(at)}],
+    }
+    client.update_status(JOB, body)
+
+
+@contextmanager
+def croniter_parsed_per_walk() -> Iterator[None]:
+    """Bypass the parsed-croniter cache: every walk parses its schedule again."""
+    cached = _times._croniter_template
+    _times._croniter_template = cached.__wrapped__  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _times._croniter_template = cached
+
+
+def cpu_per_reconcile(reconciler: CronJobReconciler, request: Request, count: int) -> float:
+    """Process CPU microseconds per reconcile over ``count`` reconciles."""
+    began = time.process_time()
+    for _ in range(count):
+        reconciler.reconcile(request)
+    return (time.process_time() - began) / count * 1e6
+
+
+def measure(reconciles: int, jobs: int) -> list[list[str]]:
+    rows = []
+    for schedule in SCHEDULES:
+        reconciler, request = _steady_reconciler(schedule, jobs)
+        shipped = cpu_per_reconcile(reconciler, request, reconciles)
+        with croniter_parsed_per_walk():
+            reparsed = cpu_per_reconcile(reconciler, request, reconciles)
+        rows.append(
+            [f"`{schedule}`", f"{shipped:,.0f}", f"{reparsed:,.0f}", f"{reparsed / shipped:.2f}x"]
+        )
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reconciles", type=int, default=3000, help="timed per row (3000)")
+    parser.add_argument("--jobs", type=int, default=10, help="finished Jobs kept (10)")
+    args = parser.parse_args(argv)
+    rows = measure(args.reconciles, args.jobs)
+    headers = ["schedule", "µs CPU / no-op reconcile", "croniter parsed per walk", "ratio"]
+    _common.print_report(
+        "Reconcile cost",
+        [
+            (
+                f"No-op reconciles, {args.jobs} finished Jobs, zone {ZONE}:",
+                _common.markdown_table(headers, rows),
+            )
+        ],
+        [f"{args.reconciles:,} reconciles per cell, one process, on the runtime's fake client."],
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

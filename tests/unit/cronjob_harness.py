@@ -1,0 +1,143 @@
+"""The CronJob reconciler on the runtime's fake client, for unit tests of the reconcile.
+
+One harness for every unit test that drives ``CronJobReconciler`` (test_cronjob_reconciler,
+test_cronjob_features): a ``Harness`` wires the reconciler to ``runtime.fake``'s client
+and recorder and to a ``FakeClock``, reconciles at a chosen moment (plus the follow-up
+the work queue runs after a create), and plays the rest of the cluster between
+reconciles: a user editing a CronJob's spec, annotations or status, and the Job
+controller finishing a Job. Nothing here reads the wall clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, CronJobReconciler, job_owner_index
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import find_condition, rfc3339
+from cronjob_operator.runtime.fake import FakeClient, FakeClientBuilder, FakeRecorder
+from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.reconcile import Request, Result
+
+
+def cronjob(
+    name: str,
+    namespace: str,
+    *,
+    created: datetime,
+    spec: Mapping[str, Any],
+    containers: list[dict[str, Any]] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A v1 CronJob as a user would create it at ``created``: ``spec`` (the schedule at
+    least) and a Job template with ``containers``."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "creationTimestamp": rfc3339(created),
+    }
+    if annotations is not None:
+        metadata["annotations"] = annotations
+    template = {"spec": {"template": {"spec": {"containers": containers or []}}}}
+    return {
+        "apiVersion": CRONJOB.api_version,
+        "kind": "CronJob",
+        "metadata": metadata,
+        "spec": {"jobTemplate": template, **spec},
+    }
+
+
+class Harness:
+    """A reconciler wired to a fake client, recorder and clock, reconciling ``name``."""
+
+    def __init__(
+        self, *initial: dict[str, Any], start: datetime, namespace: str, name: str
+    ) -> None:
+        self.clock = FakeClock(start)
+        self.client: FakeClient = (
+            FakeClientBuilder()
+            .with_kinds(CRONJOB)
+            .with_index(JOB, JOB_OWNER_INDEX, job_owner_index)
+            .with_clock(self.clock)
+            .with_objects(*initial)
+            .build()
+        )
+        self.recorder = FakeRecorder()
+        self.reconciler = CronJobReconciler(self.client, self.recorder, clock=self.clock)
+        self.namespace, self.name = namespace, name
+
+    def reconcile_at(self, moment: datetime) -> Result:
+        """Reconcile at ``moment``, then run the follow-up the work queue runs after a create
+        (Jobs first: the status of a new run is written by that follow-up)."""
+        self.clock.set(moment)
+        request = Request(self.namespace, self.name)
+        result = self.reconciler.reconcile(request)
+        if result.follow_up:
+            result = self.reconciler.reconcile(request)
+        return result
+
+    # --- what the API holds ---------------------------------------------------------
+
+    def cronjob(self) -> objects.Obj:
+        return self.client.get(CRONJOB, self.name, self.namespace)
+
+    def status(self) -> objects.Obj:
+        return self.cronjob().get("status") or {}
+
+    def condition(self, type_: str) -> dict[str, Any]:
+        found = find_condition(objects.thaw(self.status().get("conditions") or []), type_)
+        assert found is not None, f"no {type_} condition in {self.status()}"
+        return found
+
+    def jobs(self) -> dict[str, objects.Obj]:
+        """The Jobs in the namespace, by name."""
+        return {
+            objects.name_of(job): job for job in self.client.list(JOB, namespace=self.namespace)
+        }
+
+    def status_writes(self) -> int:
+        """How many CronJob status writes the API has been sent so far (no-ops included)."""
+        return sum(
+            1
+            for write in self.client.writes
+            if write.kind == CRONJOB and write.subresource == "status"
+        )
+
+    # --- the rest of the cluster ----------------------------------------------------
+
+    def edit(self, change: Callable[[dict[str, Any]], object]) -> None:
+        """A user's update of the CronJob (spec and metadata; a spec change moves the
+        generation, as on the API server)."""
+        body = objects.thaw(self.cronjob())
+        change(body)
+        self.client.update(CRONJOB, body)
+
+    def edit_status(self, change: Callable[[dict[str, Any]], object]) -> None:
+        """A write of the CronJob's status by someone else (a lost write, a second replica)."""
+        body = objects.thaw(self.cronjob())
+        change(body["status"])
+        self.client.update_status(CRONJOB, body)
+
+    def finish(
+        self,
+        name: str,
+        state: str = "Complete",
+        *,
+        at: datetime | None = None,
+        started: datetime | None = None,
+    ) -> None:
+        """Mark a Job ``state`` (Complete or Failed) at ``at`` (now by default), as the Job
+        controller would; it started at ``started`` (default: ``at``)."""
+        at = at or self.clock()
+        job = objects.thaw(self.client.get(JOB, name, self.namespace))
+        job["status"] = {
+            "conditions": [{"type": state, "status": "True", "lastTransitionTime": rfc3339(at)}],
+            "startTime": rfc3339(started or at),
+        }
+        if state == "Complete":
+            job["status"]["completionTime"] = rfc3339(at)
+        self.client.update_status(JOB, job)
