@@ -141,6 +141,7 @@ STATS = _Stats()
 
 def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
     """Patch the REST client and the reconciler; return a kick function."""
+    from cronjob_operator import runtime
     from cronjob_operator.api.batch_v1 import CRONJOB
     from cronjob_operator.controllers import cronjob, cronjob_state
     from cronjob_operator.runtime import _rest as rest_module
@@ -220,7 +221,8 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
             list_once(self, "" if resource_version == "0" else resource_version)
 
         Reflector._list = paged_list  # type: ignore[method-assign]
-    rest_module.RestClient = CountingRestClient  # type: ignore[misc]
+    # The CLI takes RestClient from the runtime's facade: replace it there too.
+    rest_module.RestClient = runtime.RestClient = CountingRestClient  # type: ignore[misc]
     cronjob.CronJobReconciler = BenchReconciler  # type: ignore[misc]
     cronjob.setup = setup
     return kick
