@@ -29,11 +29,12 @@ the same on a cluster:
 
 Not modelled: admission and schema validation, defaulting, version conversion (each
 ``Kind`` is its own store), watches, and strategic merge patch (``NotImplementedError``).
-``writes`` logs every write call (``Action``); ``prepend_reactor`` makes a call fail
-with the error a test chooses, as client-go's fake reactors do. ``FakeRecorder`` keeps
-the events a reconciler records. The clock that moves only when told is
-``clock.FakeClock``; the fake client's own starts at ``DEFAULT_START`` unless
-``with_clock`` gives it another.
+``writes`` logs every write call and ``reads`` every get and list (``Action``), in order,
+refused ones included; ``prepend_reactor`` makes a call, read or write, fail with the
+error a test chooses, as client-go's fake reactors and controller-runtime's interceptor
+funcs do. ``FakeRecorder`` keeps the events a reconciler records. The clock that moves
+only when told is ``clock.FakeClock``; the fake client's own starts at ``DEFAULT_START``
+unless ``with_clock`` gives it another.
 """
 
 from __future__ import annotations
@@ -134,7 +135,11 @@ class FakeRecorder:
 
 @dataclass(frozen=True, slots=True)
 class Action:
-    """One write call: its verb (create, update, patch, delete), target and body."""
+    """One call: its verb (get, list, create, update, patch, delete), target and body.
+
+    A list has no name; its body holds the options given (``matching_fields``,
+    ``label_selector``). A delete's body is its propagation policy.
+    """
 
     verb: str
     kind: Kind
@@ -145,7 +150,10 @@ class Action:
 
 
 Reaction = Callable[[Action], BaseException | None]
-"""Returns the error a write should raise instead of happening, or None to let it happen."""
+"""Returns the error a call should raise instead of happening, or None to let it happen."""
+
+_READ_VERBS = frozenset({"get", "list"})
+"""The verbs logged in ``FakeClient.reads``; every other verb is a write."""
 
 
 @dataclass
@@ -276,6 +284,7 @@ class FakeClient:
         self._suffixes = itertools.count(1)
         self._reactors: list[_Reactor] = []
         self.writes: list[Action] = []
+        self.reads: list[Action] = []
         self.live = self
         """Uncached reads: the same store (the fake has no cache lag)."""
 
@@ -298,11 +307,12 @@ class FakeClient:
             return self._store_object(kind, body)
 
     def prepend_reactor(self, verb: str, kind: Kind | None, reaction: Reaction) -> None:
-        """Consult ``reaction`` first on ``verb`` writes of ``kind`` (None: any kind).
+        """Consult ``reaction`` first on ``verb`` calls of ``kind`` (None: any kind).
 
-        ``verb`` is create, update, patch or delete ("*" for all); status writes are
-        update and patch with ``subresource="status"``. A reaction that returns an
-        error makes the call raise it and change nothing.
+        ``verb`` is get, list, create, update, patch or delete ("*" for all, reads
+        included); status writes are update and patch with ``subresource="status"``;
+        ``live`` reads are get and list too. A reaction that returns an error makes the
+        call raise it and change nothing (the call is still logged).
         """
         with self._lock:
             self._reactors.insert(0, _Reactor(verb, kind, reaction))
@@ -312,12 +322,18 @@ class FakeClient:
         with self._lock:
             return [a for a in self.writes if a.verb == verb and kind in (None, a.kind)]
 
+    def reads_of(self, verb: str, kind: Kind | None = None) -> builtins.list[Action]:
+        """The logged reads with this verb, get or list (and kind)."""
+        with self._lock:
+            return [a for a in self.reads if a.verb == verb and kind in (None, a.kind)]
+
     # Reader -------------------------------------------------------------------------
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
         """The stored object, or ``errors.NotFound``."""
         with self._lock:
-            return lookup(kind, self._store(kind), name, namespace)
+            self._react(Action("get", kind, namespace or "", name))
+            return self._get(kind, name, namespace)
 
     def list(
         self,
@@ -328,7 +344,15 @@ class FakeClient:
         label_selector: str | Mapping[str, str] | None = None,
     ) -> builtins.list[objects.Obj]:
         """Stored objects, with the cache's namespace, field-index and label rules."""
+        options: dict[str, Any] = {}
+        if matching_fields is not None:
+            options["matching_fields"] = dict(matching_fields)
+        if label_selector is not None:
+            options["label_selector"] = (
+                label_selector if isinstance(label_selector, str) else dict(label_selector)
+            )
         with self._lock:
+            self._react(Action("list", kind, namespace or "", "", body=options))
             return select(
                 kind,
                 self._store(kind),
@@ -395,7 +419,7 @@ class FakeClient:
         with self._lock:
             action = Action("patch", kind, namespace or "", name, subresource, patch)
             self._react(action)
-            current = self.get(kind, name, namespace)
+            current = self._get(kind, name, namespace)
             if subresource:
                 self._require_status(kind, name)
             try:
@@ -440,7 +464,7 @@ class FakeClient:
         """Delete one object (or mark it, if it has finalizers) and collect its dependents."""
         with self._lock:
             self._react(Action("delete", kind, namespace or "", name, body=propagation))
-            current = self.get(kind, name, namespace)
+            current = self._get(kind, name, namespace)
             actual = current["metadata"].get("uid")
             if uid is not None and uid != actual:
                 raise _conflict(
@@ -456,6 +480,10 @@ class FakeClient:
             self._delete(kind, current, propagation)
 
     # Internals ----------------------------------------------------------------------
+
+    def _get(self, kind: Kind, name: str, namespace: str | None) -> objects.Obj:
+        """``get`` without the log and the reactors: the server's own reads."""
+        return lookup(kind, self._store(kind), name, namespace)
 
     def _store(self, kind: Kind) -> Store:
         store = self._stores.get(kind)
@@ -487,12 +515,13 @@ class FakeClient:
                 return name
 
     def _react(self, action: Action) -> None:
+        """Log ``action``, then raise the first error a matching reactor returns."""
+        (self.reads if action.verb in _READ_VERBS else self.writes).append(action)
         for reactor in self._reactors:
             if reactor.verb in ("*", action.verb) and reactor.kind in (None, action.kind):
                 error = reactor.reaction(action)
                 if error is not None:
                     raise error
-        self.writes.append(action)
 
     def _check_create(self, kind: Kind, body: Mapping[str, Any]) -> None:
         metadata = body["metadata"]
@@ -514,7 +543,7 @@ class FakeClient:
         """The stored object ``body`` replaces, after the reactors and preconditions."""
         self._react(action)
         metadata = body.get("metadata") or {}
-        current = self.get(kind, action.name, action.namespace or None)
+        current = self._get(kind, action.name, action.namespace or None)
         stored = current["metadata"]
         if metadata.get("uid") and metadata["uid"] != stored.get("uid"):
             raise _conflict(

@@ -1,11 +1,13 @@
 """The CronJob reconciler on the runtime's fake client, for unit tests of the reconcile.
 
 One harness for every unit test that drives ``CronJobReconciler`` (test_cronjob_reconciler,
-test_cronjob_features): a ``Harness`` wires the reconciler to ``runtime.fake``'s client
-and recorder and to a ``FakeClock``, reconciles at a chosen moment (plus the follow-up
-the work queue runs after a create), and plays the rest of the cluster between
-reconciles: a user editing a CronJob's spec, annotations or status, and the Job
-controller finishing a Job. Nothing here reads the wall clock.
+test_cronjob_features, test_cronjob_reconciler_defects): a ``Harness`` wires the
+reconciler to ``runtime.fake``'s client and recorder and to a ``FakeClock``, reconciles
+at a chosen moment (plus the follow-up the work queue runs after a create), restarts the
+reconciler, and plays the rest of the cluster between reconciles: a user editing a
+CronJob's spec, annotations or status or deleting it, and the Job controller finishing a
+Job. Failures the API server gives are the fake client's reactors. Nothing here reads
+the wall clock.
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ class Harness:
         self.reconciler = CronJobReconciler(self.client, self.recorder, clock=self.clock)
         self.namespace, self.name = namespace, name
 
+    def restart(self) -> None:
+        """A new reconciler on the same client, recorder and clock (an operator restart):
+        only what the API holds carries over."""
+        self.reconciler = CronJobReconciler(self.client, self.recorder, clock=self.clock)
+
     def reconcile_at(self, moment: datetime) -> Result:
         """Reconcile at ``moment``, then run the follow-up the work queue runs after a create
         (Jobs first: the status of a new run is written by that follow-up)."""
@@ -121,6 +128,12 @@ class Harness:
         body = objects.thaw(self.cronjob())
         change(body["status"])
         self.client.update_status(CRONJOB, body)
+
+    def delete(self, *, finalizers: list[str]) -> None:
+        """A user's delete of the CronJob, held by ``finalizers`` (added first) so the
+        reconciler sees it terminating; ``deletionTimestamp`` is the clock's now."""
+        self.edit(lambda body: body["metadata"].update(finalizers=finalizers))
+        self.client.delete(CRONJOB, self.name, namespace=self.namespace)
 
     def finish(
         self,

@@ -382,7 +382,7 @@ class TestDelete:
             client.get(POD, "k-a", NS)
 
 
-class TestReactorsAndWriteLog:
+class TestReactorsAndCallLogs:
     def test_reactor_error_is_raised_and_nothing_changes(self, client: FakeClient) -> None:
         def refuse(action: Action) -> Exception | None:
             return errors.api_error(500, {"message": f"boom on {action.name}"})
@@ -401,6 +401,62 @@ class TestReactorsAndWriteLog:
             ("update", "status"),
         ]
         assert len(client.writes_of("update", DEPLOYMENT)) == 1
+
+    def test_refused_writes_are_logged_too(self, client: FakeClient) -> None:
+        client.prepend_reactor("*", None, lambda _: errors.api_error(500, {}))
+        with pytest.raises(errors.ServerError):
+            client.delete(CONFIG_MAP, "cm", namespace=NS)
+        assert [(a.verb, a.name) for a in client.writes] == [("delete", "cm")]
+
+    def test_reads_are_logged_apart_from_writes(self, client: FakeClient) -> None:
+        client.create(CONFIG_MAP, config_map())
+        client.get(CONFIG_MAP, "cm", NS)
+        client.live.get(CONFIG_MAP, "cm", NS)
+        client.list(CONFIG_MAP, namespace=NS, label_selector={"a": "b"})
+        client.update(CONFIG_MAP, config_map(a="1"))  # the server's own read is not logged
+        with pytest.raises(errors.NotFound):
+            client.get(CONFIG_MAP, "nope", NS)
+        assert [(a.verb, a.namespace, a.name) for a in client.reads] == [
+            ("get", NS, "cm"),
+            ("get", NS, "cm"),
+            ("list", NS, ""),
+            ("get", NS, "nope"),
+        ]
+        assert client.reads_of("list", CONFIG_MAP)[0].body == {"label_selector": {"a": "b"}}
+        assert client.reads_of("get", DEPLOYMENT) == []
+        assert [a.verb for a in client.writes] == ["create", "update"]
+
+    def test_read_reactors_fail_gets_and_lists(self, client: FakeClient) -> None:
+        client.create(CONFIG_MAP, config_map("a"))
+        client.create(CONFIG_MAP, config_map("b"))
+
+        def refuse_b(action: Action) -> Exception | None:
+            return errors.api_error(500, {"message": "read failed"}) if action.name == "b" else None
+
+        client.prepend_reactor("get", CONFIG_MAP, refuse_b)
+        assert client.get(CONFIG_MAP, "a", NS)
+        with pytest.raises(errors.ServerError, match="read failed"):
+            client.live.get(CONFIG_MAP, "b", NS)
+        assert len(client.list(CONFIG_MAP, namespace=NS)) == 2
+        client.delete(CONFIG_MAP, "b", namespace=NS)  # writes do not consult read reactors
+        client.prepend_reactor("list", None, lambda _: errors.api_error(503, {}))
+        with pytest.raises(errors.ApiError) as raised:
+            client.list(CONFIG_MAP, namespace=NS)
+        assert raised.value.code == 503
+        assert [(a.verb, a.name) for a in client.reads] == [
+            ("get", "a"),
+            ("get", "b"),
+            ("list", ""),
+            ("list", ""),
+        ]
+
+    def test_any_verb_reactor_covers_reads(self, client: FakeClient) -> None:
+        client.create(CONFIG_MAP, config_map())
+        client.prepend_reactor("*", CONFIG_MAP, lambda _: errors.api_error(500, {}))
+        with pytest.raises(errors.ServerError):
+            client.get(CONFIG_MAP, "cm", NS)
+        with pytest.raises(errors.ServerError):
+            client.list(CONFIG_MAP)
 
 
 class TestDoubles:
