@@ -180,15 +180,56 @@ class Schedule:
     def _walls(self, start: datetime, *, forward: bool) -> Iterator[datetime]:
         """Matching naive wall-clock times after (or before) naive ``start``, exclusive."""
         assert isinstance(self._rule, Cron)
-        cron = copy.copy(_croniter_template(self._rule.croniter_expression))
-        cron.set_current(start.replace(tzinfo=UTC, fold=0), force=True)
-        step = cron.get_next if forward else cron.get_prev
-        while True:
-            try:
-                found: datetime = step(datetime)
-            except (ValueError, OverflowError):  # past year 1 or 9999; CroniterError too
-                return
-            yield found.replace(tzinfo=None, fold=0)
+        expression = self._rule.croniter_expression
+        found = _first_wall(expression, start, forward)
+        while found is not None:
+            yield found
+            found = _step_wall(expression, found, forward)
+
+
+def _step_wall(expression: str, start: datetime, forward: bool) -> datetime | None:
+    """croniter's first match strictly after (or before) naive ``start``, or None."""
+    cron = copy.copy(_croniter_template(expression))
+    cron.set_current(start.replace(tzinfo=UTC, fold=0), force=True)
+    try:
+        found: datetime = cron.get_next(datetime) if forward else cron.get_prev(datetime)
+    except (ValueError, OverflowError):  # past year 1 or 9999; CroniterError too
+        return None
+    return found.replace(tzinfo=None, fold=0)
+
+
+_BRACKETS: dict[str, tuple[datetime, datetime]] = {}
+"""Per croniter expression, the last two consecutive matches found around a query."""
+_MAX_BRACKETS: Final = 4096
+
+
+def _first_wall(expression: str, start: datetime, forward: bool) -> datetime | None:
+    """The first match strictly after (or before) naive ``start``.
+
+    Between two consecutive matches of a schedule the answers do not change, and a
+    reconcile asks both ("the newest time at or before now", "the next one") again and
+    again between them, for every CronJob of that schedule. So the two matches around a
+    query are remembered per expression, and a query between them is answered without
+    croniter (about half of a no-op reconcile's CPU); a query outside costs one extra
+    croniter step to learn the new pair. Wall-clock times only: time zones and DST are
+    applied to these by the caller, so the cache holds for every zone.
+    """
+    bracket = _BRACKETS.get(expression)
+    if bracket is not None:
+        before, after = bracket
+        if forward and before <= start < after:
+            return after
+        if not forward and before < start <= after:
+            return before
+    found = _step_wall(expression, start, forward)
+    if found is None:
+        return None
+    neighbour = _step_wall(expression, found, not forward)  # on start's side of ``found``
+    if neighbour is not None:
+        if len(_BRACKETS) >= _MAX_BRACKETS:
+            _BRACKETS.clear()
+        _BRACKETS[expression] = (neighbour, found) if forward else (found, neighbour)
+    return found
 
 
 @functools.lru_cache(maxsize=4096)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -713,3 +714,20 @@ def test_every_keeps_its_anchor_under_a_deadline() -> None:
 def test_every_before_its_first_time() -> None:
     due = due_at("@every 1h", earliest=utc(2016, 5, 19, 8, 59), now=utc(2016, 5, 19, 9))
     assert (due.scheduled, due.missed, due.next_time) == (None, 0, utc(2016, 5, 19, 9, 59))
+
+
+@pytest.mark.parametrize("expression", ["*/5 * * * *", "0 9-17 * * 1-5", "30 2 * * *", "0 0 1 1 *"])
+def test_remembered_schedule_times_answer_as_croniter_does(expression: str) -> None:
+    """The bracket of two consecutive matches answers every query croniter would, on
+    matches exactly, a second either side, and far away, in both directions."""
+    rng = random.Random(expression)
+    _times._BRACKETS.clear()
+    base = datetime(2026, 3, 1)
+    starts = [base + timedelta(seconds=rng.randrange(0, 400 * 86400)) for _ in range(200)]
+    exact = [m for s in starts[:40] if (m := _times._step_wall(expression, s, True)) is not None]
+    starts += exact + [m + timedelta(seconds=d) for m in exact for d in (-1, 1)]
+    rng.shuffle(starts)
+    for start in sorted(starts[:100]) + starts[100:]:  # runs of hits, then jumps around
+        for forward in (True, False):
+            expected = _times._step_wall(expression, start, forward)
+            assert _times._first_wall(expression, start, forward) == expected, (start, forward)
