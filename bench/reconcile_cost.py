@@ -68,7 +68,7 @@ def _steady_reconciler(schedule: str, jobs: int) -> tuple[CronJobReconciler, Req
         .with_objects(_cronjob(schedule))
         .build()
     )
-    reconciler = CronJobReconciler(client, FakeRecorder(), clock=clock)  # type: ignore[arg-type]
+    reconciler = CronJobReconciler(client, FakeRecorder(), clock=clock)
     request = Request("ns", "bench")
     while len(client.list(JOB, namespace="ns")) < jobs:
         reconciler.reconcile(request)

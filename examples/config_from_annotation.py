@@ -16,7 +16,7 @@ from typing import Any
 from cronjob_operator.runtime import (
     CONFIG_MAP,
     DEPLOYMENT,
-    Client,
+    ClientInterface,
     Controller,
     Manager,
     NotFound,
@@ -38,7 +38,7 @@ ANNOTATION = "example.com/config"
 class ConfigFromAnnotation:
     """Reconciles one Deployment: its ConfigMap matches its annotation, or does not exist."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: ClientInterface) -> None:
         self.client = client
 
     def reconcile(self, request: Request) -> Result:

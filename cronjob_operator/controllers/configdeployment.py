@@ -33,10 +33,10 @@ from typing import Any
 from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
 from cronjob_operator.controllers import configdeployment_state as state
 from cronjob_operator.runtime import controllerutil, errors, objects
-from cronjob_operator.runtime.client import Client, Reader
+from cronjob_operator.runtime.client import ClientInterface, Reader
 from cronjob_operator.runtime.clock import Clock, utc_now
 from cronjob_operator.runtime.controller import Controller
-from cronjob_operator.runtime.events import EventRecorder
+from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.handlers import MapFunc
 from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT
 from cronjob_operator.runtime.manager import Manager
@@ -84,7 +84,9 @@ def config_map_requests(reader: Reader) -> MapFunc:
 class ConfigDeploymentReconciler:
     """Reconciles one ConfigDeployment per call; see the module docstring."""
 
-    def __init__(self, client: Client, recorder: EventRecorder, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self, client: ClientInterface, recorder: Recorder, *, clock: Clock = utc_now
+    ) -> None:
         self._client = client
         self._recorder = recorder
         self._clock = clock

@@ -46,7 +46,7 @@ from cronjob_operator.controllers import cronjob_state as state
 from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache import strip_managed_fields
-from cronjob_operator.runtime.client import Client, Propagation
+from cronjob_operator.runtime.client import ClientInterface, Propagation
 from cronjob_operator.runtime.clock import Clock, utc_now
 from cronjob_operator.runtime.conditions import (
     condition_setter,
@@ -55,7 +55,7 @@ from cronjob_operator.runtime.conditions import (
     rfc3339,
 )
 from cronjob_operator.runtime.controller import Controller
-from cronjob_operator.runtime.events import EventRecorder
+from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager
 from cronjob_operator.runtime.reconcile import Request, Result
@@ -113,8 +113,8 @@ class CronJobReconciler:
 
     def __init__(
         self,
-        client: Client,
-        recorder: EventRecorder,
+        client: ClientInterface,
+        recorder: Recorder,
         *,
         clock: Clock = utc_now,
         metrics: CronJobMetrics | None = None,

@@ -33,6 +33,7 @@ from cronjob_operator.runtime.cache import (
 )
 from cronjob_operator.runtime.client import (
     Client,
+    ClientInterface,
     LiveReader,
     PatchType,
     Propagation,
@@ -73,7 +74,7 @@ from cronjob_operator.runtime.errors import (
     TransportError,
     Unauthorized,
 )
-from cronjob_operator.runtime.events import NORMAL, WARNING, EventRecorder
+from cronjob_operator.runtime.events import NORMAL, WARNING, EventRecorder, Recorder
 from cronjob_operator.runtime.handlers import MapFunc, for_object, for_owner
 from cronjob_operator.runtime.kinds import (
     CONFIG_MAP,
@@ -134,6 +135,7 @@ __all__ = [
     "Cache",
     "CacheSyncTimeoutError",
     "Client",
+    "ClientInterface",
     "Clock",
     "Conflict",
     "Context",
@@ -162,6 +164,7 @@ __all__ = [
     "Propagation",
     "Reader",
     "Reconciler",
+    "Recorder",
     "Request",
     "RestClient",
     "Result",

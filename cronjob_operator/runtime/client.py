@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime._rest import RestClient
@@ -19,6 +19,7 @@ from cronjob_operator.runtime.kinds import Kind
 
 __all__ = [
     "Client",
+    "ClientInterface",
     "LiveReader",
     "ObjectWriter",
     "PatchType",
@@ -85,6 +86,46 @@ class ObjectWriter(Protocol):
         subresource: str = "",
     ) -> dict[str, Any]:
         """Patch one object (or a subresource of it)."""
+        ...
+
+
+class ClientInterface(Reader, ObjectWriter, Protocol):
+    """Everything a reconciler asks of its client, as controller-runtime's ``client.Client``
+    interface: ``Client`` implements it against the API server, ``fake.FakeClient`` in
+    memory. Annotate a reconciler's client with this, so either can be passed (and mypy
+    checks both)."""
+
+    @property
+    def live(self) -> Reader:
+        """Reads that go to the API server (uncached), for the rare read that must be fresh."""
+        ...
+
+    def update_status(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the status subresource of ``obj``; stale versions raise ``Conflict``."""
+        ...
+
+    def patch_status(
+        self,
+        kind: Kind,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+    ) -> dict[str, Any]:
+        """Patch the status subresource."""
+        ...
+
+    def delete(
+        self,
+        kind: Kind,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation: Propagation | None = None,
+        uid: str | None = None,
+    ) -> None:
+        """Delete one object; with ``uid``, only if it is still that object."""
         ...
 
 
@@ -241,3 +282,9 @@ def _with_type(kind: Kind, obj: Mapping[str, Any]) -> Mapping[str, Any]:
     if obj.get("apiVersion") and obj.get("kind"):
         return obj
     return {**obj, "apiVersion": kind.api_version, "kind": kind.kind}
+
+
+if TYPE_CHECKING:  # mypy proves the real client satisfies the interface
+
+    def _implements_interface(client: Client) -> ClientInterface:
+        return client

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from cronjob_operator.runtime import errors, kinds, objects
 from cronjob_operator.runtime._correlator import (
@@ -41,11 +42,20 @@ from cronjob_operator.runtime._correlator import (
 from cronjob_operator.runtime.client import ObjectWriter
 from cronjob_operator.runtime.runnable import run_between
 
-__all__ = ["NORMAL", "WARNING", "EventRecorder", "RecorderStats"]
+__all__ = ["NORMAL", "WARNING", "EventRecorder", "Recorder", "RecorderStats"]
 
 log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 1000
+
+
+class Recorder(Protocol):
+    """What a reconciler asks of an event recorder (client-go's ``record.EventRecorder``):
+    ``EventRecorder`` sends them, ``fake.FakeRecorder`` keeps them for a test."""
+
+    def event(self, obj: objects.Obj, type_: str, reason: str, message: str) -> None:
+        """Record an Event of ``type_`` (Normal or Warning) about ``obj``; never raises."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronjob_operator.runtime import errors, kinds, objects
 from cronjob_operator.runtime._store import Store
@@ -57,9 +57,10 @@ from cronjob_operator.runtime.cache import (
     select,
     store_key,
 )
-from cronjob_operator.runtime.client import PatchType, Propagation
+from cronjob_operator.runtime.client import ClientInterface, PatchType, Propagation
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import Kind
 
 __all__ = [
@@ -768,3 +769,12 @@ class FakeClientBuilder:
                 "with_kinds(Kind(...)) first"
             )
         return kind
+
+
+if TYPE_CHECKING:  # mypy proves the fakes stand in for the real client and recorder
+
+    def _implements_client(client: FakeClient) -> ClientInterface:
+        return client
+
+    def _implements_recorder(recorder: FakeRecorder) -> Recorder:
+        return recorder

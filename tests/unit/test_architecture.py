@@ -37,8 +37,8 @@ PUBLIC_RUNTIME_NAMES = {
     "Controller", "MapFunc", "for_object", "for_owner", "Predicate", "and_", "or_", "not_",
     "generation_changed", "resource_version_changed", "labels_changed", "annotations_changed",
     # the client, its cache and the transport it is built on
-    "Client", "Reader", "Writer", "LiveReader", "PatchType", "Propagation", "Cache",
-    "CacheSyncTimeoutError", "UnindexedFieldError", "FieldIndexFunc", "Transform",
+    "Client", "ClientInterface", "Reader", "Writer", "LiveReader", "PatchType", "Propagation",
+    "Cache", "CacheSyncTimeoutError", "UnindexedFieldError", "FieldIndexFunc", "Transform",
     "strip_managed_fields", "RestClient", "TokenBucket", "load_configuration",
     # typed errors
     "ApiError", "AlreadyExists", "BadRequest", "Conflict", "Forbidden", "Gone", "Invalid",
@@ -53,7 +53,8 @@ PUBLIC_RUNTIME_NAMES = {
     "write_status", "condition_setter", "find_condition", "parse_time", "rfc3339",
     "set_condition", "Clock", "FakeClock", "utc_now",
     # events, the manager and its runnables, metrics, cancellation and deadlines
-    "EventRecorder", "NORMAL", "WARNING", "Manager", "Options", "LeaderElectionConfig",
+    "EventRecorder", "Recorder", "NORMAL", "WARNING", "Manager", "Options",
+    "LeaderElectionConfig",
     "Runnable", "Metrics", "ControllerOptions", "Context", "DeadlineExceeded", "context",
     # secure metrics: a self-signed certificate that cannot be made fails ``Manager.run``
     "SelfSignedError",
