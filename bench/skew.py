@@ -326,6 +326,7 @@ def measure(
             watcher.start()
             statuses.start()
             operator.stats(reset=True)
+            cpu_before, reset_at = operator.cpu_seconds(), time.time()
             targets = [target + 60.0 * i for i in range(minutes)]
             deadline = targets[-1] + 60.0
             while time.time() < deadline:
@@ -333,6 +334,7 @@ def measure(
                     break
                 time.sleep(0.2)
             status_at = statuses.all_written_at(count, deadline)
+            cpu_until_status = operator.cpu_seconds() - cpu_before
             while time.time() < deadline:
                 ours_seen = _measured(watcher.seen, CRONJOB.api_version, targets)
                 theirs_seen = _measured(watcher.seen, "batch/v1", targets)
@@ -384,6 +386,10 @@ def measure(
         "creation skew: creationTimestamp (1-second resolution, truncated) - scheduled time; "
         "observed: the benchmark's watch receive time - scheduled time (ms resolution).",
         f"our operator's skew histogram (cumulative, whole run): {histogram}",
+        f"our operator's CPU from before the minute until every status was written: "
+        f"{cpu_until_status:.1f} s ({cpu_until_status / count * 1000:.1f} ms per run) in "
+        f"{status_at - reset_at:.1f} s of wall time, the minute's wait included (its "
+        f"threads share one GIL, so about one core is its ceiling).",
         f"our operator from just before the first measured minute to the end: "
         f"{phase['reconciles']:,} reconciles; requests: "
         + ", ".join(f"{k} {v:,}" for k, v in sorted(phase["requests"].items())),
