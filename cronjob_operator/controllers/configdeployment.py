@@ -40,7 +40,7 @@ from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.handlers import MapFunc
 from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT
 from cronjob_operator.runtime.manager import Manager
-from cronjob_operator.runtime.predicates import generation_changed, resource_version_changed
+from cronjob_operator.runtime.predicates import resource_version_changed
 from cronjob_operator.runtime.reconcile import Request, Result
 from cronjob_operator.runtime.status import write_status
 
@@ -226,14 +226,18 @@ class ConfigDeploymentReconciler:
 def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
     """Register the ``.spec.configMap`` index and the ConfigDeployment controller.
 
-    The ConfigDeployment watch lets spec changes through (GenerationChanged): the
-    controller's own status writes do not come back as reconciles.
+    The ConfigDeployment watch has no predicate: the watch event of the controller's
+    own status write comes back as one more reconcile (a no-op that writes nothing when
+    all is in line). That reconcile is what corrects a status computed against a stale
+    cache (one not yet holding the previous status write: the write is skipped as
+    "unchanged", or a Conflict merge keeps the newer value of a field); with a
+    GenerationChanged filter the last status of a rollout could stay wrong.
     """
     manager.cache.index_field(CONFIG_DEPLOYMENT, CONFIG_MAP_INDEX, config_map_index)
     reconciler = ConfigDeploymentReconciler(manager.client, manager.recorder, clock=clock)
     return (
         manager.builder("configdeployment")
-        .for_(CONFIG_DEPLOYMENT, generation_changed())
+        .for_(CONFIG_DEPLOYMENT)
         .owns(DEPLOYMENT)
         .watches(CONFIG_MAP, config_map_requests(manager.client), resource_version_changed())
         .complete(reconciler)

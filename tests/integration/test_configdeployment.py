@@ -405,6 +405,39 @@ def test_content_change_rolls_and_a_label_change_makes_no_writes(
     assert len(cluster.replica_sets(namespace, "web")) == 2
 
 
+def test_a_status_out_of_step_with_the_deployment_is_corrected_by_the_next_reconcile(
+    start_operator: Callable[[str | None], Operator], cluster: Cluster, namespace: str
+) -> None:
+    """The status follows the Deployment even when the status the controller read was stale.
+
+    A reconcile that reads its ConfigDeployment from a cache not yet holding the
+    controller's own previous status write computes against an old status: it may skip a
+    write it needed, or keep a field of the newer one on a Conflict merge. Only the watch
+    event of that write, reconciled, brings the status back in line; when the watch
+    passed spec changes alone, a rollout's last status could stay wrong (CI saw
+    readyReplicas stuck). Another writer's status edit is the same situation made
+    deterministic.
+    """
+    cluster.write.create(CONFIG_MAP, config_map_body(namespace, "settings", {"k": "v"}))
+    cluster.write.create(CONFIG_DEPLOYMENT, config_deployment_body(namespace, "web", "settings"))
+    operator = start_operator(namespace)
+    wait_until_rolled_out(cluster, namespace, "web", 1)
+
+    stale = objects.thaw(cluster.read.get(CONFIG_DEPLOYMENT, "web", namespace))
+    stale["status"]["readyReplicas"] = 3
+    stale["status"]["replicas"] = 3
+    edited = time.monotonic()
+    cluster.write.update_status(CONFIG_DEPLOYMENT, stale)
+
+    wait_for(
+        lambda: any(c.started >= edited for c in operator.reconciler.calls("web")),
+        TIMEOUT,
+        message="a reconcile after the status edit",
+    )
+    wait_until_rolled_out(cluster, namespace, "web", 1)
+    assert ("update_status", "ConfigDeployment", "web") in operator.writes
+
+
 def test_a_config_map_rolls_exactly_its_users_in_its_namespace(
     start_operator: Callable[[str | None], Operator],
     cluster: Cluster,
