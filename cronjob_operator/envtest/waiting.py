@@ -29,6 +29,7 @@ def wait_for(
     interval: float = 0.1,
     message: str | None = None,
     ignore: tuple[type[Exception], ...] = (),
+    detail: Callable[[], object] | None = None,
 ) -> T:
     """Call ``predicate`` every ``interval`` seconds until it returns a truthy value.
 
@@ -36,7 +37,8 @@ def wait_for(
     and once more at the deadline). Returns the first truthy value. Exceptions of the
     types in ``ignore`` count as "not yet"; any other exception propagates at once.
     Raises ``WaitTimeout`` with ``message`` (or the predicate's name), the last value and
-    the last ignored exception when the deadline passes.
+    the last ignored exception when the deadline passes, followed by what ``detail()``
+    says then (the state the predicate looked at, so a timeout says why).
     """
     deadline = time.monotonic() + timeout
     last_value: object = None
@@ -55,7 +57,8 @@ def wait_for(
             break
         time.sleep(min(interval, remaining))
     what = message or getattr(predicate, "__name__", repr(predicate))
-    detail = f"last value {last_value!r}"
+    last = f"last value {last_value!r}"
     if last_error is not None:
-        detail += f", last error {last_error!r}"
-    raise WaitTimeout(f"timed out after {timeout:g}s waiting for {what} ({detail})")
+        last += f", last error {last_error!r}"
+    said = f"; {detail()}" if detail is not None else ""
+    raise WaitTimeout(f"timed out after {timeout:g}s waiting for {what} ({last}){said}")

@@ -30,7 +30,7 @@ import yaml
 
 from cronjob_operator.controllers import configdeployment, cronjob
 from cronjob_operator.controllers.configdeployment_state import CONFIG_HASH_ANNOTATION
-from cronjob_operator.envtest import ControlPlane, WaitTimeout, wait_for
+from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.conditions import parse_time
@@ -218,10 +218,12 @@ def test_manager_does_its_whole_job_with_only_config_rbac(
         seen["deployment_status"] = get("deployment", "configdeployment-sample").get("status")
         return (seen["status"] or {}).get("readyReplicas") == 2
 
-    try:
-        wait_for(status_shows_two_ready, 90, message="configdeployment status shows ready replicas")
-    except WaitTimeout as exc:
-        raise WaitTimeout(f"{exc}; last seen: {seen}") from None
+    wait_for(
+        status_shows_two_ready,
+        90,
+        message="configdeployment status shows ready replicas",
+        detail=lambda: f"last seen: {seen}",
+    )
 
     assert denials.lines == [], "config/rbac lacks a verb the manager needs"
 
