@@ -5,6 +5,11 @@ reference ``Owns`` watches follow and garbage collection deletes through); an ob
 already controlled by someone else raises ``AlreadyOwnedError`` instead of being taken.
 ``is_controlled_by`` is the matching check, by uid.
 
+``add_finalizer``, ``remove_finalizer`` and ``contains_finalizer`` edit and read
+``metadata.finalizers`` in place, as controllerutil's AddFinalizer/RemoveFinalizer/
+ContainsFinalizer: the first two say whether they changed anything, so a reconcile writes
+only when they did (pair them with ``create_or_patch`` or an update carrying the version).
+
 ``create_or_update`` and ``create_or_patch`` bring one object to what a ``mutate``
 function makes of it and say what that took (``OperationResult``): the object is read
 (from the cache), created when missing, otherwise mutated on a copy and written only
@@ -29,11 +34,14 @@ __all__ = [
     "AlreadyOwnedError",
     "ObjectClient",
     "OperationResult",
+    "add_finalizer",
+    "contains_finalizer",
     "controller_reference",
     "create_or_patch",
     "create_or_update",
     "is_controlled_by",
     "merge_patch",
+    "remove_finalizer",
     "set_controller_reference",
 ]
 
@@ -116,6 +124,37 @@ def is_controlled_by(obj: objects.Obj, owner: objects.Obj) -> bool:
     """True when ``owner`` (this very object, by uid) is ``obj``'s controller owner."""
     ref = objects.controller_ref(obj) or {}
     return bool(ref) and ref.get("uid") == (owner.get("metadata") or {}).get("uid")
+
+
+def contains_finalizer(obj: objects.Obj, finalizer: str) -> bool:
+    """True when ``finalizer`` is in ``obj``'s ``metadata.finalizers``."""
+    return finalizer in ((obj.get("metadata") or {}).get("finalizers") or ())
+
+
+def add_finalizer(obj: dict[str, Any], finalizer: str) -> bool:
+    """Append ``finalizer`` to ``metadata.finalizers`` unless it is there; True if added."""
+    metadata = obj.setdefault("metadata", {})
+    finalizers = list(metadata.get("finalizers") or ())
+    if finalizer in finalizers:
+        return False
+    metadata["finalizers"] = [*finalizers, finalizer]
+    return True
+
+
+def remove_finalizer(obj: dict[str, Any], finalizer: str) -> bool:
+    """Remove every ``finalizer`` entry from ``metadata.finalizers``; True if any was there.
+
+    The key is dropped when the list becomes empty, as the API server stores it."""
+    metadata = obj.setdefault("metadata", {})
+    finalizers = list(metadata.get("finalizers") or ())
+    kept = [f for f in finalizers if f != finalizer]
+    if len(kept) == len(finalizers):
+        return False
+    if kept:
+        metadata["finalizers"] = kept
+    else:
+        metadata.pop("finalizers", None)
+    return True
 
 
 def _read(client: ObjectClient, kind: Kind, obj: Mapping[str, Any]) -> objects.Obj | None:

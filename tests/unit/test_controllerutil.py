@@ -33,7 +33,13 @@ from cronjob_operator.runtime import (
     set_controller_reference,
     thaw,
 )
-from cronjob_operator.runtime.controllerutil import merge_patch
+from cronjob_operator.runtime.controllerutil import (
+    add_finalizer,
+    contains_finalizer,
+    merge_patch,
+    remove_finalizer,
+)
+from cronjob_operator.runtime.fake import FakeClientBuilder
 
 OWNER = freeze(
     {
@@ -247,3 +253,38 @@ def test_predicates_compose() -> None:
     assert not both.update(old, relabelled)
     assert not_(labels_changed()).update(old, old)
     assert not not_(labels_changed()).create(old)
+
+
+def test_finalizers_are_added_and_removed_once_and_report_a_change() -> None:
+    obj: dict[str, Any] = {"metadata": {"name": "a"}}
+    assert not contains_finalizer(obj, "example.com/cleanup")
+    assert add_finalizer(obj, "example.com/cleanup") is True
+    assert add_finalizer(obj, "example.com/cleanup") is False
+    assert add_finalizer(obj, "example.com/other") is True
+    assert obj["metadata"]["finalizers"] == ["example.com/cleanup", "example.com/other"]
+    assert contains_finalizer(obj, "example.com/cleanup")
+    assert remove_finalizer(obj, "example.com/cleanup") is True
+    assert remove_finalizer(obj, "example.com/cleanup") is False
+    assert obj["metadata"]["finalizers"] == ["example.com/other"]
+    assert remove_finalizer(obj, "example.com/other") is True
+    assert "finalizers" not in obj["metadata"]
+
+
+def test_a_finalizer_holds_deletion_until_the_controller_removes_it() -> None:
+    client = FakeClientBuilder().with_kinds(CONFIG_MAP).build()
+    finalizer = "example.com/cleanup"
+    configmap = {"metadata": {"name": "held", "namespace": "ns"}, "data": {"k": "v"}}
+    result, _ = create_or_patch(
+        client, CONFIG_MAP, configmap, lambda obj: add_finalizer(obj, finalizer)
+    )
+    assert result is OperationResult.CREATED
+    client.delete(CONFIG_MAP, "held", namespace="ns")
+    held = client.get(CONFIG_MAP, "held", "ns")
+    assert held["metadata"]["deletionTimestamp"]
+    assert contains_finalizer(held, finalizer)
+    result, _ = create_or_patch(
+        client, CONFIG_MAP, held, lambda obj: remove_finalizer(obj, finalizer)
+    )
+    assert result is OperationResult.UPDATED
+    with pytest.raises(NotFound):
+        client.get(CONFIG_MAP, "held", "ns")
