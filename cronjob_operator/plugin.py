@@ -23,24 +23,29 @@ non-zero with one line on stderr naming what failed and what to do.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import islice
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 from zoneinfo import ZoneInfo
 
-from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator._flags import positive_int
 from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
 from cronjob_operator.controllers import cronjob_features as features
+from cronjob_operator.runtime import (
+    JOB,
+    LiveReader,
+    Obj,
+    RestClient,
+    Writer,
+    errors,
+    load_configuration,
+)
 from cronjob_operator.runtime.conditions import parse_time
 
 __all__ = ["main"]
@@ -48,6 +53,8 @@ __all__ = ["main"]
 PROG = "kubectl cjt"
 DEFAULT_COUNT = 5
 RUN_WAIT_SECONDS = 60.0
+
+_T = TypeVar("_T")
 
 
 class PluginError(Exception):
@@ -137,21 +144,20 @@ def _instant(text: str) -> datetime:
 
 
 class Cluster:
-    """The API calls the verbs make, with kubectl's view of kubeconfig and namespace."""
+    """The API calls the verbs make, with kubectl's view of kubeconfig and namespace.
+
+    They go through the runtime's REST client, the operator's own HTTP stack and error
+    model; the ``kubernetes`` package is used only to read the kubeconfig (contexts,
+    credentials, exec plugins)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         try:
-            self._api = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=args.kubeconfig, context=args.context
-            )
-            _, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+            contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
                 config_file=args.kubeconfig
             )
             if args.context:
-                contexts, _ = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-                    config_file=args.kubeconfig
-                )
                 active = next(c for c in contexts if c["name"] == args.context)
+            configuration = load_configuration(args.kubeconfig, context=args.context)
         except (k8s_config.ConfigException, OSError, StopIteration) as exc:
             where = args.kubeconfig or "$KUBECONFIG or ~/.kube/config"
             what = f"context {args.context!r} not found" if isinstance(exc, StopIteration) else exc
@@ -162,61 +168,42 @@ class Cluster:
             "namespace", "default"
         )
         self.all_namespaces: bool = args.all_namespaces
-        self._custom = k8s.CustomObjectsApi(self._api)
-        self._batch = k8s.BatchV1Api(self._api)
+        rest = RestClient(configuration, pool_size=2, user_agent="kubectl-cjt")
+        self._reader = LiveReader(rest)
+        self._writer = Writer(rest)
 
-    def cronjob(self, name: str) -> dict[str, Any]:
-        return _call(  # type: ignore[no-any-return]
-            lambda: self._custom.get_namespaced_custom_object(
-                CRONJOB.group, CRONJOB.version, self.namespace, CRONJOB.plural, name
-            ),
+    def cronjob(self, name: str) -> Obj:
+        return _call(
+            lambda: self._reader.get(CRONJOB, name, self.namespace),
             f"cronjob {self.namespace}/{name}",
         )
 
-    def cronjobs(self) -> list[dict[str, Any]]:
-        if self.all_namespaces:
-            listed = _call(
-                lambda: self._custom.list_cluster_custom_object(
-                    CRONJOB.group, CRONJOB.version, CRONJOB.plural
-                ),
-                "cronjobs",
-            )
-        else:
-            listed = _call(
-                lambda: self._custom.list_namespaced_custom_object(
-                    CRONJOB.group, CRONJOB.version, self.namespace, CRONJOB.plural
-                ),
-                f"cronjobs in {self.namespace}",
-            )
-        return list(listed.get("items") or [])
+    def cronjobs(self) -> list[Obj]:
+        namespace = None if self.all_namespaces else self.namespace
+        return _call(
+            lambda: self._reader.list(CRONJOB, namespace=namespace),
+            f"cronjobs in {namespace or 'all namespaces'}",
+        )
 
     def patch_cronjob(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        return _call(  # type: ignore[no-any-return]
-            lambda: self._custom.patch_namespaced_custom_object(
-                CRONJOB.group, CRONJOB.version, self.namespace, CRONJOB.plural, name, patch
-            ),
+        return _call(
+            lambda: self._writer.patch(CRONJOB, name, patch, namespace=self.namespace),
             f"cronjob {self.namespace}/{name}",
         )
 
-    def jobs(self, namespace: str | None) -> list[dict[str, Any]]:
-        def fetch() -> Any:
-            if namespace is None:
-                return self._batch.list_job_for_all_namespaces(_preload_content=False)
-            return self._batch.list_namespaced_job(namespace, _preload_content=False)
-
-        response = _call(fetch, f"jobs in {namespace or 'all namespaces'}")
-        return list(json.loads(response.data).get("items") or [])
+    def jobs(self, namespace: str | None) -> list[Obj]:
+        return _call(
+            lambda: self._reader.list(JOB, namespace=namespace),
+            f"jobs in {namespace or 'all namespaces'}",
+        )
 
 
-def _call(fn: Callable[[], Any], what: str) -> Any:
+def _call(fn: Callable[[], _T], what: str) -> _T:
     try:
         return fn()
-    except ApiException as exc:
-        message = exc.reason
-        with contextlib.suppress(ValueError):
-            message = json.loads(exc.body or "{}").get("message") or message
-        raise PluginError(f"{what}: {message}") from None
-    except OSError as exc:  # urllib3 connection errors derive from it
+    except errors.ApiError as exc:
+        raise PluginError(f"{what}: {exc.message}") from None
+    except errors.TransportError as exc:
         raise PluginError(f"{what}: cannot reach the API server: {exc}") from None
 
 
@@ -374,14 +361,14 @@ def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         out(line)
 
 
-def _owner_uid(job: dict[str, Any]) -> str | None:
+def _owner_uid(job: Obj) -> str | None:
     for ref in job["metadata"].get("ownerReferences") or ():
         if ref.get("controller") and ref.get("kind") == CRONJOB.kind:
             return str(ref.get("uid"))
     return None
 
 
-def _outcome(job: dict[str, Any]) -> tuple[str, datetime | None]:
+def _outcome(job: Obj) -> tuple[str, datetime | None]:
     for condition in (job.get("status") or {}).get("conditions") or ():
         if condition.get("type") in {"Complete", "Failed"} and condition.get("status") == "True":
             return str(condition["type"]), parse_time(condition.get("lastTransitionTime"))

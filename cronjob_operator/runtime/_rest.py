@@ -47,15 +47,20 @@ DEFAULT_USER_AGENT = "cronjob-operator-runtime"
 """Sent when the caller names no user agent; an application passes its own (name/version)."""
 
 
-def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+def load_configuration(
+    kubeconfig: str | None = None, *, context: str | None = None
+) -> k8s_client.Configuration:
     """Build a fresh client configuration (never the package's global default).
 
-    An explicit kubeconfig path wins; otherwise the in-cluster service account; otherwise
-    the default kubeconfig ($KUBECONFIG or ~/.kube/config), as controller-runtime does.
+    An explicit kubeconfig path (or kubeconfig ``context``) wins; otherwise the in-cluster
+    service account; otherwise the default kubeconfig ($KUBECONFIG or ~/.kube/config), as
+    controller-runtime does. ``context`` names a kubeconfig context other than the current one.
     """
     configuration = k8s_client.Configuration()
-    if kubeconfig:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+    if kubeconfig or context:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context, client_configuration=configuration
+        )
         return configuration
     try:
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
