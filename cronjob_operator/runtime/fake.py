@@ -24,6 +24,10 @@ the same on a cluster:
 * Reads are the cache's own code (``cache.lookup`` for get, ``cache.select`` for list,
   field indexes included): ``matching_fields`` on a field without
   ``with_index``/``index_field`` raises ``UnindexedFieldError``.
+* Server-side apply (``apply``/``apply_status``, logged as patches): field owners per
+  manager, removal of fields a manager stops applying, ``Conflict`` on another
+  manager's field unless forced; lists are atomic and only apply managers own fields
+  (``_apply`` says where this model is smaller than the server's).
 * Reads return frozen objects, as the cache does. ``live`` is the same store: the fake
   has no cache lag.
 
@@ -49,6 +53,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cronjob_operator.runtime import errors, kinds, objects
+from cronjob_operator.runtime._apply import ApplyConflict, Ownership, apply_configuration
 from cronjob_operator.runtime._store import Store
 from cronjob_operator.runtime.cache import (
     FieldIndexFunc,
@@ -284,6 +289,8 @@ class FakeClient:
         self._uids = itertools.count(1)
         self._suffixes = itertools.count(1)
         self._reactors: list[_Reactor] = []
+        self._managed: dict[tuple[str, str], Ownership] = {}
+        """Server-side apply's field owners, by (uid, subresource)."""
         self.writes: list[Action] = []
         self.reads: list[Action] = []
         self.live = self
@@ -373,17 +380,20 @@ class FakeClient:
                 metadata["name"] = self._generated_name(kind, metadata)
             name = str(metadata.get("name") or "")
             self._react(Action("create", kind, self._namespace(metadata), name, body=body))
-            self._check_create(kind, body)
-            metadata.update(
-                uid=self._new_uid(),
-                creationTimestamp=rfc3339(self._clock()),
-                generation=1,
-            )
-            for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds"):
-                metadata.pop(server_set, None)
-            if kind not in self._no_status:
-                body.pop("status", None)
-            return self._write(kind, body)
+            return self._insert(kind, body)
+
+    def apply(
+        self, kind: Kind, obj: Mapping[str, Any], *, field_manager: str, force: bool = False
+    ) -> dict[str, Any]:
+        """Server-side apply of ``obj`` (see ``client.Applier`` and ``_apply`` for the model);
+        logged as a patch whose body is the applied configuration."""
+        return self._server_side_apply(kind, obj, "", field_manager, force)
+
+    def apply_status(
+        self, kind: Kind, obj: Mapping[str, Any], *, field_manager: str, force: bool = False
+    ) -> dict[str, Any]:
+        """Server-side apply of ``obj``'s status."""
+        return self._server_side_apply(kind, obj, "status", field_manager, force)
 
     def update(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Replace ``obj`` (its status is ignored when the kind has a status subresource)."""
@@ -539,6 +549,60 @@ class FakeClient:
         if self._store(kind).get(store_key(kind, name, metadata.get("namespace"))) is not None:
             message = f"{_resource(kind, name)} already exists"
             raise errors.AlreadyExists(_status("AlreadyExists", 409, kind, name, message), code=409)
+
+    def _insert(self, kind: Kind, body: dict[str, Any]) -> dict[str, Any]:
+        """Store a new object as the server creates one (after the log and the reactors)."""
+        self._check_create(kind, body)
+        metadata = body["metadata"]
+        metadata.update(uid=self._new_uid(), creationTimestamp=rfc3339(self._clock()), generation=1)
+        for server_set in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+            metadata.pop(server_set, None)
+        if kind not in self._no_status:
+            body.pop("status", None)
+        return self._write(kind, body)
+
+    def _server_side_apply(
+        self, kind: Kind, obj: Mapping[str, Any], subresource: str, manager: str, force: bool
+    ) -> dict[str, Any]:
+        with self._lock:
+            config = objects.thaw(obj)
+            namespace, name = self._names(config)
+            self._react(Action("patch", kind, namespace, name, subresource, config))
+            if subresource:
+                self._require_status(kind, name)
+                config = {"metadata": config.get("metadata") or {}, "status": config.get("status")}
+            else:
+                config.pop("status", None)
+            try:
+                current = self._get(kind, name, namespace or None)
+            except errors.NotFound:
+                if subresource:
+                    raise
+                current = None
+            base: dict[str, Any] = {} if current is None else objects.thaw(current)
+            uid = str(base.get("metadata", {}).get("uid", ""))
+            owners = self._managed.get((uid, subresource), {})
+            try:
+                applied, owners = apply_configuration(
+                    base, config, manager=manager, owners=owners, force=force
+                )
+            except ApplyConflict as exc:
+                raise errors.Conflict(
+                    _status("Conflict", 409, kind, name, str(exc)), code=409
+                ) from None
+            if current is None:
+                applied.setdefault("apiVersion", kind.api_version)
+                applied.setdefault("kind", kind.kind)
+                result = self._insert(kind, applied)
+            elif subresource:
+                new = _set_status(objects.thaw(current), applied.get("status"))
+                result = self._replace(kind, current, new)
+            else:
+                if kind not in self._no_status:
+                    _set_status(applied, current.get("status"))
+                result = self._replace(kind, current, applied)
+            self._managed[(str(result["metadata"]["uid"]), subresource)] = owners
+            return result
 
     def _current(self, kind: Kind, body: Mapping[str, Any], action: Action) -> objects.Obj:
         """The stored object ``body`` replaces, after the reactors and preconditions."""
