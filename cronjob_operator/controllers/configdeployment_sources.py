@@ -51,6 +51,7 @@ __all__ = [
     "content_hash",
     "digest_config_map",
     "digest_secret",
+    "metadata_only",
     "secret_names",
     "sources_of",
     "whole_content_hash",
@@ -84,7 +85,8 @@ def whole_content_hash(config_map: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(content)).hexdigest()
 
 
-def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+def metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj``'s apiVersion, kind and the metadata the controller reads; nothing else."""
     metadata = obj.get("metadata") or {}
     slim: dict[str, Any] = {key: obj[key] for key in ("apiVersion", "kind") if key in obj}
     slim["metadata"] = {key: metadata[key] for key in _KEPT_METADATA if key in metadata}
@@ -94,7 +96,7 @@ def _slim(obj: dict[str, Any]) -> dict[str, Any]:
 def digest_config_map(config_map: dict[str, Any]) -> dict[str, Any]:
     """Cache transform: a ConfigMap's metadata, whole-content hash and per-key sha256."""
     values = {**(config_map.get("binaryData") or {}), **(config_map.get("data") or {})}
-    slim = _slim(config_map)
+    slim = metadata_only(config_map)
     slim[CONTENT_HASH] = whole_content_hash(config_map)
     slim[KEY_DIGESTS] = {
         key: hashlib.sha256(str(value).encode()).hexdigest() for key, value in values.items()
@@ -104,7 +106,7 @@ def digest_config_map(config_map: dict[str, Any]) -> dict[str, Any]:
 
 def digest_secret(secret: dict[str, Any]) -> dict[str, Any]:
     """Cache transform: a Secret's metadata and per-key HMAC keyed by its uid (no value)."""
-    slim = _slim(secret)
+    slim = metadata_only(secret)
     uid = str(slim["metadata"].get("uid") or "").encode()
     slim[KEY_DIGESTS] = {
         key: hmac.new(uid, str(value).encode(), hashlib.sha256).hexdigest()
