@@ -197,7 +197,7 @@ class TestDigests:
 
     def test_a_secret_digest_is_keyed_by_its_uid(self) -> None:
         """A plain sha256 of a short value could be found by trying values; this cannot
-        without the Secret's uid, which only a reader of the Secret sees."""
+        without the Secret's uid, which the pod template does not carry."""
         once = digested_secret(password="1234")["keyDigests"]["password"]
         again = digested_secret(password="1234")["keyDigests"]["password"]
         recreated = digested_secret("another-uid", password="1234")["keyDigests"]["password"]
