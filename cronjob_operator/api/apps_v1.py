@@ -75,10 +75,9 @@ KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 """A ConfigMap or Secret key (the API server's ``IsConfigMapKey``)."""
 MAX_KEY_LENGTH = 253
 
-_SOURCE_RULE_MESSAGE = (
-    "spec: name a ConfigMap (spec.configMap) or at least one Secret (spec.secrets)"
-)
-_KEYS_NEED_CONFIG_MAP = "spec.configMapKeys: needs spec.configMap"
+# The API server reports these at the rule's field ("spec", "spec.configMapKeys").
+_SOURCE_RULE_MESSAGE = "name a ConfigMap (spec.configMap) or at least one Secret (spec.secrets)"
+_KEYS_NEED_CONFIG_MAP = "needs spec.configMap: set it, or remove spec.configMapKeys"
 
 SourceKey = Annotated[
     str, StringConstraints(min_length=1, max_length=MAX_KEY_LENGTH, pattern=KEY_PATTERN)

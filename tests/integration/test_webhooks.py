@@ -384,10 +384,14 @@ def test_config_deployment_sources_are_checked_by_the_schema_and_the_webhook(env
         }
 
     schema_rejects = {
-        "no-source": ({}, "spec: name a ConfigMap (spec.configMap) or at least one Secret"),
+        "no-source": (
+            {},
+            "spec: Invalid value: name a ConfigMap (spec.configMap) or at least one Secret "
+            "(spec.secrets)",
+        ),
         "keys-alone": (
             {"configMapKeys": ["a"], "secrets": [{"name": "db"}]},
-            "spec.configMapKeys: needs spec.configMap",
+            "spec.configMapKeys: Invalid value: needs spec.configMap",
         ),
         "duplicate-key": (
             {"secrets": [{"name": "db", "keys": ["a", "a"]}]},
