@@ -1,11 +1,12 @@
 """The ConfigDeployment API, apps.tutorial.kubebuilder.io/v1.
 
 A ConfigDeployment is a Deployment that rolls out new pods when the content of a
-ConfigMap it names changes (the kubebuilder book's "Watching Externally Managed
-Resources" example, written out in full). As in ``batch_v1``, the models both validate
-like the API server and are the source of the CRD, and ``read_settings`` gives the
-reconciler the fields it acts on without validating the pod template, which it copies
-into the Deployment as the JSON it is.
+ConfigMap or of Secrets it names changes, optionally only some keys of each (the
+kubebuilder book's "Watching Externally Managed Resources" example, written out in
+full). As in ``batch_v1``, the models both validate like the API server and are the
+source of the CRD, and ``read_settings`` gives the reconciler the fields it acts on
+without validating the pod template, which it copies into the Deployment as the JSON it
+is.
 """
 
 from __future__ import annotations
@@ -35,11 +36,17 @@ __all__ = [
     "CONFIG_DEPLOYMENT",
     "CONFIG_DEPLOYMENT_NAME_RULE",
     "CONFIG_DEPLOYMENT_RESOURCE",
+    "KEY_PATTERN",
+    "MAX_KEYS",
+    "MAX_KEY_LENGTH",
     "MAX_NAME_LENGTH",
+    "MAX_SECRETS",
     "ConfigDeployment",
     "ConfigDeploymentSettings",
     "ConfigDeploymentSpec",
     "ConfigDeploymentStatus",
+    "SecretSource",
+    "SourceKey",
     "read_settings",
 ]
 
@@ -60,13 +67,75 @@ CONFIG_DEPLOYMENT_NAME_RULE = ValidationRule(
 _RESTART_MESSAGE = "a Deployment's pods must have restartPolicy Always (or leave it unset)"
 
 
+MAX_SECRETS = 16
+"""The most Secrets one ConfigDeployment may name."""
+MAX_KEYS = 64
+"""The most keys one key filter may name."""
+KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+"""A ConfigMap or Secret key (the API server's ``IsConfigMapKey``)."""
+MAX_KEY_LENGTH = 253
+
+# The API server reports these at the rule's field ("spec", "spec.configMapKeys").
+_SOURCE_RULE_MESSAGE = "name a ConfigMap (spec.configMap) or at least one Secret (spec.secrets)"
+_KEYS_NEED_CONFIG_MAP = "needs spec.configMap: set it, or remove spec.configMapKeys"
+
+SourceKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_KEY_LENGTH, pattern=KEY_PATTERN)
+]
+_KEY_LIST = Field(
+    default=None,
+    min_length=1,
+    max_length=MAX_KEYS,
+    json_schema_extra={"x-kubernetes-list-type": "set"},
+)
+
+
+class SecretSource(KubeModel):
+    """A Secret whose content rolls the pods, and optionally the only keys that count."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    """Name of a Secret in the same namespace. It is only read, never changed; it may be
+    created after the ConfigDeployment."""
+    keys: list[SourceKey] | None = _KEY_LIST
+    """Roll only when one of these keys of the Secret changes (appears, disappears or
+    gets another value). Unset: any key."""
+
+
 class ConfigDeploymentSpec(KubeModel):
     """ConfigDeploymentSpec defines the desired state of ConfigDeployment."""
 
-    config_map: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.configMap) || (has(self.secrets) && size(self.secrets) > 0)",
+                    "message": _SOURCE_RULE_MESSAGE,
+                },
+                {
+                    "rule": "!has(self.configMapKeys) || has(self.configMap)",
+                    "message": _KEYS_NEED_CONFIG_MAP,
+                    "fieldPath": ".configMapKeys",
+                },
+            ]
+        }
+    )
+
+    config_map: Annotated[str, StringConstraints(min_length=1, max_length=253)] | None = None
     """Name of a ConfigMap in the same namespace. Its data and binaryData are hashed
     into the pod template, so a change of content rolls out new pods. The ConfigMap is
-    only read, never owned or changed; it may be created after the ConfigDeployment."""
+    only read, never owned or changed; it may be created after the ConfigDeployment.
+    Required unless spec.secrets names a Secret."""
+    config_map_keys: list[SourceKey] | None = _KEY_LIST
+    """Roll only when one of these keys of the ConfigMap (data or binaryData) changes
+    (appears, disappears or gets another value). Unset: any key."""
+    secrets: list[SecretSource] | None = Field(
+        default=None,
+        max_length=MAX_SECRETS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Secrets in the same namespace whose content also rolls the pods. No value of a
+    Secret is ever logged, put in an event or kept by the operator: it keeps a keyed
+    digest of each value only."""
     replicas: NonNegativeInt32 | None = 1
     """Number of desired pods. Defaults to 1."""
     template: PodTemplateSpec = Field(
@@ -90,6 +159,14 @@ class ConfigDeploymentSpec(KubeModel):
             raise ValueError(_RESTART_MESSAGE)
         return self
 
+    @model_validator(mode="after")
+    def _names_a_source(self) -> Self:
+        if self.config_map is None and not self.secrets:
+            raise ValueError(_SOURCE_RULE_MESSAGE)
+        if self.config_map_keys is not None and self.config_map is None:
+            raise ValueError(_KEYS_NEED_CONFIG_MAP)
+        return self
+
 
 class ConfigDeploymentStatus(KubeModel):
     """ConfigDeploymentStatus defines the observed state of ConfigDeployment."""
@@ -97,8 +174,8 @@ class ConfigDeploymentStatus(KubeModel):
     observed_generation: NonNegativeInt64 | None = None
     """The .metadata.generation the controller last acted on."""
     config_map_hash: str | None = None
-    """The hash of the ConfigMap's content now in the pod template (short, as shown by
-    kubectl get)."""
+    """The hash of the content (ConfigMap and Secrets) now in the pod template (short, as
+    shown by kubectl get)."""
     replicas: NonNegativeInt32 | None = None
     """Total number of pods of the Deployment (mirrors its status)."""
     ready_replicas: NonNegativeInt32 | None = None
@@ -115,7 +192,7 @@ class ConfigDeploymentStatus(KubeModel):
 
 
 class ConfigDeployment(KubeModel):
-    """ConfigDeployment is a Deployment whose pods roll when its ConfigMap changes."""
+    """ConfigDeployment is a Deployment whose pods roll when its ConfigMap or Secrets change."""
 
     api_version: str = CONFIG_DEPLOYMENT.api_version
     kind: str = CONFIG_DEPLOYMENT.kind
@@ -137,7 +214,7 @@ class ConfigDeploymentSettings(KubeModel):
 
     model_config = ConfigDict(frozen=True)
 
-    config_map: str
+    config_map: str | None = None
     replicas: int | None = 1
 
 

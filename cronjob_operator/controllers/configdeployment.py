@@ -1,27 +1,34 @@
-"""The ConfigDeployment reconciler: a Deployment that rolls when its ConfigMap's content changes.
+"""The ConfigDeployment reconciler: a Deployment that rolls when its ConfigMap or Secrets change.
 
 The kubebuilder book's "Watching Externally Managed Resources" example written out in
-full (docs/configdeployment.md). The controller owns one Deployment per
-ConfigDeployment and writes a hash of the named ConfigMap's content into its pod
-template, so a content change rolls out new pods. The ConfigMap is only read: its
-events reach the ConfigDeployments that name it through the ``.spec.configMap`` field
-index of the cache (never a list of all ConfigDeployments), filtered by
-ResourceVersionChanged. The pure rules (hash, desired Deployment, what counts as a
-change, status) live in ``configdeployment_state``; this module does the reads, writes
-and events around them.
+full, and grown past stakater/Reloader (docs/configdeployment.md). The controller owns
+one Deployment per ConfigDeployment and writes a hash of the content of the ConfigMap
+and Secrets it names (optionally only some keys of each) into its pod template, so a
+content change rolls out new pods. ConfigMaps and Secrets are only read, and cached as
+digests (``configdeployment_sources``: no Secret value is ever held, logged or put in an
+event). Their events reach the ConfigDeployments that name them through the
+``.spec.configMap`` and ``.spec.secrets`` field indexes of the cache (never a list of all
+ConfigDeployments), filtered by ResourceVersionChanged. The pure rules (hash, desired
+Deployment, what counts as a change, status) live in ``configdeployment_sources`` and
+``configdeployment_state``; this module does the reads, writes and events around them.
 
-Errors: a missing ConfigMap is reported (Warning event, ``Degraded``) and *not* polled:
-creating it later triggers the reconcile through the watch and the index; meanwhile an
-existing Deployment is left untouched, running with its last hash. A Deployment of the
-same name that this ConfigDeployment does not control is never touched (Warning event,
-``Degraded``). A Deployment the API server rejects as invalid is reported and retried
-on the next change. Other API failures raise, so the controller retries with backoff.
-A reconcile that finds nothing to do makes no API writes: the Deployment is compared
-on the fields we own only, and the status is written only when it changed.
+The hash is a function of the content alone, so a restart or a new leader, which
+reconciles every ConfigDeployment again, writes nothing where nothing changed, and a
+change made while no operator ran is rolled out once, by the first reconcile after.
+
+Errors: a missing ConfigMap or Secret is reported (Warning event, ``Degraded``) and *not*
+polled: creating it later triggers the reconcile through the watch and the index;
+meanwhile an existing Deployment is left untouched, running with its last hash. A
+Deployment of the same name that this ConfigDeployment does not control is never
+touched (Warning event, ``Degraded``). A Deployment the API server rejects as invalid is
+reported and retried on the next change. Other API failures raise, so the controller
+retries with backoff. A reconcile that finds nothing to do makes no API writes: the
+Deployment is compared on the fields we own only, and the status is written only when
+it changed.
 
 RBAC this code needs (mirrored in config/rbac/role.yaml):
 configdeployments get/list/watch, configdeployments/status get/update;
-deployments get/list/watch/create/update; configmaps get/list/watch;
+deployments get/list/watch/create/update; configmaps and secrets get/list/watch;
 events create/patch.
 """
 
@@ -31,6 +38,7 @@ import logging
 from typing import Any
 
 from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
+from cronjob_operator.controllers import configdeployment_sources as sources
 from cronjob_operator.controllers import configdeployment_state as state
 from cronjob_operator.runtime import controllerutil, errors, objects
 from cronjob_operator.runtime.client import ClientInterface, Reader
@@ -38,7 +46,7 @@ from cronjob_operator.runtime.clock import Clock, utc_now
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.handlers import MapFunc
-from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT
+from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, SECRET, Kind
 from cronjob_operator.runtime.manager import Manager
 from cronjob_operator.runtime.predicates import resource_version_changed
 from cronjob_operator.runtime.reconcile import Request, Result
@@ -46,15 +54,18 @@ from cronjob_operator.runtime.status import write_status
 
 __all__ = [
     "CONFIG_MAP_INDEX",
+    "SECRETS_INDEX",
     "ConfigDeploymentReconciler",
     "config_map_index",
     "config_map_requests",
+    "secret_requests",
     "setup",
 ]
 
 log = logging.getLogger(__name__)
 
 CONFIG_MAP_INDEX = ".spec.configMap"
+SECRETS_INDEX = ".spec.secrets"
 
 
 def config_map_index(config_deployment: objects.Obj) -> list[str]:
@@ -63,22 +74,35 @@ def config_map_index(config_deployment: objects.Obj) -> list[str]:
     return [str(name)] if name else []
 
 
+def _users(reader: Reader, index: str) -> MapFunc:
+    """Map a source to the ConfigDeployments in its namespace whose ``index`` names it."""
+
+    def requests(source: objects.Obj) -> list[Request]:
+        namespace = objects.namespace_of(source)
+        users = reader.list(
+            CONFIG_DEPLOYMENT,
+            namespace=namespace,
+            matching_fields={index: objects.name_of(source)},
+        )
+        return [Request(namespace, objects.name_of(user)) for user in users]
+
+    return requests
+
+
 def config_map_requests(reader: Reader) -> MapFunc:
     """Map a ConfigMap to the ConfigDeployments in its namespace that name it (via the index).
 
     Raises ``cache.UnindexedFieldError`` if ``CONFIG_MAP_INDEX`` was not registered.
     """
+    return _users(reader, CONFIG_MAP_INDEX)
 
-    def requests(config_map: objects.Obj) -> list[Request]:
-        namespace = objects.namespace_of(config_map)
-        users = reader.list(
-            CONFIG_DEPLOYMENT,
-            namespace=namespace,
-            matching_fields={CONFIG_MAP_INDEX: objects.name_of(config_map)},
-        )
-        return [Request(namespace, objects.name_of(user)) for user in users]
 
-    return requests
+def secret_requests(reader: Reader) -> MapFunc:
+    """Map a Secret to the ConfigDeployments in its namespace that name it (via the index).
+
+    Raises ``cache.UnindexedFieldError`` if ``SECRETS_INDEX`` was not registered.
+    """
+    return _users(reader, SECRETS_INDEX)
 
 
 class ConfigDeploymentReconciler:
@@ -125,12 +149,10 @@ class ConfigDeploymentReconciler:
             existing, config_deployment
         ):
             return None, self._not_ours(config_deployment)
-        config_map_name = str((config_deployment.get("spec") or {}).get("configMap") or "")
-        try:
-            config_map = self._client.get(CONFIG_MAP, config_map_name, metadata["namespace"])
-        except errors.NotFound:
-            return existing, self._config_map_missing(config_deployment, config_map_name, existing)
-        desired = state.desired_deployment(config_deployment, state.config_hash(config_map))
+        content_hash, problem = self._content_hash(config_deployment, existing)
+        if content_hash is None:
+            return existing, problem
+        desired = state.desired_deployment(config_deployment, content_hash)
         if existing is None:
             return self._create(config_deployment, desired)
         if not state.needs_update(existing, desired):
@@ -188,22 +210,51 @@ class ConfigDeploymentReconciler:
             )
         return updated, None
 
-    def _config_map_missing(
-        self, config_deployment: objects.Obj, config_map: str, existing: objects.Obj | None
-    ) -> state.Problem:
+    def _content_hash(
+        self, config_deployment: objects.Obj, existing: objects.Obj | None
+    ) -> tuple[str | None, state.Problem | None]:
+        """The hash of the named sources' content, or the problem of those missing."""
         namespace = config_deployment["metadata"]["namespace"]
+        wanted = sources.sources_of(config_deployment)
+        missing: list[tuple[str, str]] = []  # (reason, message)
+        config_map: objects.Obj | None = None
+        if wanted.config_map is not None:
+            config_map = self._get_source(CONFIG_MAP, wanted.config_map.name, namespace)
+            if config_map is None:
+                missing.append(_config_map_missing(wanted.config_map.name, namespace))
+        secrets: dict[str, objects.Obj] = {}
+        for position, source in enumerate(wanted.secrets):
+            secret = self._get_source(SECRET, source.name, namespace)
+            if secret is None:
+                missing.append(_secret_missing(position, source.name, namespace))
+            else:
+                secrets[source.name] = secret
+        if missing:
+            return None, self._sources_missing(config_deployment, missing, existing)
+        return sources.content_hash(wanted, config_map, secrets), None
+
+    def _get_source(self, kind: Kind, name: str, namespace: str) -> objects.Obj | None:
+        try:
+            return self._client.get(kind, name, namespace)
+        except errors.NotFound:
+            return None
+
+    def _sources_missing(
+        self,
+        config_deployment: objects.Obj,
+        missing: list[tuple[str, str]],
+        existing: objects.Obj | None,
+    ) -> state.Problem:
         kept = (
             f"; Deployment {objects.name_of(existing)} keeps running with config hash "
             f"{state.short_hash(state.rolled_out_hash(existing) or '') or '<none>'}"
             if existing is not None
             else ""
         )
-        message = (
-            f"spec.configMap: ConfigMap {config_map!r} not found in namespace {namespace!r}; "
-            f"create it there or point spec.configMap at an existing ConfigMap{kept}"
-        )
-        self._recorder.event(config_deployment, "Warning", "ConfigMapNotFound", message)
-        return state.Problem("ConfigMapNotFound", message)
+        reason = missing[0][0]
+        message = "; ".join(text for _, text in missing) + kept
+        self._recorder.event(config_deployment, "Warning", reason, message)
+        return state.Problem(reason, message)
 
     def _not_ours(self, config_deployment: objects.Obj) -> state.Problem:
         metadata = config_deployment["metadata"]
@@ -223,6 +274,20 @@ class ConfigDeploymentReconciler:
         return state.Problem("InvalidTemplate", message)
 
 
+def _config_map_missing(name: str, namespace: str) -> tuple[str, str]:
+    return "ConfigMapNotFound", (
+        f"spec.configMap: ConfigMap {name!r} not found in namespace {namespace!r}; "
+        "create it there or point spec.configMap at an existing ConfigMap"
+    )
+
+
+def _secret_missing(position: int, name: str, namespace: str) -> tuple[str, str]:
+    return "SecretNotFound", (
+        f"spec.secrets[{position}].name: Secret {name!r} not found in namespace "
+        f"{namespace!r}; create it there or remove it from spec.secrets"
+    )
+
+
 def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
     """Register the ``.spec.configMap`` index and the ConfigDeployment controller.
 
@@ -232,13 +297,20 @@ def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
     cache (one not yet holding the previous status write: the write is skipped as
     "unchanged", or a Conflict merge keeps the newer value of a field); with a
     GenerationChanged filter the last status of a rollout could stay wrong.
+
+    ConfigMaps and Secrets are cached as digests (``configdeployment_sources``): the
+    transforms are set before anything creates their informers.
     """
+    manager.cache.set_transform(CONFIG_MAP, sources.digest_config_map)
+    manager.cache.set_transform(SECRET, sources.digest_secret)
     manager.cache.index_field(CONFIG_DEPLOYMENT, CONFIG_MAP_INDEX, config_map_index)
+    manager.cache.index_field(CONFIG_DEPLOYMENT, SECRETS_INDEX, sources.secret_names)
     reconciler = ConfigDeploymentReconciler(manager.client, manager.recorder, clock=clock)
     return (
         manager.builder("configdeployment")
         .for_(CONFIG_DEPLOYMENT)
         .owns(DEPLOYMENT)
         .watches(CONFIG_MAP, config_map_requests(manager.client), resource_version_changed())
+        .watches(SECRET, secret_requests(manager.client), resource_version_changed())
         .complete(reconciler)
     )

@@ -1,13 +1,12 @@
-"""The ConfigDeployment controller's pure logic: content hash, desired Deployment, status.
+"""The ConfigDeployment controller's pure logic: desired Deployment, what changed, status.
 
 Nothing here reads the clock or talks to the API server, so every rule is unit-tested
 without a cluster; ``configdeployment.py`` does the reads, writes and events around it.
 
-* ``config_hash`` is a sha256 over canonical JSON (sorted keys, fixed separators) of the
-  ConfigMap's ``data`` and ``binaryData``: key order, labels and annotations never change
-  it. The full hex digest goes into the pod template annotation ``CONFIG_HASH_ANNOTATION``;
-  ``status.configMapHash`` holds its first ``SHORT_HASH_LENGTH`` characters, because a
-  printer column cannot truncate.
+* The content hash (``configdeployment_sources.content_hash``: of the ConfigMap's and
+  Secrets' content) goes, as a full hex digest, into the pod template annotation
+  ``CONFIG_HASH_ANNOTATION``; ``status.configMapHash`` holds its first
+  ``SHORT_HASH_LENGTH`` characters, because a printer column cannot truncate.
 * ``desired_deployment`` is the Deployment the spec asks for: same name and namespace, a
   controller owner reference, a selector on ``SELECTOR_LABEL`` (also on the pods), the
   spec's replicas and pod template plus the hash annotation.
@@ -24,7 +23,6 @@ without a cluster; ``configdeployment.py`` does the reads, writes and events aro
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from cronjob_operator.controllers.configdeployment_sources import canonical_json
 from cronjob_operator.runtime import controllerutil, objects
 from cronjob_operator.runtime.conditions import condition_setter
 
@@ -42,7 +41,6 @@ __all__ = [
     "SHORT_HASH_LENGTH",
     "SPEC_HASH_ANNOTATION",
     "Problem",
-    "config_hash",
     "desired_deployment",
     "desired_replicas",
     "needs_update",
@@ -88,26 +86,13 @@ class Problem:
     message: str
 
 
-def _canonical_json(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def config_hash(config_map: objects.Obj) -> str:
-    """The sha256 hex digest of the ConfigMap's ``data`` and ``binaryData``."""
-    content = {
-        "binaryData": config_map.get("binaryData") or {},
-        "data": config_map.get("data") or {},
-    }
-    return hashlib.sha256(_canonical_json(content)).hexdigest()
-
-
 def short_hash(full: str) -> str:
     """The form ``status.configMapHash`` and ``kubectl get`` show."""
     return full[:SHORT_HASH_LENGTH]
 
 
 def _spec_hash(replicas: int, template: Mapping[str, Any]) -> str:
-    return hashlib.sha256(_canonical_json({"replicas": replicas, "template": template})).hexdigest()
+    return hashlib.sha256(canonical_json({"replicas": replicas, "template": template})).hexdigest()
 
 
 def desired_replicas(config_deployment: objects.Obj) -> int:

@@ -1,11 +1,12 @@
 """Validation of ConfigDeployment v1, the way the API server validates a Deployment.
 
-Most of its rules are also in the CRD schema (types, minimums, the name and
-restartPolicy CEL rules); this webhook repeats them so every error comes back in one
-answer with its field path, and adds the one a schema cannot state well: ``spec.configMap``
-must be a name a ConfigMap can have (an RFC 1123 subdomain), or the controller would wait
-forever for a ConfigMap that cannot exist. There is nothing to default that the schema
-does not default already, so there is no mutating webhook.
+Most of its rules are also in the CRD schema (types, minimums, list sizes, key patterns,
+the name, restartPolicy and "some source" CEL rules); this webhook repeats them so every
+error comes back in one answer with its field path, and adds the ones a schema cannot
+state well: ``spec.configMap`` and each ``spec.secrets[i].name`` must be a name such an
+object can have (an RFC 1123 subdomain), or the controller would wait forever for one
+that cannot exist, and a key filter names each key once. There is nothing to default
+that the schema does not default already, so there is no mutating webhook.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ _DNS1123_SUBDOMAIN: Final = re.compile(
     r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 )
 _DNS1123_SUBDOMAIN_MAX: Final = 253
+_KEY: Final = re.compile(apps_v1.KEY_PATTERN)
+_KEY_MAX: Final = apps_v1.MAX_KEY_LENGTH
+_KEY_MESSAGE: Final = (
+    f"a valid key must consist of alphanumeric characters, '-', '_' or '.' and be at most "
+    f"{_KEY_MAX} characters (regex used for validation is '{_KEY.pattern}')"
+)
 _SUBDOMAIN_MESSAGE: Final = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
     "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
@@ -34,11 +41,9 @@ _SUBDOMAIN_MESSAGE: Final = (
 )
 
 
-def _config_map_errors(spec: Mapping[str, Any]) -> list[FieldError]:
-    field = "spec.configMap"
-    value = spec.get("configMap")
+def _name_errors(field: str, value: Any, what: str) -> list[FieldError]:
     if value is None or value == "":
-        return [admission.required(field, "the name of a ConfigMap in the same namespace")]
+        return [admission.required(field, what)]
     if not isinstance(value, str):
         return [admission.invalid(field, value, "must be a string")]
     errors = []
@@ -53,8 +58,89 @@ def _config_map_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     return errors
 
 
+def _keys_errors(field: str, keys: Any) -> list[FieldError]:
+    """A key filter: a list of 1 to ``MAX_KEYS`` distinct valid keys."""
+    if keys is None:
+        return []
+    if not isinstance(keys, list) or not keys:
+        return [admission.invalid(field, keys, "must be a non-empty list of keys (or unset)")]
+    errors = []
+    if len(keys) > apps_v1.MAX_KEYS:
+        errors.append(
+            admission.invalid(field, len(keys), f"must name at most {apps_v1.MAX_KEYS} keys")
+        )
+    seen: set[str] = set()
+    for position, key in enumerate(keys):
+        item = f"{field}[{position}]"
+        if not isinstance(key, str) or not _KEY.fullmatch(key) or len(key) > _KEY_MAX:
+            errors.append(admission.invalid(item, key, _KEY_MESSAGE))
+        elif key in seen:
+            errors.append(admission.invalid(item, key, "each key may be named once"))
+        seen.add(str(key))
+    return errors
+
+
+def _secrets_errors(secrets: Any) -> list[FieldError]:
+    field = "spec.secrets"
+    if secrets is None:
+        return []
+    if not isinstance(secrets, list):
+        return [admission.invalid(field, secrets, "must be a list of {name, keys}")]
+    errors = []
+    if len(secrets) > apps_v1.MAX_SECRETS:
+        errors.append(
+            admission.invalid(
+                field, len(secrets), f"must name at most {apps_v1.MAX_SECRETS} Secrets"
+            )
+        )
+    names: set[str] = set()
+    for position, secret in enumerate(secrets):
+        item = f"{field}[{position}]"
+        if not isinstance(secret, Mapping):
+            errors.append(admission.invalid(item, secret, "must be an object {name, keys}"))
+            continue
+        name = secret.get("name")
+        errors += _name_errors(f"{item}.name", name, "the name of a Secret in the same namespace")
+        if isinstance(name, str) and name in names:
+            errors.append(admission.invalid(f"{item}.name", name, "each Secret may be named once"))
+        names.add(str(name))
+        errors += _keys_errors(f"{item}.keys", secret.get("keys"))
+    return errors
+
+
+def _source_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    """spec.configMap, spec.configMapKeys and spec.secrets: at least one source, each valid."""
+    config_map = spec.get("configMap")
+    keys = spec.get("configMapKeys")
+    secrets = spec.get("secrets")
+    errors: list[FieldError] = []
+    if config_map is None or config_map == "":
+        if not secrets:
+            errors.append(
+                admission.required(
+                    "spec.configMap",
+                    "the name of a ConfigMap in the same namespace (or name a Secret in "
+                    "spec.secrets)",
+                )
+            )
+        if keys is not None:
+            errors.append(
+                admission.invalid(
+                    "spec.configMapKeys",
+                    keys,
+                    "needs spec.configMap: set it, or remove spec.configMapKeys",
+                )
+            )
+    else:
+        errors += _name_errors(
+            "spec.configMap", config_map, "the name of a ConfigMap in the same namespace"
+        )
+        errors += _keys_errors("spec.configMapKeys", keys)
+    return errors + _secrets_errors(secrets)
+
+
 def _spec_errors(spec: Mapping[str, Any]) -> list[FieldError]:
-    errors = _config_map_errors(spec)
+    errors = _source_errors(spec)
     replicas = spec.get("replicas")
     if replicas is not None:
         if not isinstance(replicas, int) or isinstance(replicas, bool):

@@ -9,10 +9,12 @@ The test itself writes with its own uncached client and polls with deadlines.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import hashlib
 import json
+import logging
 import secrets
 import threading
 import time
@@ -36,7 +38,8 @@ from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.cache import UnindexedFieldError
 from cronjob_operator.runtime.client import Client, LiveReader, Writer
 from cronjob_operator.runtime.controller import Controller
-from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, EVENT, POD, REPLICA_SET
+from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, EVENT, POD, REPLICA_SET, SECRET
+from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
 from tests.integration.support import install_crds, running_manager
@@ -123,6 +126,31 @@ def rest(control_plane: ControlPlane, crds: None) -> RestClient:
     return RestClient(load_configuration(str(control_plane.kubeconfig)))
 
 
+@contextlib.contextmanager
+def operator_running(
+    control_plane: ControlPlane, namespace: str | None, options: Options | None = None
+) -> Iterator[Operator]:
+    """A manager with the (instrumented) ConfigDeployment controller, until the block ends."""
+    made: list[Operator] = []
+
+    def instrumented_setup(manager: Manager) -> Controller:
+        controller = setup(manager)
+        recording = RecordingReconciler(controller.reconciler)
+        controller.reconciler = recording
+        operator = Operator(manager, controller, recording)
+        count_writes(manager.client, operator.writes)
+        made.append(operator)
+        return controller
+
+    with running_manager(
+        control_plane,
+        {"configdeployment": instrumented_setup},
+        namespace=namespace,
+        options=options,
+    ):
+        yield made[0]
+
+
 @pytest.fixture
 def start_operator(
     control_plane: ControlPlane, crds: None
@@ -131,23 +159,7 @@ def start_operator(
     with contextlib.ExitStack() as stack:
 
         def start(namespace: str | None) -> Operator:
-            made: list[Operator] = []
-
-            def instrumented_setup(manager: Manager) -> Controller:
-                controller = setup(manager)
-                recording = RecordingReconciler(controller.reconciler)
-                controller.reconciler = recording
-                operator = Operator(manager, controller, recording)
-                count_writes(manager.client, operator.writes)
-                made.append(operator)
-                return controller
-
-            stack.enter_context(
-                running_manager(
-                    control_plane, {"configdeployment": instrumented_setup}, namespace=namespace
-                )
-            )
-            return made[0]
+            return stack.enter_context(operator_running(control_plane, namespace))
 
         yield start
 
@@ -636,3 +648,264 @@ def test_the_map_function_refuses_an_unindexed_field(
             )
     finally:
         manager.cache.stop()
+
+
+# -- spec.secrets, key filters, restarts and leader changes (issue 23, item 6) -----------
+
+
+SECRET_VALUE = "correct horse battery staple"
+
+
+def secret_body(namespace: str, name: str, values: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace}, "stringData": values}
+
+
+def update_secret(cluster: Cluster, namespace: str, name: str, values: dict[str, str]) -> None:
+    body = objects.thaw(cluster.read.get(SECRET, name, namespace))
+    body["data"] = {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}
+    cluster.write.update(SECRET, body)
+
+
+def with_sources(body: dict[str, Any], **sources_spec: Any) -> dict[str, Any]:
+    body["spec"].update(sources_spec)
+    return body
+
+
+def namespace_event_text(cluster: Cluster, namespace: str) -> str:
+    return json.dumps(cluster.read.list(EVENT, namespace=namespace))
+
+
+def reconciled_after(operator: Operator, name: str, since: float) -> Callable[[], bool]:
+    return lambda: any(c.started >= since for c in operator.reconciler.calls(name))
+
+
+def deployment_writes(operator: Operator) -> list[tuple[str, str, str]]:
+    return [w for w in operator.writes if w[1] == "Deployment"]
+
+
+def test_a_secret_change_rolls_and_its_value_reaches_no_log_event_or_cache(
+    start_operator: Callable[[str | None], Operator],
+    cluster: Cluster,
+    namespace: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    cluster.write.create(CONFIG_MAP, config_map_body(namespace, "settings", {"mode": "a"}))
+    cluster.write.create(SECRET, secret_body(namespace, "db", {"password": SECRET_VALUE}))
+    created = cluster.write.create(
+        CONFIG_DEPLOYMENT,
+        with_sources(
+            config_deployment_body(namespace, "web", "settings"), secrets=[{"name": "db"}]
+        ),
+    )
+    operator = start_operator(namespace)
+    wait_until_rolled_out(cluster, namespace, "web", 1)
+    first = cluster.deployment_hash(namespace, "web")
+
+    rotated = "another secret value"
+    update_secret(cluster, namespace, "db", {"password": rotated})
+    wait_for(
+        lambda: cluster.deployment_hash(namespace, "web") not in (None, first),
+        TIMEOUT,
+        message="a new hash after the Secret changed",
+    )
+    wait_until_rolled_out(cluster, namespace, "web", 1)
+    assert "RolledOut" in wait_for(
+        lambda: cluster.event_reasons(created), TIMEOUT, message="RolledOut event"
+    )
+    assert [w[0] for w in deployment_writes(operator)] == ["create", "update"]
+
+    cached = operator.manager.cache.get(SECRET, "db", namespace)
+    assert "data" not in cached
+    leaks = {
+        "logs": caplog.text,
+        "events": namespace_event_text(cluster, namespace),
+        "cache": json.dumps(cached),
+        "Deployment": json.dumps(cluster.read.get(DEPLOYMENT, "web", namespace)),
+    }
+    for value in (SECRET_VALUE, rotated):
+        for encoded in (value, base64.b64encode(value.encode()).decode()):
+            assert [where for where, text in leaks.items() if encoded in text] == []
+
+
+def test_key_filters_roll_only_when_a_named_key_changes(
+    start_operator: Callable[[str | None], Operator], cluster: Cluster, namespace: str
+) -> None:
+    cluster.write.create(
+        CONFIG_MAP, config_map_body(namespace, "settings", {"app.conf": "a", "notes": "x"})
+    )
+    cluster.write.create(SECRET, secret_body(namespace, "db", {"password": "p", "owner": "o"}))
+    cluster.write.create(
+        CONFIG_DEPLOYMENT,
+        with_sources(
+            config_deployment_body(namespace, "web", "settings"),
+            configMapKeys=["app.conf"],
+            secrets=[{"name": "db", "keys": ["password"]}],
+        ),
+    )
+    operator = start_operator(namespace)
+    wait_until_rolled_out(cluster, namespace, "web", 1)
+    first = cluster.deployment_hash(namespace, "web")
+
+    # Keys outside the filters: reconciled, nothing written to the Deployment.
+    unfiltered: list[Callable[[], None]] = [
+        functools.partial(
+            cluster.update_config_map, namespace, "settings", data={"app.conf": "a", "notes": "y"}
+        ),
+        functools.partial(update_secret, cluster, namespace, "db", {"password": "p", "owner": "q"}),
+    ]
+    for change in unfiltered:
+        since = time.monotonic()
+        change()
+        wait_for(reconciled_after(operator, "web", since), TIMEOUT, message="a reconcile")
+    assert deployment_writes(operator) == [("create", "Deployment", "web")]
+    assert cluster.deployment_hash(namespace, "web") == first
+
+    # A named key of each source rolls.
+    hashes = [first]
+    named: list[Callable[[], None]] = [
+        functools.partial(
+            cluster.update_config_map, namespace, "settings", data={"app.conf": "b", "notes": "y"}
+        ),
+        functools.partial(
+            update_secret, cluster, namespace, "db", {"password": "p2", "owner": "q"}
+        ),
+    ]
+    for change in named:
+        change()
+        wait_for(
+            lambda: cluster.deployment_hash(namespace, "web") not in hashes,
+            TIMEOUT,
+            message="a new hash after a named key changed",
+        )
+        hashes.append(cluster.deployment_hash(namespace, "web"))
+    assert [w[0] for w in deployment_writes(operator)] == ["create", "update", "update"]
+
+
+@dataclass(frozen=True)
+class Rollouts:
+    """What a rollout changes, per Deployment: generation, ReplicaSets, config hash."""
+
+    seen: dict[str, tuple[int, int, str | None]]
+
+    @classmethod
+    def now(cls, cluster: Cluster, namespace: str, names: list[str]) -> Rollouts:
+        seen = {}
+        for name in names:
+            deployment = cluster.read.get(DEPLOYMENT, name, namespace)
+            seen[name] = (
+                int(deployment["metadata"]["generation"]),
+                len(cluster.replica_sets(namespace, name)),
+                state.rolled_out_hash(deployment),
+            )
+        return cls(seen)
+
+
+def mixed_config_deployments(cluster: Cluster, namespace: str) -> list[str]:
+    """Three ConfigDeployments: the original form, one with a Secret, one with filters."""
+    cluster.write.create(CONFIG_MAP, config_map_body(namespace, "settings", {"app.conf": "1"}))
+    cluster.write.create(SECRET, secret_body(namespace, "db", {"password": "p"}))
+    bodies = [
+        config_deployment_body(namespace, "plain", "settings"),
+        with_sources(
+            config_deployment_body(namespace, "with-secret", "settings"),
+            secrets=[{"name": "db"}],
+        ),
+        with_sources(
+            config_deployment_body(namespace, "filtered", "settings"),
+            configMapKeys=["app.conf"],
+            secrets=[{"name": "db", "keys": ["password"]}],
+        ),
+    ]
+    for body in bodies:
+        cluster.write.create(CONFIG_DEPLOYMENT, body)
+    return [body["metadata"]["name"] for body in bodies]
+
+
+def wait_until_each_reconciled(operator: Operator, names: list[str]) -> None:
+    """Every ConfigDeployment reconciled by this operator, and its queue drained."""
+    wait_for(
+        lambda: (
+            all(operator.reconciler.calls(name) for name in names)
+            and len(operator.controller.queue) == 0
+        ),
+        TIMEOUT,
+        message=f"{names} reconciled by the new operator",
+    )
+
+
+def leader_options(namespace: str, identity: str) -> Options:
+    return Options(
+        namespace=namespace,
+        health_probe_bind_address="0",
+        leader_election=LeaderElectionConfig(
+            name="configdeployment-test",
+            namespace=namespace,
+            identity=identity,
+            lease_duration=4.0,
+            renew_deadline=3.0,
+            retry_period=0.5,
+        ),
+    )
+
+
+def test_restarts_and_leader_changes_roll_nothing(
+    control_plane: ControlPlane, crds: None, cluster: Cluster, namespace: str
+) -> None:
+    """Reloader #1089 and #299: a new process must not restart every workload."""
+    names = mixed_config_deployments(cluster, namespace)
+    with operator_running(control_plane, namespace):
+        for name in names:
+            wait_until_rolled_out(cluster, namespace, name, 1)
+    settled = Rollouts.now(cluster, namespace, names)
+
+    with operator_running(control_plane, namespace) as restarted:
+        wait_until_each_reconciled(restarted, names)
+    assert deployment_writes(restarted) == []
+    assert Rollouts.now(cluster, namespace, names) == settled
+
+    with operator_running(control_plane, None, leader_options(namespace, "a")) as first:
+        wait_until_each_reconciled(first, names)
+        with operator_running(control_plane, None, leader_options(namespace, "b")) as second:
+            assert second.reconciler.calls() == []  # a follower reconciles nothing
+            first.manager.stop()  # releases the Lease: b takes over
+            wait_until_each_reconciled(second, names)
+            assert deployment_writes(second) == []
+    assert deployment_writes(first) == []
+    assert Rollouts.now(cluster, namespace, names) == settled
+
+
+def moved_on(cluster: Cluster, namespace: str, name: str, old_hash: str | None) -> bool:
+    return cluster.deployment_hash(namespace, name) not in (None, old_hash)
+
+
+def test_a_change_made_while_the_operator_was_down_rolls_once_when_it_returns(
+    control_plane: ControlPlane, crds: None, cluster: Cluster, namespace: str
+) -> None:
+    """Reloader #814: the change is not lost, and it is rolled out exactly once."""
+    names = mixed_config_deployments(cluster, namespace)
+    with operator_running(control_plane, namespace):
+        for name in names:
+            wait_until_rolled_out(cluster, namespace, name, 1)
+    before = Rollouts.now(cluster, namespace, names)
+
+    update_secret(cluster, namespace, "db", {"password": "rotated while down"})
+    with operator_running(control_plane, namespace) as returned:
+        for name in names[1:]:  # the two that read the Secret
+            wait_for(
+                functools.partial(moved_on, cluster, namespace, name, before.seen[name][2]),
+                TIMEOUT,
+                message=f"{name} rolled after the operator returned",
+            )
+        for name in names:
+            wait_until_rolled_out(cluster, namespace, name, 1)
+        wait_until_each_reconciled(returned, names)
+    after = Rollouts.now(cluster, namespace, names)
+    assert sorted(deployment_writes(returned)) == [
+        ("update", "Deployment", "filtered"),
+        ("update", "Deployment", "with-secret"),
+    ]
+    assert after.seen["plain"] == before.seen["plain"]
+    for name in names[1:]:
+        generation, replica_sets, _ = before.seen[name]
+        assert after.seen[name][:2] == (generation + 1, replica_sets + 1)

@@ -371,6 +371,51 @@ def test_config_deployment_rules_are_checked(env: Env) -> None:
     env.kubectl("delete", "configdeployment", "settings", "-n", env.namespace)
 
 
+def test_config_deployment_sources_are_checked_by_the_schema_and_the_webhook(env: Env) -> None:
+    def config_deployment(name: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "apps.tutorial.kubebuilder.io/v1",
+            "kind": "ConfigDeployment",
+            "metadata": {"name": name, "namespace": env.namespace},
+            "spec": {
+                "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}},
+                **spec,
+            },
+        }
+
+    schema_rejects = {
+        "no-source": (
+            {},
+            "spec: Invalid value: name a ConfigMap (spec.configMap) or at least one Secret "
+            "(spec.secrets)",
+        ),
+        "keys-alone": (
+            {"configMapKeys": ["a"], "secrets": [{"name": "db"}]},
+            "spec.configMapKeys: Invalid value: needs spec.configMap",
+        ),
+        "duplicate-key": (
+            {"secrets": [{"name": "db", "keys": ["a", "a"]}]},
+            'spec.secrets[0].keys[1]: Duplicate value: "a"',
+        ),
+        "bad-key": ({"configMap": "s", "configMapKeys": ["a b"]}, "spec.configMapKeys[0]"),
+    }
+    for name, (spec, message) in schema_rejects.items():
+        result = env.apply(config_deployment(name, **spec))
+        assert result.returncode != 0, f"accepted: {spec}"
+        assert message in result.stderr, result.stderr
+        assert not env.validated(name, configdeployment.VALIDATE_PATH)
+    result = env.apply(config_deployment("bad-secret", secrets=[{"name": "Not_A_Name"}]))
+    assert result.returncode != 0
+    assert env.validated("bad-secret", configdeployment.VALIDATE_PATH)
+    assert 'spec.secrets[0].name: Invalid value: "Not_A_Name": a lowercase RFC 1123' in (
+        result.stderr
+    )
+    accepted = config_deployment("secret-only", secrets=[{"name": "db", "keys": ["password"]}])
+    result = env.apply(accepted)
+    assert result.returncode == 0, result.stderr
+    env.kubectl("delete", "configdeployment", "secret-only", "-n", env.namespace)
+
+
 # --- conversion ---------------------------------------------------------------------------
 
 

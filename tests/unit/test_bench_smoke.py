@@ -13,6 +13,7 @@ import pytest
 
 from bench import (
     _common,
+    configmap_cache,
     hostile_clients,
     index_vs_scan,
     ingest,
@@ -40,6 +41,12 @@ def table_rows(output: str) -> list[str]:
         pytest.param(index_vs_scan.main, ["--sizes", "20,55", *QUICK], 2, id="index_vs_scan"),
         pytest.param(read_cost.main, ["--jobs", "30", *QUICK], 4, id="read_cost"),
         pytest.param(memory.main, ["--jobs", "50"], 3, id="memory"),
+        pytest.param(
+            configmap_cache.main,
+            ["--config-maps", "50", "--size", "1024"],
+            3,
+            id="configmap_cache",
+        ),
         pytest.param(
             reconcile_cost.main, ["--reconciles", "5", "--jobs", "2"], 3, id="reconcile_cost"
         ),

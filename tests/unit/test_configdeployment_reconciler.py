@@ -1,28 +1,34 @@
-"""The ConfigDeployment reconciler on the fake client: create, roll, missing ConfigMap, no-ops.
+"""The ConfigDeployment reconciler on the fake client: create, roll, missing sources, no-ops.
 
 The same behaviours run on the real control plane in
 tests/integration/test_configdeployment.py; these call ``reconcile`` directly and read
-back what the API would hold, so each branch costs milliseconds.
+back what the API would hold, so each branch costs milliseconds. The fake client holds
+ConfigMaps and Secrets as the manager's cache does: through the controller's digest
+transforms.
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 
 from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
+from cronjob_operator.controllers import configdeployment_sources as sources
 from cronjob_operator.controllers import configdeployment_state as state
 from cronjob_operator.controllers.configdeployment import (
     CONFIG_MAP_INDEX,
+    SECRETS_INDEX,
     ConfigDeploymentReconciler,
     config_map_index,
     config_map_requests,
+    secret_requests,
 )
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.conditions import find_condition
 from cronjob_operator.runtime.fake import Action, FakeClient, FakeClientBuilder, FakeRecorder
-from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT
+from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, SECRET
 from cronjob_operator.runtime.reconcile import Request, Result
 
 NS = "ns1"
@@ -43,12 +49,34 @@ def config_deployment(config_map: str = "settings", **spec: Any) -> dict[str, An
 
 
 def config_map(name: str = "settings", **data: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": NS},
-        "data": data or {"color": "blue"},
+    """A ConfigMap as the cache holds it (digested)."""
+    return sources.digest_config_map(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": NS},
+            "data": data or {"color": "blue"},
+        }
+    )
+
+
+SECRET_VALUE = "s3cr3t-value"
+
+
+def secret(name: str = "db", uid: str = "db-uid", **values: str) -> dict[str, Any]:
+    """A Secret as the cache holds it (digested: no value)."""
+    data = {
+        k: base64.b64encode(v.encode()).decode()
+        for k, v in (values or {"pw": SECRET_VALUE}).items()
     }
+    return sources.digest_secret(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": NS, "uid": uid},
+            "data": data,
+        }
+    )
 
 
 class Harness:
@@ -59,6 +87,7 @@ class Harness:
             FakeClientBuilder()
             .with_kinds(CONFIG_DEPLOYMENT)
             .with_index(CONFIG_DEPLOYMENT, CONFIG_MAP_INDEX, config_map_index)
+            .with_index(CONFIG_DEPLOYMENT, SECRETS_INDEX, sources.secret_names)
             .with_objects(*initial)
             .build()
         )
@@ -83,9 +112,20 @@ class Harness:
         return found
 
     def set_data(self, **data: str) -> None:
-        current = objects.thaw(self.client.get(CONFIG_MAP, "settings", NS))
-        current["data"] = data
-        self.client.update(CONFIG_MAP, current)
+        self._replace(CONFIG_MAP, config_map(**data))
+
+    def set_secret(self, **values: str) -> None:
+        self._replace(SECRET, secret(**values))
+
+    def _replace(self, kind: Any, digested: dict[str, Any]) -> None:
+        current = self.client.get(kind, digested["metadata"]["name"], NS)
+        digested["metadata"] = objects.thaw(current["metadata"])
+        self.client.update(kind, digested)
+
+    def new_reconciler(self) -> None:
+        """A fresh reconciler over the same objects: the operator restarted, or a new leader."""
+        self.recorder = FakeRecorder()
+        self.reconciler = ConfigDeploymentReconciler(self.client, self.recorder)
 
 
 def test_creates_an_owned_deployment_with_the_config_hash() -> None:
@@ -95,7 +135,7 @@ def test_creates_an_owned_deployment_with_the_config_hash() -> None:
     owner = objects.controller_ref(deployment)
     assert owner is not None
     assert owner["uid"] == world.client.get(CONFIG_DEPLOYMENT, NAME, NS)["metadata"]["uid"]
-    expected = state.config_hash(world.client.get(CONFIG_MAP, "settings", NS))
+    expected = world.client.get(CONFIG_MAP, "settings", NS)[sources.CONTENT_HASH]
     assert world.rolled_out() == expected
     assert world.status()["configMapHash"] == state.short_hash(expected)
     assert world.recorder.reasons() == ["DeploymentCreated"]
@@ -109,7 +149,7 @@ def test_content_change_rolls_the_deployment() -> None:
     world.set_data(color="green")
     world.reconcile()
     assert world.rolled_out() != before
-    assert world.rolled_out() == state.config_hash(world.client.get(CONFIG_MAP, "settings", NS))
+    assert world.rolled_out() == world.client.get(CONFIG_MAP, "settings", NS)[sources.CONTENT_HASH]
     assert world.recorder.reasons()[-1] == "RolledOut"
     assert world.deployment()["metadata"]["generation"] == 2
 
@@ -192,3 +232,109 @@ def test_deleted_config_deployment_is_done() -> None:
     world = Harness(config_map())
     assert world.reconcile() == Result()
     assert world.client.writes == []
+
+
+# -- spec.secrets and key filters ------------------------------------------------------------
+
+
+def with_secret(**spec: Any) -> dict[str, Any]:
+    return config_deployment(secrets=[{"name": "db"}], **spec)
+
+
+def all_event_text(world: Harness) -> str:
+    return " ".join(f"{e.reason} {e.message}" for e in world.recorder.events)
+
+
+def test_a_secret_change_rolls_the_deployment_and_no_event_holds_its_value() -> None:
+    world = Harness(with_secret(), config_map(), secret())
+    world.reconcile()
+    before = world.rolled_out()
+    world.set_secret(pw="another-value")
+    world.reconcile()
+    assert world.rolled_out() != before
+    assert world.recorder.reasons() == ["DeploymentCreated", "RolledOut"]
+    text = all_event_text(world)
+    for value in (SECRET_VALUE, "another-value"):
+        assert value not in text
+        assert base64.b64encode(value.encode()).decode() not in text
+
+
+def test_a_secret_only_config_deployment_needs_no_config_map() -> None:
+    cd = config_deployment(secrets=[{"name": "db"}])
+    del cd["spec"]["configMap"]
+    world = Harness(cd, secret())
+    world.reconcile()
+    assert world.rolled_out() is not None
+    assert world.condition("Degraded")["status"] == "False"
+
+
+def test_a_missing_secret_is_degraded_and_names_the_field() -> None:
+    world = Harness(config_deployment(secrets=[{"name": "tls"}, {"name": "db"}]), config_map())
+    world.reconcile()
+    with pytest.raises(errors.NotFound):
+        world.deployment()
+    degraded = world.condition("Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "SecretNotFound")
+    assert degraded["message"].startswith("spec.secrets[0].name: Secret 'tls' not found")
+    assert "spec.secrets[1].name: Secret 'db' not found" in degraded["message"]
+    assert world.recorder.reasons() == ["SecretNotFound"]
+
+
+def test_a_config_map_key_filter_rolls_only_for_its_keys() -> None:
+    world = Harness(config_deployment(configMapKeys=["color"]), config_map())
+    world.reconcile()
+    writes = len(world.client.writes)
+    world.set_data(color="blue", size="large")
+    world.reconcile()
+    assert world.client.writes_of("update", DEPLOYMENT) == []
+    assert len(world.client.writes) == writes + 1  # the ConfigMap update, nothing else
+    world.set_data(color="green", size="large")
+    world.reconcile()
+    assert world.recorder.reasons()[-1] == "RolledOut"
+
+
+def test_a_secret_key_filter_rolls_only_for_its_keys() -> None:
+    world = Harness(
+        config_deployment(secrets=[{"name": "db", "keys": ["pw"]}]),
+        config_map(),
+        secret(pw="a", user="x"),
+    )
+    world.reconcile()
+    before = world.rolled_out()
+    world.set_secret(pw="a", user="y")
+    world.reconcile()
+    assert world.rolled_out() == before
+    world.set_secret(pw="b", user="y")
+    world.reconcile()
+    assert world.rolled_out() != before
+
+
+def test_a_secret_maps_to_the_config_deployments_that_name_it() -> None:
+    other = config_deployment()
+    other["metadata"]["name"] = "api"
+    world = Harness(with_secret(), other, config_map(), secret())
+    requests = secret_requests(world.client)(world.client.get(SECRET, "db", NS))
+    assert list(requests) == [Request(NS, NAME)]
+
+
+def test_a_restart_rolls_nothing_and_writes_nothing() -> None:
+    """A new process (restart, new leader) reconciles everything again: nothing changes."""
+    world = Harness(with_secret(configMapKeys=["color"]), config_map(), secret())
+    world.reconcile()
+    world.reconcile()  # the watch event of its own status write
+    writes = len(world.client.writes)
+    world.new_reconciler()
+    world.reconcile()
+    assert world.client.writes[writes:] == []
+    assert world.recorder.events == []
+
+
+def test_a_change_while_no_operator_ran_rolls_once() -> None:
+    world = Harness(with_secret(), config_map(), secret())
+    world.reconcile()
+    world.set_secret(pw="rotated")  # while the operator was down
+    world.new_reconciler()
+    world.reconcile()
+    world.reconcile()
+    assert world.recorder.reasons() == ["RolledOut"]
+    assert world.deployment()["metadata"]["generation"] == 2

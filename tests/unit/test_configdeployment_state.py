@@ -16,23 +16,6 @@ NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 UID = "0b6e4c34-3c1c-4c2d-9b0a-5f0e2c1d9a11"
 
 
-def make_config_map(
-    data: dict[str, str] | None = None,
-    binary_data: dict[str, str] | None = None,
-    labels: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    cm: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "settings", "namespace": "ns", "labels": labels or {}},
-    }
-    if data is not None:
-        cm["data"] = data
-    if binary_data is not None:
-        cm["binaryData"] = binary_data
-    return cm
-
-
 def make_config_deployment(replicas: int | None = 2, image: str = "busybox:1.36") -> objects.Obj:
     spec: dict[str, Any] = {
         "configMap": "settings",
@@ -120,40 +103,9 @@ def as_stored(desired: dict[str, Any]) -> objects.Obj:
     return frozen
 
 
-class TestConfigHash:
-    def test_is_stable_across_key_order(self) -> None:
-        a = make_config_map({"a": "1", "b": "2"}, {"bin": "AAEC"})
-        b = make_config_map({"b": "2", "a": "1"}, {"bin": "AAEC"})
-        assert state.config_hash(a) == state.config_hash(b)
-        assert len(state.config_hash(a)) == 64
-
-    def test_changes_with_data(self) -> None:
-        assert state.config_hash(make_config_map({"a": "1"})) != state.config_hash(
-            make_config_map({"a": "2"})
-        )
-
-    def test_changes_with_binary_data(self) -> None:
-        assert state.config_hash(make_config_map({"a": "1"}, {"b": "AA=="})) != state.config_hash(
-            make_config_map({"a": "1"}, {"b": "AQ=="})
-        )
-
-    def test_distinguishes_data_from_binary_data(self) -> None:
-        assert state.config_hash(make_config_map({"k": "AA=="})) != state.config_hash(
-            make_config_map(binary_data={"k": "AA=="})
-        )
-
-    def test_ignores_labels_and_metadata(self) -> None:
-        plain = make_config_map({"a": "1"})
-        labelled = make_config_map({"a": "1"}, labels={"x": "y"})
-        labelled["metadata"]["resourceVersion"] = "99"
-        assert state.config_hash(plain) == state.config_hash(labelled)
-
-    def test_empty_and_missing_are_the_same(self) -> None:
-        assert state.config_hash(make_config_map()) == state.config_hash(make_config_map({}, {}))
-
-    def test_short_form(self) -> None:
-        full = state.config_hash(make_config_map({"a": "1"}))
-        assert state.short_hash(full) == full[: state.SHORT_HASH_LENGTH]
+def test_short_hash_is_the_status_form() -> None:
+    full = "0123456789abcdef" * 4
+    assert state.short_hash(full) == full[: state.SHORT_HASH_LENGTH]
 
 
 class TestDesiredDeployment:

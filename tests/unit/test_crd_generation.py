@@ -479,8 +479,21 @@ def test_config_deployment_crd() -> None:
     ]
     schema = version["schema"]["openAPIV3Schema"]
     spec = at(schema, "spec")
-    assert spec["required"] == ["configMap", "template"]
+    # configMap became optional with spec.secrets: a CEL rule asks for one of the two.
+    assert spec["required"] == ["template"]
     assert spec["properties"]["configMap"]["minLength"] == 1
+    assert [rule["rule"] for rule in spec["x-kubernetes-validations"]] == [
+        "has(self.configMap) || (has(self.secrets) && size(self.secrets) > 0)",
+        "!has(self.configMapKeys) || has(self.configMap)",
+    ]
+    assert spec["properties"]["configMapKeys"]["x-kubernetes-list-type"] == "set"
+    secrets = spec["properties"]["secrets"]
+    assert (secrets["x-kubernetes-list-type"], secrets["x-kubernetes-list-map-keys"]) == (
+        "map",
+        ["name"],
+    )
+    assert secrets["maxItems"] == 16
+    assert secrets["items"]["properties"]["keys"]["items"]["pattern"] == "^[-._a-zA-Z0-9]+$"
     assert spec["properties"]["replicas"]["default"] == 1
     assert spec["properties"]["replicas"]["minimum"] == 0
     assert at(schema, "status.conditions")["x-kubernetes-list-type"] == "map"

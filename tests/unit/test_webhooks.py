@@ -413,8 +413,46 @@ def test_config_deployment_errors_are_reported_together() -> None:
 def test_config_deployment_requires_a_config_map_and_a_template() -> None:
     obj = a_config_deployment(configMap=None, template=None)
     assert messages(configdeployment.validate_create(obj)) == [
-        "spec.configMap: Required value: the name of a ConfigMap in the same namespace",
+        "spec.configMap: Required value: the name of a ConfigMap in the same namespace (or "
+        "name a Secret in spec.secrets)",
         "spec.template: Required value: the pods to run",
+    ]
+
+
+def test_config_deployment_may_name_secrets_instead_of_a_config_map() -> None:
+    obj = a_config_deployment(configMap=None, secrets=[{"name": "db", "keys": ["password"]}])
+    assert configdeployment.validate_create(obj) == []
+    with_both = a_config_deployment(configMapKeys=["app.yaml"], secrets=[{"name": "db"}])
+    assert configdeployment.validate_create(with_both) == []
+
+
+def test_config_deployment_sources_errors_name_their_fields() -> None:
+    obj = a_config_deployment(
+        configMap=None,
+        configMapKeys=["ok"],
+        secrets=[
+            {"name": "Not_A_Name", "keys": ["good", "bad key", "good"]},
+            {"name": "db", "keys": []},
+            {"name": "db"},
+            {"keys": ["x"]},
+        ],
+    )
+    assert [error.field for error in configdeployment.validate_create(obj)] == [
+        "spec.configMapKeys",
+        "spec.secrets[0].name",
+        "spec.secrets[0].keys[1]",
+        "spec.secrets[0].keys[2]",
+        "spec.secrets[1].keys",
+        "spec.secrets[2].name",
+        "spec.secrets[3].name",
+    ]
+    too_many = a_config_deployment(
+        configMapKeys=[f"k{i}" for i in range(65)],
+        secrets=[{"name": f"s{i}"} for i in range(17)],
+    )
+    assert messages(configdeployment.validate_create(too_many)) == [
+        "spec.configMapKeys: Invalid value: 65: must name at most 64 keys",
+        "spec.secrets: Invalid value: 17: must name at most 16 Secrets",
     ]
 
 
