@@ -40,6 +40,7 @@ from cronjob_operator.runtime import controllerutil, objects
 from cronjob_operator.runtime.conditions import parse_time, rfc3339
 
 __all__ = [
+    "FINISHED_CONDITIONS",
     "SCHEDULED_AT_ANNOTATION",
     "JobSets",
     "Notice",
@@ -58,6 +59,8 @@ __all__ = [
 ]
 
 SCHEDULED_AT_ANNOTATION = "batch.tutorial.kubebuilder.io/scheduled-at"
+FINISHED_CONDITIONS = ("Complete", "Failed")
+"""The Job conditions that end a run (when True): succeeded, failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +89,7 @@ def _uid(obj: Mapping[str, Any]) -> str:
 def finished_state(job: objects.Obj) -> str | None:
     """ "Complete" or "Failed" for a finished Job, None while it runs."""
     for condition in (job.get("status") or {}).get("conditions") or ():
-        if condition.get("type") in {"Complete", "Failed"} and condition.get("status") == "True":
+        if condition.get("type") in FINISHED_CONDITIONS and condition.get("status") == "True":
             return str(condition["type"])
     return None
 
