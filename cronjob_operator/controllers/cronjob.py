@@ -27,11 +27,14 @@ run once", has the reasoning.
 
 Errors: a bad schedule or time zone is reported (Warning event, ``Degraded``) and not
 retried until the spec changes; a Job the API server rejects as invalid is reported and
-retried at the next scheduled time; other API failures raise, so the controller retries
-with backoff. With ``Replace``, a failed delete of an active Job raises before the new
-Job is created: two runs are never active because a delete failed; a reconcile that
-fails writes what it learned first. Status is written once, only when it changed,
-retrying conflicts against a fresh read so it is never dropped.
+retried at the next scheduled time; a create refused because the namespace is being
+deleted (the ``NamespaceTerminating`` cause) records no Warning and is not retried, as
+the built-in's (Available=False, reason ``NamespaceTerminating``); other API failures
+raise, so the controller retries with backoff. With ``Replace``, a failed delete of an
+active Job raises before the new Job is created: two runs are never active because a
+delete failed; a reconcile that fails writes what it learned first. Status is written
+once, only when it changed, retrying conflicts against a fresh read so it is never
+dropped.
 
 RBAC this code needs (mirrored in config/rbac/role.yaml, checked by an e2e test):
 cronjobs get/list/watch, cronjobs/status get/update; jobs get/list/watch/create/delete;
@@ -112,11 +115,13 @@ class _Problem:
     """Why the CronJob cannot be scheduled as written: Degraded's reason and message.
 
     ``stops_schedule`` is False for a problem that leaves scheduled runs going (a Job the
-    API server rejects, a bad run request): Available stays True."""
+    API server rejects, a bad run request): Available stays True. ``retry`` is False when
+    no later attempt can succeed (the namespace is being deleted): no requeue then."""
 
     reason: str
     message: str
     stops_schedule: bool = True
+    retry: bool = True
 
 
 class CronJobReconciler:
@@ -326,7 +331,8 @@ class CronJobReconciler:
                 f"too many missed start times ({due.missed}+): running only the most recent, "
                 f"{rfc3339(due.scheduled)}; set or check spec.startingDeadlineSeconds",
             )
-        return requeue, self._run(cronjob, status, due.scheduled, schedule.zone, offset, started)
+        problem = self._run(cronjob, status, due.scheduled, schedule.zone, offset, started)
+        return (requeue if problem is None or problem.retry else None), problem
 
     def _stagger(self, cronjob: objects.Obj, schedule: schedules.Schedule) -> timedelta | _Problem:
         """The CronJob's stagger offset, or why its stored staggerSeconds cannot be used."""
@@ -481,6 +487,8 @@ class CronJobReconciler:
             self._recorder.event(cronjob, "Warning", "FailedCreate", message)
             return _Problem("InvalidJobTemplate", message)
         except errors.ApiError as exc:
+            if errors.has_status_cause(exc, errors.NAMESPACE_TERMINATING_CAUSE):
+                return _namespace_terminating(cronjob)
             self._recorder.event(cronjob, "Warning", "FailedCreate", f"Error creating job: {exc}")
             raise  # the reconcile writes what it learned, then fails
         else:
@@ -541,6 +549,19 @@ class CronJobReconciler:
                 self._metrics.jobs_finished.labels(
                     metadata["namespace"], metadata["name"], notice.finished
                 ).inc()
+
+
+def _namespace_terminating(cronjob: objects.Obj) -> _Problem:
+    """A create refused because the namespace is being deleted: as the built-in, no
+    Warning and no retry (a terminating namespace never becomes active again; deleting it
+    deletes the CronJob, and that reconciles)."""
+    namespace = cronjob["metadata"]["namespace"]
+    message = (
+        f"metadata.namespace: {namespace} is being deleted, so no Job can be created in it "
+        "and no run starts; the CronJob is deleted with it (create it in another namespace "
+        "to keep it running)"
+    )
+    return _Problem("NamespaceTerminating", message, retry=False)
 
 
 def _pause_message(cronjob: objects.Obj, status: dict[str, Any]) -> str:
