@@ -142,11 +142,12 @@ NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
 
 def has_status_cause(error: BaseException, cause_type: str) -> bool:
     """Whether ``error`` is an ``ApiError`` whose Status details list a cause of
-    ``cause_type``."""
+    ``cause_type``. A cause's type is its JSON ``reason`` (metav1.StatusCause's ``Type``
+    field is serialized under that name)."""
     if not isinstance(error, ApiError):
         return False
     details = error.status.get("details")
     causes = details.get("causes") if isinstance(details, Mapping) else None
     return any(
-        isinstance(cause, Mapping) and cause.get("type") == cause_type for cause in causes or ()
+        isinstance(cause, Mapping) and cause.get("reason") == cause_type for cause in causes or ()
     )

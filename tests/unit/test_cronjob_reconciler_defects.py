@@ -186,7 +186,7 @@ def namespace_terminating(action: Action) -> errors.ApiError:
         "terminated"
     )
     cause = {
-        "type": "NamespaceTerminating",
+        "reason": "NamespaceTerminating",  # a StatusCause's type, as JSON
         "message": f"namespace {action.namespace} is being terminated",
     }
     return errors.api_error(
