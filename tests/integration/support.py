@@ -12,7 +12,9 @@ reconcile already produced. ``RunningManager.settle`` is how a test waits for
 quiescence before measuring a quiet window: the controller has observed the API
 server's current version of each object (its own last write included), then has nothing
 queued and nothing running; an empty queue alone is not quiet while the watch event of
-the controller's own write is still on its way.
+the controller's own write is still on its way. ``RunningManager.events`` notes every
+event a reconciler asks the recorder for, before the recorder's thread posts it (or the
+API server refuses it), so a test can say what the controller reported and when.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime import objects
 from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
@@ -96,6 +100,25 @@ class ReconcileWitness:
             return self._finished_from.get(request, 0) > started_before
 
 
+class EventSpy:
+    """Wraps the manager's recorder; notes (object name, type, reason) of every event."""
+
+    def __init__(self, inner: Recorder) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._asked: list[tuple[str, str, str]] = []
+
+    def event(self, obj: objects.Obj, type_: str, reason: str, message: str) -> None:
+        with self._lock:
+            self._asked.append((objects.name_of(obj), type_, reason))
+        self.inner.event(obj, type_, reason, message)
+
+    def asked(self) -> list[tuple[str, str, str]]:
+        """Every (object name, type, reason) asked for so far, in order."""
+        with self._lock:
+            return list(self._asked)
+
+
 @dataclass
 class RunningManager:
     """A manager running in a thread, and the controllers the setup functions returned."""
@@ -103,6 +126,7 @@ class RunningManager:
     manager: Manager
     controllers: dict[str, Controller]
     thread: threading.Thread
+    events: EventSpy
 
     def kick(self, controller: str, namespace: str, name: str) -> None:
         """Enqueue a reconcile now (after moving a fake clock, say)."""
@@ -178,6 +202,8 @@ def running_manager(
         rest,
         options or Options(namespace=namespace, health_probe_bind_address="0"),
     )
+    events = EventSpy(manager.recorder)
+    manager.recorder = events  # type: ignore[assignment]  # before the setups read it
     controllers = {name: setup(manager) for name, setup in setups.items()}
     for controller in controllers.values():
         controller.reconciler = ReconcileWitness(controller.reconciler)
@@ -194,7 +220,7 @@ def running_manager(
             60,
             message="manager caches to sync",
         )
-        yield RunningManager(manager, controllers, thread)
+        yield RunningManager(manager, controllers, thread, events)
     finally:
         manager.stop()
         thread.join(60)

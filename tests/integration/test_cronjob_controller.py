@@ -8,7 +8,6 @@ after moving it, so no test waits for a wall-clock minute or depends on timing l
 from __future__ import annotations
 
 import contextlib
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -21,9 +20,7 @@ from cronjob_operator.controllers import cronjob
 from cronjob_operator.envtest import FAIL_LABEL, RUN_DURATION_ANNOTATION, ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.conditions import parse_time, rfc3339
-from cronjob_operator.runtime.controller import Controller
-from cronjob_operator.runtime.events import Recorder
-from cronjob_operator.runtime.manager import Manager, Options
+from cronjob_operator.runtime.manager import Options
 from cronjob_operator.runtime.reconcile import Request
 from tests.integration.support import (
     ReconcileWitness,
@@ -593,25 +590,6 @@ def test_a_schedule_edit_never_runs_a_time_before_the_edit(
 # --- the namespace is being deleted ----------------------------------------------------------
 
 
-class EventSpy:
-    """The manager's recorder, noting every event a reconciler asks for (including ones
-    the API server would refuse to store, as in a terminating namespace)."""
-
-    def __init__(self, inner: Recorder) -> None:
-        self.inner = inner
-        self._lock = threading.Lock()
-        self.asked: list[tuple[str, str, str]] = []
-
-    def event(self, obj: Any, type_: str, reason: str, message: str) -> None:
-        with self._lock:
-            self.asked.append((obj["metadata"]["name"], type_, reason))
-        self.inner.event(obj, type_, reason, message)
-
-    def about(self, name: str) -> list[tuple[str, str]]:
-        with self._lock:
-            return [(type_, reason) for who, type_, reason in self.asked if who == name]
-
-
 def create_refused_as_terminating(control_plane: ControlPlane, namespace: str) -> bool:
     result = control_plane.kubectl(
         "create", "job", "probe", "--image=busybox", "-n", namespace, "--dry-run=server"
@@ -625,13 +603,7 @@ def test_a_create_in_a_terminating_namespace_warns_nothing_and_is_not_retried(
     """The namespace is deleted while the CronJob still exists, not itself being deleted
     (a policy refuses the namespace controller's delete of it, which keeps the namespace
     Terminating): its run's create is refused with the NamespaceTerminating cause."""
-    spy: list[EventSpy] = []
-
-    def setup(manager: Manager) -> Controller:
-        spy.append(EventSpy(manager.recorder))
-        manager.recorder = spy[0]  # type: ignore[assignment]
-        return cronjob.setup(manager, clock=clock)
-
+    setups = {"cronjob": lambda mgr: cronjob.setup(mgr, clock=clock)}
     namespace = f"ending-{uuid.uuid4().hex[:8]}"
     control_plane.kubectl("create", "namespace", namespace, check=True)
     world = World(control_plane, namespace)
@@ -640,7 +612,7 @@ def test_a_create_in_a_terminating_namespace_warns_nothing_and_is_not_retried(
     try:
         for obj in policy:
             apply(world.cp, obj)
-        with running_manager(control_plane, {"cronjob": setup}, options=options) as operator:
+        with running_manager(control_plane, setups, options=options) as operator:
             apply(world.cp, cronjob_object("doomed", namespace))
             assert available_after(world, "doomed", "Scheduling")["status"] == "True"
             wait_for(
@@ -680,7 +652,7 @@ def test_a_create_in_a_terminating_namespace_warns_nothing_and_is_not_retried(
             assert witness.started(request) - before == 1
             assert queue.num_requeues(request) == 0
             assert witness.started(request) <= 6, "a handful of reconciles in all"
-            assert ("Warning", "FailedCreate") not in spy[0].about("doomed")
+            assert ("doomed", "Warning", "FailedCreate") not in operator.events.asked()
             assert world.jobs() == {}
     finally:
         for obj in reversed(policy):
