@@ -28,8 +28,8 @@ run once", has the reasoning.
 Errors: a bad schedule or time zone is reported (Warning event, ``Degraded``) and not
 retried until the spec changes; a Job the API server rejects as invalid is reported and
 retried at the next scheduled time; a create refused because the namespace is being
-deleted (the ``NamespaceTerminating`` cause) records no Warning and is not retried, as
-the built-in's (Available=False, reason ``NamespaceTerminating``); other API failures
+deleted (the ``NamespaceTerminating`` cause) records no Warning, as the built-in's, and
+is not retried (Available=False, reason ``NamespaceTerminating``); other API failures
 raise, so the controller retries with backoff. With ``Replace``, a failed delete of an
 active Job raises before the new Job is created: two runs are never active because a
 delete failed; a reconcile that fails writes what it learned first. Status is written
@@ -552,9 +552,9 @@ class CronJobReconciler:
 
 
 def _namespace_terminating(cronjob: objects.Obj) -> _Problem:
-    """A create refused because the namespace is being deleted: as the built-in, no
-    Warning and no retry (a terminating namespace never becomes active again; deleting it
-    deletes the CronJob, and that reconciles)."""
+    """A create refused because the namespace is being deleted: no Warning, as the
+    built-in; unlike it, no retry either (a terminating namespace never becomes active
+    again; deleting it deletes the CronJob, and that reconciles)."""
     namespace = cronjob["metadata"]["namespace"]
     message = (
         f"metadata.namespace: {namespace} is being deleted, so no Job can be created in it "
