@@ -3,7 +3,9 @@
 A Deployment annotated ``example.com/config: '{"color": "blue"}'`` gets a ConfigMap
 ``<deployment>-config`` holding that data, controlled by the Deployment (garbage
 collection deletes it with the Deployment); editing the annotation updates it, removing
-the annotation deletes it. docs/writing-a-controller.md walks through this file.
+the annotation deletes it; a Deployment being deleted is left alone, so a foreground
+delete is not fought by a re-created ConfigMap. docs/writing-a-controller.md walks
+through this file.
 Run it against any cluster: ``python examples/config_from_annotation.py [KUBECONFIG]``.
 """
 
@@ -46,6 +48,8 @@ class ConfigFromAnnotation:
             deployment = self.client.get(DEPLOYMENT, request.name, request.namespace)
         except NotFound:
             return Result()  # deleted: garbage collection removes its ConfigMap
+        if deployment["metadata"].get("deletionTimestamp"):
+            return Result()  # being deleted: never re-create what the collector deletes
         name = f"{request.name}-config"
         try:
             current: Obj | None = self.client.get(CONFIG_MAP, name, request.namespace)

@@ -14,11 +14,25 @@ not counted; a run request (the run-now annotation) is handled before the suspen
 pause checks, so it works while suspended or paused; scheduling asks the schedule about
 ``now - stagger offset`` and records ``nextScheduleTime``.
 
+Each run once: ``lastScheduleTime`` moves forward to the newest scheduled Job that exists,
+and pruning deletes only Jobs the stored (read) status has recorded, so a Job is deleted
+only after the write that records its run, and a recorded time is never due again.
+Jobs first: a reconcile that created a Job returns ``follow_up`` without writing status
+(unless it recorded a schedule edit), so under a burst every due Job is created before
+any status write; the follow-up, finding the Job and the same stored status, records
+the run and reports what this one saw. Notices (``SawCompletedJob``, ``MissingJob``,
+``Resumed`` and the runs-finished counter) are reported only by the reconcile whose
+status write records them, so each is reported once. docs/cronjob-semantics.md, "Each
+run once", has the reasoning.
+
 Errors: a bad schedule or time zone is reported (Warning event, ``Degraded``) and not
 retried until the spec changes; a Job the API server rejects as invalid is reported and
-retried at the next scheduled time; other API failures raise, so the controller retries
-with backoff. With ``Replace``, a failed delete of an active Job raises before the new
-Job is created: two runs are never active because a delete failed. Status is written
+retried at the next scheduled time; a create refused because the namespace is being
+deleted (the ``NamespaceTerminating`` cause) records no Warning, as the built-in's, and
+is not retried (Available=False, reason ``NamespaceTerminating``); other API failures
+raise, so the controller retries with backoff. With ``Replace``, a failed delete of an
+active Job raises before the new Job is created: two runs are never active because a
+delete failed; a reconcile that fails writes what it learned first. Status is written
 once, only when it changed, retrying conflicts against a fresh read so it is never
 dropped.
 
@@ -101,11 +115,13 @@ class _Problem:
     """Why the CronJob cannot be scheduled as written: Degraded's reason and message.
 
     ``stops_schedule`` is False for a problem that leaves scheduled runs going (a Job the
-    API server rejects, a bad run request): Available stays True."""
+    API server rejects, a bad run request): Available stays True. ``retry`` is False when
+    no later attempt can succeed (the namespace is being deleted): no requeue then."""
 
     reason: str
     message: str
     stops_schedule: bool = True
+    retry: bool = True
 
 
 class CronJobReconciler:
@@ -134,25 +150,29 @@ class CronJobReconciler:
         stored = cronjob.get("status") or {}
         status = objects.thaw(stored)
         jobs = self._owned_jobs(cronjob)
-        self._sync(cronjob, status, jobs)
-        self._count_failures(cronjob, status, jobs)
+        notices = [*self._sync(cronjob, status, jobs), *self._count_failures(cronjob, jobs, status)]
         self._prune(cronjob, jobs, stored)
-        manual = self._run_requested(cronjob, status, jobs)
         started: list[objects.Obj] = []
         observed = status.get("observedSchedule")
-        requeue, problem = self._schedule(cronjob, status, now, started)
+        try:
+            manual = self._run_requested(cronjob, status, jobs)
+            requeue, problem = self._schedule(cronjob, status, now, started)
+        except errors.ApiError:
+            self._record(cronjob, status, notices)  # keep what this reconcile learned
+            raise
         if problem is None:
             problem = self._stored_problem(cronjob) or manual
         if started:
             if status.get("observedSchedule") != observed:
                 # An edit's ``since`` is this reconcile's ``now``: record it with the run.
-                self._write_status(cronjob, status)
+                self._record(cronjob, status, notices)
             # Jobs first: this reconcile created a Job. Its status is written by a
-            # follow-up reconcile queued behind every other due run (the Job's name is
-            # deterministic, so a crash before that write still records the run).
+            # follow-up reconcile queued behind every other due run; that one finds the
+            # Job (which records the run) and the unchanged stored status (so it reports
+            # the notices of this one).
             return Result(follow_up=True)
         self._set_conditions(cronjob, status, problem, now)
-        self._write_status(cronjob, status)
+        self._record(cronjob, status, notices)
         self._metrics.active_jobs.labels(request.namespace, request.name).set(
             len(status.get("active") or ())
         )
@@ -169,7 +189,9 @@ class CronJobReconciler:
         ours = [job for job in listed if (objects.controller_ref(job) or {}).get("uid") == uid]
         return state.classify(ours)
 
-    def _sync(self, cronjob: objects.Obj, status: dict[str, Any], jobs: state.JobSets) -> None:
+    def _sync(
+        self, cronjob: objects.Obj, status: dict[str, Any], jobs: state.JobSets
+    ) -> list[state.Notice]:
         owned = [*jobs.active, *jobs.successful, *jobs.failed]
         missing = [
             ref["uid"]
@@ -177,12 +199,8 @@ class CronJobReconciler:
             if not self._exists_live(ref)
         ]
         metadata = cronjob["metadata"]
-        for notice in state.sync_status(status, jobs, confirmed_missing=missing):
-            self._recorder.event(cronjob, notice.type, notice.reason, notice.message)
-            if notice.finished is not None:
-                self._metrics.jobs_finished.labels(
-                    metadata["namespace"], metadata["name"], notice.finished
-                ).inc()
+        state.advance_last_schedule_time(status, metadata["name"], owned)
+        return state.sync_status(status, jobs, confirmed_missing=missing)
 
     def _exists_live(self, ref: dict[str, Any]) -> bool:
         # The cache may lag a Job we just created: ask the server before calling it missing.
@@ -193,26 +211,35 @@ class CronJobReconciler:
         return (job.get("metadata") or {}).get("uid") == ref.get("uid")
 
     def _count_failures(
-        self, cronjob: objects.Obj, status: dict[str, Any], jobs: state.JobSets
-    ) -> None:
+        self, cronjob: objects.Obj, jobs: state.JobSets, status: dict[str, Any]
+    ) -> list[state.Notice]:
         generation = int(cronjob["metadata"].get("generation") or 0)
-        if features.resume_on_new_generation(status, generation):
-            self._recorder.event(
-                cronjob,
-                "Normal",
-                "Resumed",
-                f"spec changed (generation {generation}): scheduled runs resume and the "
-                "consecutive failure count restarts at 0",
-            )
+        resumed = features.resume_on_new_generation(status, generation)
         features.record_failures(status, jobs.failed)
+        if not resumed:
+            return []
+        message = (
+            f"spec changed (generation {generation}): scheduled runs resume and the "
+            "consecutive failure count restarts at 0"
+        )
+        return [state.Notice("Normal", "Resumed", message)]
 
     def _prune(self, cronjob: objects.Obj, jobs: state.JobSets, stored: objects.Obj) -> None:
         spec = cronjob.get("spec") or {}
+        name = cronjob["metadata"]["name"]
+        unrecorded = features.unrecorded_manual_job(cronjob)
+
+        def recorded(finished: list[objects.Obj]) -> list[objects.Obj]:
+            # Only a run the stored status records may go: pruning one it does not would
+            # make the run due again (the same Job created twice).
+            kept = state.recorded_by(stored, name, finished)
+            return [job for job in kept if objects.name_of(job) != unrecorded]
+
         # A failed Job goes only once the stored status counts it (never lose a failure).
         doomed = [
-            *state.to_prune(jobs.successful, spec.get("successfulJobsHistoryLimit")),
+            *state.to_prune(recorded(jobs.successful), spec.get("successfulJobsHistoryLimit")),
             *state.to_prune(
-                features.counted(jobs.failed, stored), spec.get("failedJobsHistoryLimit")
+                features.counted(recorded(jobs.failed), stored), spec.get("failedJobsHistoryLimit")
             ),
         ]
         for job in doomed:  # a failed prune is reported and retried on the next reconcile
@@ -304,7 +331,8 @@ class CronJobReconciler:
                 f"too many missed start times ({due.missed}+): running only the most recent, "
                 f"{rfc3339(due.scheduled)}; set or check spec.startingDeadlineSeconds",
             )
-        return requeue, self._run(cronjob, status, due.scheduled, schedule.zone, offset, started)
+        problem = self._run(cronjob, status, due.scheduled, schedule.zone, offset, started)
+        return (requeue if problem is None or problem.retry else None), problem
 
     def _stagger(self, cronjob: objects.Obj, schedule: schedules.Schedule) -> timedelta | _Problem:
         """The CronJob's stagger offset, or why its stored staggerSeconds cannot be used."""
@@ -424,8 +452,7 @@ class CronJobReconciler:
         for ref in list(active):
             error = self._delete_job(cronjob, ref["name"], uid=ref.get("uid"))
             if error is not None:
-                self._write_status(cronjob, status)  # keep what this reconcile learned
-                raise error
+                raise error  # the reconcile writes what it learned, then fails
             active.remove(ref)
 
     def _create(
@@ -460,9 +487,10 @@ class CronJobReconciler:
             self._recorder.event(cronjob, "Warning", "FailedCreate", message)
             return _Problem("InvalidJobTemplate", message)
         except errors.ApiError as exc:
+            if errors.has_status_cause(exc, errors.NAMESPACE_TERMINATING_CAUSE):
+                return _namespace_terminating(cronjob)
             self._recorder.event(cronjob, "Warning", "FailedCreate", f"Error creating job: {exc}")
-            self._write_status(cronjob, status)  # keep what this reconcile learned
-            raise
+            raise  # the reconcile writes what it learned, then fails
         else:
             self._recorder.event(cronjob, "Normal", "SuccessfulCreate", f"Created job {name}")
             if due is not None:
@@ -507,8 +535,33 @@ class CronJobReconciler:
             condition("Progressing", False, "Idle", "no active jobs")
         status["observedGeneration"] = generation
 
-    def _write_status(self, cronjob: objects.Obj, status: dict[str, Any]) -> None:
-        write_status(self._client, CRONJOB, cronjob, status)
+    def _record(
+        self, cronjob: objects.Obj, status: dict[str, Any], notices: list[state.Notice]
+    ) -> None:
+        """Write ``status``, then report its notices: each is reported once, by the
+        reconcile whose write records it (none when the server had it already)."""
+        if not write_status(self._client, CRONJOB, cronjob, status):
+            return
+        metadata = cronjob["metadata"]
+        for notice in notices:
+            self._recorder.event(cronjob, notice.type, notice.reason, notice.message)
+            if notice.finished is not None:
+                self._metrics.jobs_finished.labels(
+                    metadata["namespace"], metadata["name"], notice.finished
+                ).inc()
+
+
+def _namespace_terminating(cronjob: objects.Obj) -> _Problem:
+    """A create refused because the namespace is being deleted: no Warning, as the
+    built-in; unlike it, no retry either (a terminating namespace never becomes active
+    again; deleting it deletes the CronJob, and that reconciles)."""
+    namespace = cronjob["metadata"]["namespace"]
+    message = (
+        f"metadata.namespace: {namespace} is being deleted, so no Job can be created in it "
+        "and no run starts; the CronJob is deleted with it (create it in another namespace "
+        "to keep it running)"
+    )
+    return _Problem("NamespaceTerminating", message, retry=False)
 
 
 def _pause_message(cronjob: objects.Obj, status: dict[str, Any]) -> str:

@@ -61,6 +61,7 @@ __all__ = [
     "stagger_offset",
     "stagger_problem",
     "token_problem",
+    "unrecorded_manual_job",
 ]
 
 RUN_TOKEN_ANNOTATION: Final = "batch.tutorial.kubebuilder.io/run-request"
@@ -130,6 +131,13 @@ def manual_job_name(cronjob_name: str, token: str) -> str:
     digest = hashlib.sha256(token.encode()).digest()
     encoded = base64.b32encode(digest).decode().lower()
     return f"{cronjob_name}-m{encoded[:_NAME_HASH_CHARS]}"
+
+
+def unrecorded_manual_job(cronjob: Mapping[str, Any]) -> str | None:
+    """The name of the manual Job that the stored status has not recorded: the one its
+    unhandled run request asks for (None when there is none)."""
+    token = run_request(cronjob)
+    return None if token is None else manual_job_name(cronjob["metadata"]["name"], token)
 
 
 # --- failure awareness ----------------------------------------------------------------

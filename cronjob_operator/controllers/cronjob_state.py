@@ -13,7 +13,16 @@ reads, writes and events around it.
 * ``to_prune`` picks the oldest finished Jobs beyond a history limit, ordered by
   ``status.startTime`` (unset last, ties by name), as the built-in controller does.
 * Job names are ``<cronjob>-<scheduled Unix seconds>``: deterministic, so a retry, a
-  restart or a second manager can never create the same run twice.
+  restart or a second manager can never create the same run twice while its Job exists.
+  ``scheduled_time`` reads the time back from a name (the Job cache keeps no
+  annotations).
+* Exactly once past the Job's life: ``advance_last_schedule_time`` moves
+  ``status.lastScheduleTime`` forward to the newest scheduled time among the Jobs that
+  exist, so a run is recorded before anything else is decided; ``recorded_by`` keeps
+  only the Jobs the stored status has recorded (scheduled at or before its
+  ``lastScheduleTime``), the only ones pruning may delete. A Job is therefore deleted
+  only after the status write that records its run, and a run's time, once recorded, is
+  never due again.
 * ``observe_schedule`` keeps ``status.observedSchedule``: the schedule and time zone in
   effect and since when. Runs are never created for a time at or before ``since``, so
   editing either never starts a catch-up run for a time before the edit.
@@ -23,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -31,21 +40,27 @@ from cronjob_operator.runtime import controllerutil, objects
 from cronjob_operator.runtime.conditions import parse_time, rfc3339
 
 __all__ = [
+    "FINISHED_CONDITIONS",
     "SCHEDULED_AT_ANNOTATION",
     "JobSets",
     "Notice",
+    "advance_last_schedule_time",
     "build_job",
     "classify",
     "job_from_template",
     "job_name",
     "job_reference",
     "observe_schedule",
+    "recorded_by",
+    "scheduled_time",
     "sync_status",
     "to_prune",
     "unconfirmed_active",
 ]
 
 SCHEDULED_AT_ANNOTATION = "batch.tutorial.kubebuilder.io/scheduled-at"
+FINISHED_CONDITIONS = ("Complete", "Failed")
+"""The Job conditions that end a run (when True): succeeded, failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +89,7 @@ def _uid(obj: Mapping[str, Any]) -> str:
 def finished_state(job: objects.Obj) -> str | None:
     """ "Complete" or "Failed" for a finished Job, None while it runs."""
     for condition in (job.get("status") or {}).get("conditions") or ():
-        if condition.get("type") in {"Complete", "Failed"} and condition.get("status") == "True":
+        if condition.get("type") in FINISHED_CONDITIONS and condition.get("status") == "True":
             return str(condition["type"])
     return None
 
@@ -181,6 +196,46 @@ def to_prune(finished: Sequence[objects.Obj], limit: int | None) -> list[objects
 def job_name(cronjob_name: str, scheduled: datetime) -> str:
     """``<cronjob>-<scheduled time as Unix seconds>``."""
     return f"{cronjob_name}-{int(scheduled.timestamp())}"
+
+
+def scheduled_time(cronjob_name: str, name: str) -> datetime | None:
+    """The scheduled time a Job name of ``job_name``'s form encodes; None for any other
+    name (a manual run's, say)."""
+    prefix = f"{cronjob_name}-"
+    seconds = name[len(prefix) :] if name.startswith(prefix) else ""
+    if not (seconds.isascii() and seconds.isdigit()):
+        return None
+    return datetime.fromtimestamp(int(seconds), UTC)
+
+
+def advance_last_schedule_time(
+    status: dict[str, Any], cronjob_name: str, owned: Iterable[objects.Obj]
+) -> None:
+    """Move ``status.lastScheduleTime`` forward (never back) to the newest scheduled time
+    among the ``owned`` Jobs: a run whose Job exists is recorded, even when the write
+    that should have recorded it has not happened yet (Jobs first) or was lost."""
+    latest = parse_time(status.get("lastScheduleTime"))
+    for job in owned:
+        moment = scheduled_time(cronjob_name, objects.name_of(job))
+        if moment is not None and (latest is None or moment > latest):
+            latest = moment
+    if latest is not None:
+        status["lastScheduleTime"] = rfc3339(latest)
+
+
+def recorded_by(
+    stored_status: Mapping[str, Any], cronjob_name: str, jobs: Iterable[objects.Obj]
+) -> list[objects.Obj]:
+    """The ``jobs`` whose scheduled run the stored status has recorded: scheduled at or
+    before its ``lastScheduleTime``. Jobs of other names (manual runs) are not judged
+    here."""
+    recorded = parse_time(stored_status.get("lastScheduleTime"))
+    kept = []
+    for job in jobs:
+        moment = scheduled_time(cronjob_name, objects.name_of(job))
+        if moment is None or (recorded is not None and moment <= recorded):
+            kept.append(job)
+    return kept
 
 
 def build_job(cronjob: objects.Obj, scheduled: datetime, zone: ZoneInfo) -> dict[str, Any]:

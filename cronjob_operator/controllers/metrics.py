@@ -8,7 +8,11 @@ our prefix. Their labels are the CronJob's namespace and name, as kube-state-met
 labels its CronJob series.
 
 Each is built into a registry the caller gives (the manager's, from ``setup``), so two
-managers in one process keep separate counts.
+managers in one process keep separate counts. Every series of a CronJob goes when the
+reconciler finds it deleted (``forget_cronjob``): the registry holds series only for
+CronJobs that exist, however many come and go. A counter that disappears and comes back
+(a CronJob re-created with the same name) starts at 0, which Prometheus's ``rate`` and
+``increase`` read as a counter reset.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import contextlib
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from cronjob_operator.controllers.cronjob_state import FINISHED_CONDITIONS
 
 __all__ = ["CronJobMetrics", "job_creation_skew"]
 
@@ -31,6 +37,9 @@ def job_creation_skew(registry: CollectorRegistry | None) -> Histogram:
     )
 
 
+_CRONJOB_LABELS = ("namespace", "cronjob")
+
+
 class CronJobMetrics:
     """The CronJob controller's metrics, in the given registry (unregistered when None)."""
 
@@ -39,24 +48,31 @@ class CronJobMetrics:
         self.jobs_created = Counter(
             "cronjob_operator_jobs_created_total",
             "Jobs the CronJob controller created, per CronJob",
-            ["namespace", "cronjob"],
+            _CRONJOB_LABELS,
             registry=registry,
         )
         self.jobs_finished = Counter(
             "cronjob_operator_jobs_finished_total",
             "Jobs of a CronJob seen finished (leaving status.active), per CronJob and "
             "condition (Complete or Failed)",
-            ["namespace", "cronjob", "condition"],
+            (*_CRONJOB_LABELS, "condition"),  # one of FINISHED_CONDITIONS
             registry=registry,
         )
         self.active_jobs = Gauge(
             "cronjob_operator_active_jobs",
             "Jobs a CronJob's status lists as active, as of its last reconcile",
-            ["namespace", "cronjob"],
+            _CRONJOB_LABELS,
             registry=registry,
         )
 
     def forget_cronjob(self, namespace: str, name: str) -> None:
-        """Drop the gauge of a deleted CronJob (its counters stay: they only ever grow)."""
-        with contextlib.suppress(KeyError):
-            self.active_jobs.remove(namespace, name)
+        """Remove every series of the deleted CronJob ``namespace/name`` (a few dict
+        deletions, whatever the number of CronJobs); one without series is fine."""
+        series = [
+            (self.jobs_created, (namespace, name)),
+            (self.active_jobs, (namespace, name)),
+            *((self.jobs_finished, (namespace, name, end)) for end in FINISHED_CONDITIONS),
+        ]
+        for metric, labels in series:
+            with contextlib.suppress(KeyError):  # never set
+                metric.remove(*labels)

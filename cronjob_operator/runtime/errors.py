@@ -3,7 +3,10 @@
 Every non-2xx answer of the API server becomes an ``ApiError`` subclass carrying the
 ``Status`` object the server sent. Connection failures and timeouts become
 ``TransportError``. ``is_transient`` is the one place that says what may be retried:
-connection errors, timeouts, 429 and 5xx; never another 4xx.
+connection errors, timeouts, 429 and 5xx; never another 4xx. ``has_status_cause`` reads
+the causes in a Status's details (apimachinery's ``errors.HasStatusCause``), e.g.
+``NAMESPACE_TERMINATING_CAUSE`` on a create refused because the namespace is being
+deleted.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "NAMESPACE_TERMINATING_CAUSE",
     "AlreadyExists",
     "ApiError",
     "BadRequest",
@@ -26,6 +30,7 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "api_error",
+    "has_status_cause",
     "is_transient",
 ]
 
@@ -128,3 +133,21 @@ def is_transient(error: BaseException) -> bool:
     if isinstance(error, DeadlineExceeded):
         return False
     return isinstance(error, TransportError | TooManyRequests | ServerError)
+
+
+NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
+"""The cause type of a 403 for a create in a namespace being deleted (corev1's
+``NamespaceTerminatingCause``)."""
+
+
+def has_status_cause(error: BaseException, cause_type: str) -> bool:
+    """Whether ``error`` is an ``ApiError`` whose Status details list a cause of
+    ``cause_type``. A cause's type is its JSON ``reason`` (metav1.StatusCause's ``Type``
+    field is serialized under that name)."""
+    if not isinstance(error, ApiError):
+        return False
+    details = error.status.get("details")
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    return any(
+        isinstance(cause, Mapping) and cause.get("reason") == cause_type for cause in causes or ()
+    )

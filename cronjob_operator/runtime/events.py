@@ -211,15 +211,10 @@ class EventRecorder:
             log.debug("event %s already exists", where)
         except errors.ApiError as exc:
             self._count("failed")
-            if _namespace_terminating(exc):
+            if errors.has_status_cause(exc, errors.NAMESPACE_TERMINATING_CAUSE):
                 log.debug("event %s not written: its namespace is terminating", where)
             else:
                 log.warning("event %s not written: %s", where, exc)
         except errors.TransportError as exc:
             self._count("failed")
             log.warning("event %s not written: %s", where, exc)
-
-
-def _namespace_terminating(error: errors.ApiError) -> bool:
-    causes = (error.status.get("details") or {}).get("causes") or []
-    return any(cause.get("reason") == "NamespaceTerminating" for cause in causes)

@@ -8,7 +8,13 @@ decisions never depend on the wall clock. ``RunningManager.kick_and_wait`` is ho
 waits for "the reconcile after my action": every reconciler is wrapped in a
 ``ReconcileWitness`` that numbers reconcile starts per request, so the wait ends only when
 a reconcile that started after the call has finished, never on a state an earlier
-reconcile already produced.
+reconcile already produced. ``RunningManager.settle`` is how a test waits for
+quiescence before measuring a quiet window: the controller has observed the API
+server's current version of each object (its own last write included), then has nothing
+queued and nothing running; an empty queue alone is not quiet while the watch event of
+the controller's own write is still on its way. ``RunningManager.events`` notes every
+event a reconciler asks the recorder for, before the recorder's thread posts it (or the
+API server refuses it), so a test can say what the controller reported and when.
 """
 
 from __future__ import annotations
@@ -16,14 +22,17 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime import objects
 from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.events import Recorder
+from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
 
@@ -60,17 +69,26 @@ class ReconcileWitness:
         self._started: dict[Request, int] = {}
         self._finished_from: dict[Request, int] = {}
         """The start number of the latest finished reconcile of each request."""
+        self._running = 0
+
+    @property
+    def running(self) -> int:
+        """How many reconciles are running now."""
+        with self._lock:
+            return self._running
 
     def reconcile(self, request: Request) -> Result:
         with self._lock:
             number = self._started.get(request, 0) + 1
             self._started[request] = number
+            self._running += 1
         try:
             return self.inner.reconcile(request)
         finally:
             with self._lock:
                 latest = self._finished_from.get(request, 0)
                 self._finished_from[request] = max(latest, number)
+                self._running -= 1
 
     def started(self, request: Request) -> int:
         with self._lock:
@@ -82,6 +100,25 @@ class ReconcileWitness:
             return self._finished_from.get(request, 0) > started_before
 
 
+class EventSpy:
+    """Wraps the manager's recorder; notes (object name, type, reason) of every event."""
+
+    def __init__(self, inner: Recorder) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+        self._asked: list[tuple[str, str, str]] = []
+
+    def event(self, obj: objects.Obj, type_: str, reason: str, message: str) -> None:
+        with self._lock:
+            self._asked.append((objects.name_of(obj), type_, reason))
+        self.inner.event(obj, type_, reason, message)
+
+    def asked(self) -> list[tuple[str, str, str]]:
+        """Every (object name, type, reason) asked for so far, in order."""
+        with self._lock:
+            return list(self._asked)
+
+
 @dataclass
 class RunningManager:
     """A manager running in a thread, and the controllers the setup functions returned."""
@@ -89,6 +126,7 @@ class RunningManager:
     manager: Manager
     controllers: dict[str, Controller]
     thread: threading.Thread
+    events: EventSpy
 
     def kick(self, controller: str, namespace: str, name: str) -> None:
         """Enqueue a reconcile now (after moving a fake clock, say)."""
@@ -110,6 +148,45 @@ class RunningManager:
             message=f"a {controller} reconcile of {namespace}/{name} after the kick",
         )
 
+    def settle(
+        self,
+        controller: str,
+        kind: Kind,
+        stored: Callable[[], Mapping[tuple[str, str], str]],
+        timeout: float = 60.0,
+    ) -> None:
+        """Wait until ``controller`` is quiet about the objects ``stored`` returns
+        ((namespace, name) -> the resourceVersion the API server has now): first its
+        cache holds each at that version (so the watch event of its own last write has
+        arrived; a write meanwhile changes the version and the wait goes on), then its
+        work queue is empty and no reconcile runs (that event's reconcile is done)."""
+        cache = self.manager.cache
+
+        def observed() -> dict[tuple[str, str], tuple[str, str]]:
+            behind = {}
+            for (namespace, name), version in stored().items():
+                cached = cache.get(kind, name, namespace)["metadata"]["resourceVersion"]
+                if cached != version:
+                    behind[(namespace, name)] = (cached, version)
+            return behind
+
+        wait_for(
+            lambda: not observed(),
+            timeout,
+            interval=0.5,
+            message=f"the {controller} cache at the stored versions",
+            detail=lambda: f"(cached, stored) versions that differ: {observed()}",
+        )
+        witness = self.controllers[controller].reconciler
+        assert isinstance(witness, ReconcileWitness), "running_manager wraps every reconciler"
+        queue = self.controllers[controller].queue
+        wait_for(
+            lambda: len(queue) == 0 and witness.running == 0,
+            timeout,
+            interval=0.5,
+            message=f"the {controller} queue empty and no reconcile running",
+        )
+
 
 @contextlib.contextmanager
 def running_manager(
@@ -125,6 +202,8 @@ def running_manager(
         rest,
         options or Options(namespace=namespace, health_probe_bind_address="0"),
     )
+    events = EventSpy(manager.recorder)
+    manager.recorder = events  # type: ignore[assignment]  # before the setups read it
     controllers = {name: setup(manager) for name, setup in setups.items()}
     for controller in controllers.values():
         controller.reconciler = ReconcileWitness(controller.reconciler)
@@ -141,7 +220,7 @@ def running_manager(
             60,
             message="manager caches to sync",
         )
-        yield RunningManager(manager, controllers, thread)
+        yield RunningManager(manager, controllers, thread, events)
     finally:
         manager.stop()
         thread.join(60)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.envtest import FAIL_LABEL, RUN_DURATION_ANNOTATION, ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
@@ -22,6 +23,7 @@ from cronjob_operator.runtime.conditions import parse_time, rfc3339
 from cronjob_operator.runtime.manager import Options
 from cronjob_operator.runtime.reconcile import Request
 from tests.integration.support import (
+    ReconcileWitness,
     RunningManager,
     apply,
     install_crds,
@@ -391,7 +393,12 @@ def test_unparseable_schedule_is_reported_without_a_hot_loop(
 def job_deletes_denied(namespace: str) -> list[dict[str, Any]]:
     """A ValidatingAdmissionPolicy (and its binding) that makes the API server refuse every
     Job DELETE in ``namespace``: a real failed delete, from the real API server."""
-    name = f"deny-job-delete-{namespace}"
+    return deletes_denied(namespace, "batch", "jobs")
+
+
+def deletes_denied(namespace: str, group: str, resource: str) -> list[dict[str, Any]]:
+    """The policy and binding that refuse every DELETE of ``resource`` in ``namespace``."""
+    name = f"deny-{resource}-delete-{namespace}"
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -402,14 +409,16 @@ def job_deletes_denied(namespace: str) -> list[dict[str, Any]]:
                 "matchConstraints": {
                     "resourceRules": [
                         {
-                            "apiGroups": ["batch"],
-                            "apiVersions": ["v1"],
+                            "apiGroups": [group],
+                            "apiVersions": ["*"],
                             "operations": ["DELETE"],
-                            "resources": ["jobs"],
+                            "resources": [resource],
                         }
                     ]
                 },
-                "validations": [{"expression": "false", "message": "Job deletes are denied"}],
+                "validations": [
+                    {"expression": "false", "message": f"{resource} deletes are denied"}
+                ],
             },
         },
         {
@@ -430,7 +439,7 @@ def job_deletes_denied(namespace: str) -> list[dict[str, Any]]:
 def delete_is_denied(world: World, job_name: str) -> bool:
     """Whether the API server refuses to delete ``job_name`` (a server-side dry run)."""
     result = world.cp.kubectl("delete", "job", job_name, "-n", world.ns, "--dry-run=server")
-    return result.returncode != 0 and "Job deletes are denied" in result.stderr
+    return result.returncode != 0 and "jobs deletes are denied" in result.stderr
 
 
 @contextlib.contextmanager
@@ -534,7 +543,13 @@ def test_a_job_template_the_api_server_rejects_is_not_available(
     available = available_after(world, "rejected", "InvalidJobTemplate")
     assert available["status"] == "False"
     assert "spec.jobTemplate" in available["message"]
-    assert "FailedCreate" in world.event_reasons("rejected")
+    # Events are posted by the recorder's own thread, after the reconcile: wait for it.
+    wait_for(
+        lambda: "FailedCreate" in world.event_reasons("rejected"),
+        30,
+        message="the FailedCreate warning posted",
+        detail=lambda: world.event_reasons("rejected"),
+    )
 
 
 # --- editing the schedule ------------------------------------------------------------------
@@ -570,3 +585,76 @@ def test_a_schedule_edit_never_runs_a_time_before_the_edit(
     job2 = run_at(operator, clock, world, "edited", missed + timedelta(hours=1))
     wait_for(lambda: job2 in world.jobs(), 30, message="the new schedule's next run")
     assert sorted(world.jobs()) == sorted([job1, job2])
+
+
+# --- the namespace is being deleted ----------------------------------------------------------
+
+
+def create_refused_as_terminating(control_plane: ControlPlane, namespace: str) -> bool:
+    result = control_plane.kubectl(
+        "create", "job", "probe", "--image=busybox", "-n", namespace, "--dry-run=server"
+    )
+    return result.returncode != 0 and "being terminated" in result.stderr
+
+
+def test_a_create_in_a_terminating_namespace_warns_nothing_and_is_not_retried(
+    control_plane: ControlPlane, clock: FakeClock
+) -> None:
+    """The namespace is deleted while the CronJob still exists, not itself being deleted
+    (a policy refuses the namespace controller's delete of it, which keeps the namespace
+    Terminating): its run's create is refused with the NamespaceTerminating cause."""
+    setups = {"cronjob": lambda mgr: cronjob.setup(mgr, clock=clock)}
+    namespace = f"ending-{uuid.uuid4().hex[:8]}"
+    control_plane.kubectl("create", "namespace", namespace, check=True)
+    world = World(control_plane, namespace)
+    policy = deletes_denied(namespace, "batch.tutorial.kubebuilder.io", "cronjobs")
+    options = Options(namespace=namespace, health_probe_bind_address="0")
+    try:
+        for obj in policy:
+            apply(world.cp, obj)
+        with running_manager(control_plane, setups, options=options) as operator:
+            apply(world.cp, cronjob_object("doomed", namespace))
+            assert available_after(world, "doomed", "Scheduling")["status"] == "True"
+            wait_for(
+                lambda: world.cp.kubectl(
+                    "delete", CRONJOBS, "doomed", "-n", namespace, "--dry-run=server"
+                ).returncode != 0,
+                30,
+                message="the policy refuses deleting the CronJob",
+            )  # fmt: skip
+            world.cp.kubectl("delete", "namespace", namespace, "--wait=false", check=True)
+            wait_for(
+                lambda: create_refused_as_terminating(control_plane, namespace),
+                30,
+                message=f"namespace {namespace} terminating",
+            )
+            assert "deletionTimestamp" not in world.cronjob("doomed")["metadata"]
+            request = Request(namespace, "doomed")
+            witness = operator.controllers["cronjob"].reconciler
+            assert isinstance(witness, ReconcileWitness)
+            queue = operator.controllers["cronjob"].queue
+
+            run_at(operator, clock, world, "doomed", tick_after(created_at(world, "doomed")))
+            available = available_after(world, "doomed", "NamespaceTerminating")
+            assert available["status"] == "False"
+            assert f"metadata.namespace: {namespace}" in available["message"]
+
+            def stored() -> dict[tuple[str, str], str]:
+                version = world.cronjob("doomed")["metadata"]["resourceVersion"]
+                return {(namespace, "doomed"): version}
+
+            operator.settle("cronjob", CRONJOB, stored)
+            assert queue.num_requeues(request) == 0, "retried with backoff"
+            # Another event (here a kick): one reconcile, one refused create, nothing more.
+            before = witness.started(request)
+            operator.kick_and_wait("cronjob", namespace, "doomed")
+            operator.settle("cronjob", CRONJOB, stored)
+            assert witness.started(request) - before == 1
+            assert queue.num_requeues(request) == 0
+            assert witness.started(request) <= 6, "a handful of reconciles in all"
+            assert ("doomed", "Warning", "FailedCreate") not in operator.events.asked()
+            assert world.jobs() == {}
+    finally:
+        for obj in reversed(policy):
+            world.cp.kubectl("delete", obj["kind"], obj["metadata"]["name"], "--wait=true")
+        world.cp.kubectl("delete", "namespace", namespace, "--wait=false")

@@ -3,7 +3,8 @@
 The controller runs in-process as its own ``setup`` wires it; the test acts as a user
 would (kubectl apply, annotate, delete) and polls with deadlines for what the guide
 promises: the ConfigMap appears, follows the annotation, goes when the annotation goes,
-and garbage collection removes it with its Deployment.
+and goes with its Deployment, which the controller, running throughout, never fights by
+creating it again (a watch counts its uids).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import json
 from typing import Any
 
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime.reconcile import Request
 from examples.config_from_annotation import ANNOTATION, setup
-from tests.integration.support import apply, running_manager
+from tests.integration.creations import caught_up, watching_creations
+from tests.integration.support import ReconcileWitness, apply, running_manager
 
 TIMEOUT = 60.0
 
@@ -73,20 +76,45 @@ def test_config_map_follows_the_annotation(control_plane: ControlPlane, namespac
         )
 
 
-def test_garbage_collection_removes_it_with_the_deployment(
+def test_a_deleted_deployment_takes_its_config_map_and_gets_no_new_one(
     control_plane: ControlPlane, namespace: str
 ) -> None:
-    with running_manager(control_plane, {"example": setup}, namespace=namespace):
+    """The controller keeps running while the Deployment is deleted in the foreground (it
+    stays, being deleted, until the collector deleted the ConfigMap, whose delete brings a
+    reconcile): the ConfigMap goes with it and is created exactly once (one uid)."""
+    configmaps = f"/api/v1/namespaces/{namespace}/configmaps"
+    with (
+        watching_creations(control_plane, configmaps) as creations,
+        running_manager(control_plane, {"example": setup}, namespace=namespace) as running,
+    ):
         apply(control_plane, deployment(namespace, "api", {"mode": "fast"}))
         wait_for(
             lambda: config_data(control_plane, namespace, "api-config") == {"mode": "fast"},
             TIMEOUT,
             message="api-config created",
         )
-    deleted = control_plane.kubectl("delete", "deployment", "api", "-n", namespace)
-    assert deleted.returncode == 0, deleted.stderr
-    wait_for(
-        lambda: config_data(control_plane, namespace, "api-config") is None,
-        TIMEOUT,
-        message="api-config garbage-collected with its Deployment",
-    )
+        deleted = control_plane.kubectl(
+            "delete", "deployment", "api", "-n", namespace, "--cascade=foreground", "--wait=true"
+        )
+        assert deleted.returncode == 0, deleted.stderr
+        witness = running.controllers["example"].reconciler
+        assert isinstance(witness, ReconcileWitness)
+        request = Request(namespace, "api")
+        before = witness.started(request)
+        running.kick("example", namespace, "api")  # a reconcile after the Deployment is gone
+        wait_for(lambda: witness.finished_since(request, before), TIMEOUT, message="reconcile")
+        wait_for(
+            lambda: config_data(control_plane, namespace, "api-config") is None,
+            TIMEOUT,
+            message="api-config garbage-collected with its Deployment",
+        )
+        caught_up(creations, lambda name: apply(control_plane, config_map(namespace, name)))
+        assert creations.counts()["api-config"] == 1, "the ConfigMap was created again"
+
+
+def config_map(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+    }

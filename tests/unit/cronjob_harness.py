@@ -1,28 +1,36 @@
 """The CronJob reconciler on the runtime's fake client, for unit tests of the reconcile.
 
 One harness for every unit test that drives ``CronJobReconciler`` (test_cronjob_reconciler,
-test_cronjob_features, test_cronjob_reconciler_defects): a ``Harness`` wires the
-reconciler to ``runtime.fake``'s client and recorder and to a ``FakeClock``, reconciles
-at a chosen moment (plus the follow-up the work queue runs after a create), restarts the
-reconciler, and plays the rest of the cluster between reconciles: a user editing a
-CronJob's spec, annotations or status or deleting it, and the Job controller finishing a
-Job. Failures the API server gives are the fake client's reactors. Nothing here reads
-the wall clock.
+test_cronjob_features, test_cronjob_reconciler_defects, test_cronjob_exactly_once): a
+``Harness`` wires the reconciler to ``runtime.fake``'s client and recorder, to a
+``FakeClock`` and to a metrics registry of its own. It reconciles at a chosen moment
+(plus the follow-up the work queue runs after a create, or without it, to play a
+follow-up that waits behind other work), reconciles once from a stale cached copy of the
+CronJob, counts the runs (distinct Job uids per Job name among the reconciler's creates),
+restarts the reconciler, and plays the rest of the cluster between reconciles: a user
+editing a CronJob's spec, annotations or status or deleting it, and the Job controller
+finishing a Job. Failures the API server gives are the fake client's reactors. Nothing
+here reads the wall clock.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
+
+from prometheus_client import CollectorRegistry
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, CronJobReconciler, job_owner_index
+from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.client import ClientInterface
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.conditions import find_condition, rfc3339
 from cronjob_operator.runtime.fake import FakeClient, FakeClientBuilder, FakeRecorder
-from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.kinds import JOB, Kind
 from cronjob_operator.runtime.reconcile import Request, Result
 
 
@@ -69,23 +77,54 @@ class Harness:
             .build()
         )
         self.recorder = FakeRecorder()
-        self.reconciler = CronJobReconciler(self.client, self.recorder, clock=self.clock)
         self.namespace, self.name = namespace, name
+        self._uids: dict[str, set[str]] = {}
+        self.registry = CollectorRegistry()
+        self.metrics = CronJobMetrics(self.registry)
+        self.reconciler = self._reconciler()
 
     def restart(self) -> None:
         """A new reconciler on the same client, recorder and clock (an operator restart):
-        only what the API holds carries over."""
-        self.reconciler = CronJobReconciler(self.client, self.recorder, clock=self.clock)
+        only what the API holds carries over (metrics start again)."""
+        self.registry = CollectorRegistry()
+        self.metrics = CronJobMetrics(self.registry)
+        self.reconciler = self._reconciler()
+
+    def _reconciler(self, cached: objects.Obj | None = None) -> CronJobReconciler:
+        client = _Observed(self.client, self._uids, cached)
+        return CronJobReconciler(
+            cast(ClientInterface, client), self.recorder, clock=self.clock, metrics=self.metrics
+        )
+
+    def sample(self, metric: str, **labels: str) -> float | None:
+        """A sample of the reconciler's metrics (None when the series does not exist)."""
+        return self.registry.get_sample_value(metric, labels)
 
     def reconcile_at(self, moment: datetime) -> Result:
         """Reconcile at ``moment``, then run the follow-up the work queue runs after a create
         (Jobs first: the status of a new run is written by that follow-up)."""
-        self.clock.set(moment)
-        request = Request(self.namespace, self.name)
-        result = self.reconciler.reconcile(request)
+        result = self.reconcile_once_at(moment)
         if result.follow_up:
-            result = self.reconciler.reconcile(request)
+            result = self.reconcile_once_at(moment)
         return result
+
+    def reconcile_once_at(self, moment: datetime) -> Result:
+        """One reconcile at ``moment``, without its follow-up (which the work queue may run
+        much later, behind every other due run)."""
+        self.clock.set(moment)
+        return self.reconciler.reconcile(Request(self.namespace, self.name))
+
+    def reconcile_stale_at(self, moment: datetime, cached: objects.Obj) -> Result:
+        """One reconcile at ``moment`` whose cache still holds ``cached``, an older copy of
+        the CronJob (a watch event not delivered yet); every other read and write is
+        current."""
+        self.clock.set(moment)
+        return self._reconciler(cached).reconcile(Request(self.namespace, self.name))
+
+    def runs(self) -> Counter[str]:
+        """Per Job name, how many distinct Jobs (uids) the reconciler created: a run created
+        twice counts 2, however soon the first was pruned."""
+        return Counter({name: len(uids) for name, uids in self._uids.items()})
 
     # --- what the API holds ---------------------------------------------------------
 
@@ -154,3 +193,30 @@ class Harness:
         if state == "Complete":
             job["status"]["completionTime"] = rfc3339(at)
         self.client.update_status(JOB, job)
+
+
+class _Observed:
+    """The fake client as the reconciler sees it: every Job it creates is noted in
+    ``uids``; with ``cached``, a get of the CronJob returns that older copy."""
+
+    def __init__(
+        self, client: FakeClient, uids: dict[str, set[str]], cached: objects.Obj | None
+    ) -> None:
+        self._client = client
+        self._uids = uids
+        self._cached = cached
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
+        if kind == CRONJOB and self._cached is not None:
+            return self._cached
+        return self._client.get(kind, name, namespace)
+
+    def create(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        created = self._client.create(kind, obj)
+        if kind == JOB:
+            metadata = created["metadata"]
+            self._uids.setdefault(metadata["name"], set()).add(metadata["uid"])
+        return created
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._client, attribute)

@@ -17,7 +17,9 @@ from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob_state as state
 from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.fake import Action
 from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.reconcile import Result
 from tests.unit import cronjob_harness
 from tests.unit.cronjob_harness import Harness
 
@@ -172,3 +174,59 @@ def test_the_edit_is_remembered_across_restarts() -> None:
     assert world.jobs() == {}
     observed = world.status()["observedSchedule"]
     assert observed == {"schedule": "30 * * * *", "since": "2016-05-19T10:50:00Z"}
+
+
+# --- the namespace is being deleted ----------------------------------------------------------
+
+
+def namespace_terminating(action: Action) -> errors.ApiError:
+    """The API server's answer to a create in a terminating namespace."""
+    message = (
+        f"unable to create new content in namespace {action.namespace} because it is being "
+        "terminated"
+    )
+    cause = {
+        "reason": "NamespaceTerminating",  # a StatusCause's type, as JSON
+        "message": f"namespace {action.namespace} is being terminated",
+    }
+    return errors.api_error(
+        403,
+        {
+            "reason": "Forbidden",
+            "message": message,
+            "details": {"name": action.name, "causes": [cause]},
+        },
+    )
+
+
+def test_a_create_in_a_terminating_namespace_warns_nothing_and_is_not_retried() -> None:
+    world = harness(replace_cronjob())
+    world.client.prepend_reactor("create", JOB, namespace_terminating)
+    result = world.reconcile_at(FIRST + timedelta(minutes=1))  # no error: no backoff loop
+    assert result == Result(), "nothing to retry: the namespace never comes back"
+    assert world.recorder.reasons() == []
+    assert world.jobs() == {}
+    available = world.condition("Available")
+    assert (available["status"], available["reason"]) == ("False", "NamespaceTerminating")
+    writes = len(world.client.writes)
+    world.reconcile_at(FIRST + timedelta(minutes=2))  # another event: the same, quietly
+    assert world.recorder.reasons() == []
+    assert len(world.client.writes) == writes + 1, "one more create attempt, no status write"
+
+
+def test_a_forbidden_create_for_another_cause_is_still_an_error() -> None:
+    world = harness(replace_cronjob())
+    denied = errors.api_error(403, {"reason": "Forbidden", "message": "jobs is forbidden"})
+    world.client.prepend_reactor("create", JOB, lambda _: denied)
+    with pytest.raises(errors.Forbidden):
+        world.reconcile_at(FIRST + timedelta(minutes=1))
+    assert world.recorder.reasons() == ["FailedCreate"]
+
+
+def test_status_causes_are_read_from_the_details() -> None:
+    terminating = namespace_terminating(Action("create", JOB, NS, "x"))
+    assert errors.has_status_cause(terminating, errors.NAMESPACE_TERMINATING_CAUSE)
+    assert not errors.has_status_cause(terminating, "FieldValueInvalid")
+    assert not errors.has_status_cause(errors.api_error(403, {"details": {}}), "X")
+    assert not errors.has_status_cause(errors.api_error(403, {"details": "junk"}), "X")
+    assert not errors.has_status_cause(ValueError("not an API error"), "X")

@@ -149,6 +149,45 @@ def test_job_name_and_shape() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("hello-1463652000", datetime(2016, 5, 19, 10, tzinfo=UTC)),
+        ("hello-m4x7q2abcd", None),  # a manual run
+        ("hello-", None),
+        ("hello-12a4", None),
+        ("other-1463652000", None),
+        ("hello-\u0661\u0662", None),  # digits, but not ASCII ones
+    ],
+)
+def test_scheduled_time_is_read_back_from_the_job_name(
+    name: str, expected: datetime | None
+) -> None:
+    assert state.scheduled_time("hello", name) == expected
+    if expected is not None:
+        assert state.job_name("hello", expected) == name
+
+
+def test_last_schedule_time_advances_to_the_newest_existing_run_never_back() -> None:
+    ten, eleven = "hello-1463652000", "hello-1463655600"
+    status: dict[str, Any] = {}
+    state.advance_last_schedule_time(status, "hello", [job(ten), job(eleven), job("hello-mabc")])
+    assert status["lastScheduleTime"] == "2016-05-19T11:00:00Z"
+    status = {"lastScheduleTime": "2016-05-19T12:00:00Z"}
+    state.advance_last_schedule_time(status, "hello", [job(ten, finished="Complete")])
+    assert status["lastScheduleTime"] == "2016-05-19T12:00:00Z"
+    status = {}
+    state.advance_last_schedule_time(status, "hello", [])
+    assert status == {}
+
+
+def test_only_runs_the_stored_status_recorded_may_be_pruned() -> None:
+    ten, eleven, manual = job("hello-1463652000"), job("hello-1463655600"), job("hello-mabc")
+    recorded = {"lastScheduleTime": "2016-05-19T10:00:00Z"}
+    assert state.recorded_by(recorded, "hello", [ten, eleven, manual]) == [ten, manual]
+    assert state.recorded_by({}, "hello", [ten, eleven, manual]) == [manual]
+
+
 def test_max_length_name_fits_job_name_limit() -> None:
     name = state.job_name("x" * 52, datetime(2100, 1, 1, tzinfo=UTC))
     assert len(name) <= 63

@@ -16,6 +16,7 @@ import pytest
 
 import cronjob_operator.runtime
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.client import Propagation
 from cronjob_operator.runtime.fake import FakeClient, FakeClientBuilder
 from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT
 from cronjob_operator.runtime.reconcile import Request, TerminalError
@@ -118,10 +119,34 @@ def test_removing_the_annotation_deletes_the_config_map(client: FakeClient) -> N
         client.get(CONFIG_MAP, "web-config", NS)
 
 
-def test_deleting_the_deployment_collects_the_config_map(client: FakeClient) -> None:
+def test_a_deleted_deployment_is_left_to_garbage_collection(client: FakeClient) -> None:
+    """The controller's part in the ConfigMap's garbage collection: an owner reference the
+    collector follows and waits for, and nothing done once the Deployment is gone (the
+    delete orphans here, so only the controller could remove or touch the ConfigMap)."""
     reconcile(client)
-    client.delete(DEPLOYMENT, "web", namespace=NS)
+    owner = objects.controller_ref(client.get(CONFIG_MAP, "web-config", NS))
+    assert owner is not None
+    assert (owner["kind"], owner["name"]) == ("Deployment", "web")
+    assert owner["blockOwnerDeletion"] is True  # a foreground delete waits for it
+    client.delete(DEPLOYMENT, "web", namespace=NS, propagation=Propagation.ORPHAN)
+    writes = len(client.writes)
     reconcile(client)
+    assert client.writes[writes:] == [], "a gone Deployment: no write"
+
+
+def test_a_deployment_being_deleted_gets_no_new_config_map(client: FakeClient) -> None:
+    """A foreground delete (kubectl delete --cascade=foreground) keeps the Deployment,
+    with deletionTimestamp, until the collector deleted the ConfigMap; that delete
+    brings a reconcile, which must not create the ConfigMap again."""
+    reconcile(client)
+    body = objects.thaw(client.get(DEPLOYMENT, "web", NS))
+    body["metadata"]["finalizers"] = ["foregroundDeletion"]
+    client.update(DEPLOYMENT, body)
+    client.delete(DEPLOYMENT, "web", namespace=NS, propagation=Propagation.ORPHAN)
+    client.delete(CONFIG_MAP, "web-config", namespace=NS)  # the collector's delete
+    writes = len(client.writes)
+    reconcile(client)
+    assert client.writes[writes:] == []
     assert client.list(CONFIG_MAP) == []
 
 
