@@ -55,18 +55,26 @@ _Notification = tuple[Callable[..., None], tuple[objects.Obj, ...]]
 
 
 class _Listener:
-    """One handler, its unbounded buffer and the thread that drains it in order."""
+    """One handler, its unbounded buffer and the thread that drains it in order.
+
+    ``put`` appends ``(method, args)`` and never blocks; ``on_add``/``on_update``/
+    ``on_delete`` are the handler's bound methods, looked up once (the informer's
+    dispatch is the per-event hot path).
+    """
 
     def __init__(self, handler: EventHandler, name: str) -> None:
         self.handler = handler
-        self._pending: queue.SimpleQueue[_Notification | None] = queue.SimpleQueue()
+        self.on_add, self.on_update, self.on_delete = (
+            handler.on_add,
+            handler.on_update,
+            handler.on_delete,
+        )
+        pending: queue.SimpleQueue[_Notification | None] = queue.SimpleQueue()
+        self._pending = pending
+        self.put = pending.put
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
-
-    def add(self, method: Callable[..., None], *args: objects.Obj) -> None:
-        """Buffer one call of ``method`` (a method of ``handler``); never blocks."""
-        self._pending.put((method, args))
 
     def stop(self) -> None:
         """Drop what is still buffered and end the thread after its current call."""
@@ -80,7 +88,10 @@ class _Listener:
         get = self._pending.get
         while (notification := get()) is not None and not self._stopped:
             method, args = notification
-            _call(method, *args)
+            try:
+                method(*args)
+            except Exception:
+                log.exception("event handler %r failed", method)
 
 
 class Informer:
@@ -123,7 +134,7 @@ class Informer:
             listener = _Listener(handler, f"handler-{self.kind.plural}-{len(self._listeners)}")
             self._listeners = (*self._listeners, listener)
             for obj in self.store.list():
-                listener.add(handler.on_add, obj)
+                listener.put((listener.on_add, (obj,)))
 
     def start(self) -> None:
         """Start the reflector (and the resync timer) on daemon threads; returns at once."""
@@ -152,17 +163,17 @@ class Informer:
     def on_add(self, obj: objects.Obj) -> None:
         with self._handlers_lock:
             for listener in self._listeners:
-                listener.add(listener.handler.on_add, obj)
+                listener.put((listener.on_add, (obj,)))
 
     def on_update(self, old: objects.Obj, new: objects.Obj) -> None:
         with self._handlers_lock:
             for listener in self._listeners:
-                listener.add(listener.handler.on_update, old, new)
+                listener.put((listener.on_update, (old, new)))
 
     def on_delete(self, obj: objects.Obj) -> None:
         with self._handlers_lock:
             for listener in self._listeners:
-                listener.add(listener.handler.on_delete, obj)
+                listener.put((listener.on_delete, (obj,)))
 
     def on_synced(self) -> None:
         self._synced.set()
@@ -176,10 +187,3 @@ class Informer:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
-
-
-def _call(method: Callable[..., None], *args: objects.Obj) -> None:
-    try:
-        method(*args)
-    except Exception:
-        log.exception("event handler %r failed", method)
