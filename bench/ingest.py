@@ -7,7 +7,9 @@ store grows while events of all three types flow. The events pass through the re
 code: ``Reflector._handle`` (decode, transform, freeze, ``Store.upsert``/``delete``, the
 namespace and ``.metadata.controller`` indexes) into an ``Informer``, whose handler is
 the ``EnqueueHandler`` with ``for_owner(CRONJOB)`` that ``owns(JOB)`` installs, adding
-to a ``WorkQueue`` that nobody drains (it de-duplicates per CronJob).
+to a ``WorkQueue`` that nobody drains (it de-duplicates per CronJob). The handler runs on
+its own thread (the informer buffers each handler's events); it counts what it handled,
+and a run ends when it has handled every event, so its CPU time is in the figures.
 
 Rows, each a fresh informer fed all the events. Times are CPU time of this process
 (``time.process_time``; the stub server's process is not counted), so events/s is what
@@ -25,7 +27,7 @@ one core can ingest; the median of ``--repeat`` runs, and "best" the fastest run
 
 Columns: the CronJob controller's ``slim_job`` transform (production) and the default
 (managedFields stripped). ``--profile`` prints cProfile's top functions of the full
-in-process path.
+in-process path on the reflector's side (the handler's own thread is not profiled).
 
     python -m bench.ingest [--events 30k] [--repeat 5] [--profile] [--template job.json]
 """
@@ -102,10 +104,11 @@ def watch_lines(events: int, factory: _common.JobFactory) -> list[bytes]:
     return lines[:events]
 
 
-class _Counter:
-    """An informer handler that sets ``done`` when it has seen ``expected`` events."""
+class _CountingEnqueue(EnqueueHandler):
+    """The ``owns(JOB)`` handler; ``done`` is set when it has handled ``expected`` events."""
 
     def __init__(self, expected: int) -> None:
+        super().__init__(WorkQueue[Request]("bench"), for_owner(CRONJOB))
         self.expected = expected
         self.seen = 0
         self.done = threading.Event()
@@ -116,23 +119,26 @@ class _Counter:
             self.done.set()
 
     def on_add(self, obj: objects.Obj) -> None:
+        super().on_add(obj)
         self._tick()
 
     def on_update(self, old: objects.Obj, new: objects.Obj) -> None:
+        super().on_update(old, new)
         self._tick()
 
     def on_delete(self, obj: objects.Obj) -> None:
+        super().on_delete(obj)
         self._tick()
 
 
-def _informer(rest: RestClient, transform: Transform, *, enqueue: bool) -> Informer:
+def _informer(rest: RestClient, transform: Transform, handler: _CountingEnqueue | None) -> Informer:
     """A Job informer set up as ``controllers.cronjob.setup`` and ``owns(JOB)`` set it up."""
     informer = Informer(rest, JOB, transform=transform)
     informer.store.add_indexer(
         field_index_name(JOB_OWNER_INDEX), _namespaced_values(job_owner_index)
     )
-    if enqueue:
-        informer.add_handler(EnqueueHandler(WorkQueue[Request]("bench"), for_owner(CRONJOB)))
+    if handler is not None:
+        informer.add_handler(handler)
     return informer
 
 
@@ -140,20 +146,31 @@ def _in_process(
     lines: Sequence[bytes], transform: Transform, stage: str, decoder: Decoder
 ) -> float:
     """CPU seconds to push every line through ``stage`` of the in-process path."""
-    informer = _informer(_common.offline_rest_client(), transform, enqueue=stage == "full")
+    handler = _CountingEnqueue(len(lines)) if stage == "full" else None
+    informer = _informer(_common.offline_rest_client(), transform, handler)
     reflector = informer._reflector
     start = time.process_time()
-    if stage == "decode":
-        for line in lines:
-            decoder(line)
-    elif stage == "freeze":
-        for line in lines:
-            reflector._decode(decoder(line)["object"])
-    else:
-        handle = reflector._handle
-        for line in lines:
-            handle(decoder(line))
-    return time.process_time() - start
+    try:
+        if stage == "decode":
+            for line in lines:
+                decoder(line)
+        elif stage == "freeze":
+            for line in lines:
+                reflector._decode(decoder(line)["object"])
+        else:
+            handle = reflector._handle
+            for line in lines:
+                handle(decoder(line))
+        if handler is not None:
+            _wait_handled(handler)
+        return time.process_time() - start
+    finally:
+        informer.stop()
+
+
+def _wait_handled(handler: _CountingEnqueue) -> None:
+    if not handler.done.wait(HTTP_TIMEOUT):
+        raise RuntimeError(f"handled {handler.seen} of {handler.expected} events")
 
 
 class _StubApiServer(http.server.ThreadingHTTPServer):
@@ -279,15 +296,13 @@ def stub_api_server(lines: Sequence[bytes]) -> Iterator[str]:
 
 
 def over_http(url: str, lines: Sequence[bytes], transform: Transform) -> float:
-    """CPU seconds (this process: the informer's thread) until the handler saw every event."""
-    counter = _Counter(len(lines))
-    informer = _informer(_common.offline_rest_client(url), transform, enqueue=True)
-    informer.add_handler(counter)
+    """CPU seconds (this process: the informer's threads) until the handler saw every event."""
+    handler = _CountingEnqueue(len(lines))
+    informer = _informer(_common.offline_rest_client(url), transform, handler)
     try:
         start = time.process_time()
         informer.start()
-        if not counter.done.wait(HTTP_TIMEOUT):
-            raise RuntimeError(f"saw {counter.seen} of {len(lines)} events in {HTTP_TIMEOUT}s")
+        _wait_handled(handler)
         return time.process_time() - start
     finally:
         informer.stop()

@@ -1,11 +1,22 @@
 """The shared informer: one reflector thread per kind, fanning events out to handlers.
 
 An ``Informer`` owns a ``Store`` (with its indexes), the ``Reflector`` that fills it and
-the list of event handlers (the controllers' sources). Handlers run on the informer's
-thread, after the store already reflects the event, so a handler that enqueues a key
-and a worker that reads the cache always agree. A handler that raises is logged and
-skipped; it never stops the informer. A handler added after the first sync is first
-given every cached object as an add, as client-go does.
+the event handlers (the controllers' sources). Each handler gets its own unbounded
+buffer and thread, as client-go's ``processorListener`` (shared_informer.go: a
+``pendingNotifications`` ring buffer per listener, drained by its own goroutine): the
+reflector only appends an event to every buffer, so a slow or blocked handler (or its
+map function, or its predicates) delays nobody's events but its own, and never the
+watch. Each handler sees its events in order, one at a time, after the store already
+reflects them, so a handler that enqueues a key and a worker that reads the cache agree
+(the cache may be newer than the event, never older). A handler that raises is logged
+and skipped; it never stops its thread. A handler added while the informer runs is first
+given every cached object as an add, as client-go's ``AddEventHandler`` does once the
+informer started (not only once it synced: a handler added mid-list misses nothing);
+that replay only fills the new buffer, under the lock that orders it before any later
+event, so an object changing meanwhile may reach the new handler twice, never not at all.
+
+``has_synced`` means the store holds the first list (client-go's informer
+``HasSynced``), not that every handler has processed it.
 
 Resync is local: every ``resync_period`` the cached objects are re-delivered as updates
 (old == new); the API server is never asked.
@@ -14,6 +25,7 @@ Resync is local: every ``resync_period`` the cached objects are re-delivered as 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -39,6 +51,49 @@ class EventHandler(Protocol):
     def on_delete(self, obj: objects.Obj) -> None: ...
 
 
+_Notification = tuple[Callable[..., None], tuple[objects.Obj, ...]]
+
+
+class _Listener:
+    """One handler, its unbounded buffer and the thread that drains it in order.
+
+    ``put`` appends ``(method, args)`` and never blocks; ``on_add``/``on_update``/
+    ``on_delete`` are the handler's bound methods, looked up once (the informer's
+    dispatch is the per-event hot path).
+    """
+
+    def __init__(self, handler: EventHandler, name: str) -> None:
+        self.handler = handler
+        self.on_add, self.on_update, self.on_delete = (
+            handler.on_add,
+            handler.on_update,
+            handler.on_delete,
+        )
+        pending: queue.SimpleQueue[_Notification | None] = queue.SimpleQueue()
+        self._pending = pending
+        self.put = pending.put
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Drop what is still buffered and end the thread after its current call."""
+        self._stopped = True
+        self._pending.put(None)
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        get = self._pending.get
+        while (notification := get()) is not None and not self._stopped:
+            method, args = notification
+            try:
+                method(*args)
+            except Exception:
+                log.exception("event handler %r failed", method)
+
+
 class Informer:
     """Caches one kind (optionally in one namespace) and tells handlers what changed."""
 
@@ -53,7 +108,7 @@ class Informer:
     ) -> None:
         self.kind = kind
         self.store = Store()
-        self._handlers: list[EventHandler] = []
+        self._listeners: tuple[_Listener, ...] = ()
         self._handlers_lock = threading.Lock()
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -74,12 +129,12 @@ class Informer:
         return self._reflector.last_error
 
     def add_handler(self, handler: EventHandler) -> None:
-        """Register ``handler``; after sync it is first replayed every cached object."""
+        """Give ``handler`` its own thread, first replaying it the cache (module doc)."""
         with self._handlers_lock:
-            self._handlers.append(handler)
-            if self.has_synced:
-                for obj in self.store.list():
-                    _call(handler.on_add, obj)
+            listener = _Listener(handler, f"handler-{self.kind.plural}-{len(self._listeners)}")
+            self._listeners = (*self._listeners, listener)
+            for obj in self.store.list():
+                listener.put((listener.on_add, (obj,)))
 
     def start(self) -> None:
         """Start the reflector (and the resync timer) on daemon threads; returns at once."""
@@ -93,31 +148,35 @@ class Informer:
         """Stop watching and wait (up to ``timeout``) for the threads to end."""
         self._stop.set()
         self._reflector.stop()
+        listeners = self._listeners
+        for listener in listeners:
+            listener.stop()
         for thread in self._threads:
             thread.join(timeout)
+        for listener in listeners:
+            listener.join(timeout)
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         """Block until the first list is stored; False on timeout."""
         return self._synced.wait(timeout)
 
     def on_add(self, obj: objects.Obj) -> None:
-        for handler in self._snapshot():
-            _call(handler.on_add, obj)
+        with self._handlers_lock:
+            for listener in self._listeners:
+                listener.put((listener.on_add, (obj,)))
 
     def on_update(self, old: objects.Obj, new: objects.Obj) -> None:
-        for handler in self._snapshot():
-            _call(handler.on_update, old, new)
+        with self._handlers_lock:
+            for listener in self._listeners:
+                listener.put((listener.on_update, (old, new)))
 
     def on_delete(self, obj: objects.Obj) -> None:
-        for handler in self._snapshot():
-            _call(handler.on_delete, obj)
+        with self._handlers_lock:
+            for listener in self._listeners:
+                listener.put((listener.on_delete, (obj,)))
 
     def on_synced(self) -> None:
         self._synced.set()
-
-    def _snapshot(self) -> list[EventHandler]:
-        with self._handlers_lock:
-            return list(self._handlers)
 
     def _resync_loop(self, period: float) -> None:
         while not self._stop.wait(period):
@@ -128,10 +187,3 @@ class Informer:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
-
-
-def _call(method: Callable[..., None], *args: objects.Obj) -> None:
-    try:
-        method(*args)
-    except Exception:
-        log.exception("event handler %r failed", method)

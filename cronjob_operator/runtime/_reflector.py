@@ -9,22 +9,35 @@ It follows client-go's ListAndWatch (v1.36, with WatchListClient on):
   and the same stream goes on as the watch. Objects arrive one line at a time, so the
   process never holds a whole collection's JSON body (the point of the KEP: peak memory).
   The first stream asks for ``resourceVersion=""`` (a consistent snapshot), later ones
-  for the last version seen, and ``""`` again after ``410 Gone``.
+  for the last version seen (``rewatchResourceVersion``).
 * When the server refuses a streaming list (the ``WatchList`` feature gate off, an old
   server: any non-transient error other than 410 before the bookmark), the reflector
   falls back to a paged LIST (``limit``/``continue``, 500 per page) for that sync, with
-  client-go's versions: ``resourceVersion=0`` (the watch cache) the first time, the last
-  version seen later, ``""`` after ``410 Gone``; then a WATCH from the list's version.
-  The next sync tries streaming again, as client-go does.
-* Every WATCH has bookmarks on and a server-side timeout drawn between 5 and 10 minutes,
-  so a fleet of operators does not reconnect in lock-step. A clean close watches again
-  from the last version seen, without a new sync. Bookmarks only move the version.
-* A 410 (as an HTTP status or as an ERROR event) syncs again. Objects that vanished
-  between two syncs are delivered as deletes carrying their last known state
-  (tombstones).
-* A stream that goes silent is cut by a client-side read timeout longer than the bookmark
-  interval. Connection errors back off (0.8 s doubling to 30 s, jittered, reset after two
-  quiet minutes) and never end the reflector's thread.
+  client-go's versions (``relistResourceVersion``): ``resourceVersion=0`` (the watch
+  cache) the first time, the last version seen later; then a WATCH from the list's
+  version. The next sync tries streaming again, as client-go does.
+* 410 Gone, as client-go's reflector.go treats it. A watch that ends with 410 (an HTTP
+  status or an ERROR event) syncs again from the last version seen, not from ``""``:
+  a LIST or stream at a version means "at least as fresh as", so the version that
+  expired for the watch still serves it (``DefaultWatchErrorHandler`` and ``watch()``:
+  "Don't set LastSyncResourceVersionUnavailable"). Only when that LIST or streamed sync
+  itself answers 410 is the version unavailable
+  (``setIsLastSyncResourceVersionUnavailable(true)``), and the sync is retried at once
+  from ``""``, a consistent (quorum) read; a sync that succeeds clears it. Objects that
+  vanished between two syncs are delivered as deletes carrying their last known state
+  (tombstones). (A 410 on a LIST's continue page relists from ``""`` too; client-go's
+  pager would list that version again unpaged.)
+* Every WATCH has bookmarks on and a server-side ``timeoutSeconds`` drawn between 5 and
+  10 minutes (client-go's ``minWatchTimeout``..``2*minWatchTimeout``), so a fleet of
+  operators does not reconnect in lock-step, and the server ends every watch, a quiet
+  one too, by that time. The client's read timeout for the stream is that timeout plus
+  ``WATCH_READ_GRACE``: a healthy watch always ends on the server's side first, cleanly,
+  and is watched again from the last version seen, without a new sync or any warning.
+  A dead connection is found by TCP keepalive (see ``_rest``), a server that never ends
+  its own watch by the read timeout. Bookmarks only move the version.
+* Failures back off (0.8 s doubling to 30 s, jittered, reset after two quiet minutes)
+  and never end the reflector's thread; a watch's 410 waits that backoff too before its
+  sync, as client-go's ``BackoffUntil`` around ``ListAndWatch`` does.
 * A 403 (RBAC lacks a verb) is logged once at error level, naming the verb and the
   resource, and again only when the API's message changes; repeats go to debug, so a
   missing permission gives one clear line instead of one per retry. It backs off like
@@ -58,7 +71,9 @@ Transform = Callable[[dict[str, Any]], dict[str, Any]]
 PAGE_SIZE = 500
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 WATCH_TIMEOUT_RANGE = (300, 600)
-READ_TIMEOUT = 120.0
+WATCH_READ_GRACE = 30.0
+"""How much longer than its ``timeoutSeconds`` the client waits on a silent watch."""
+LIST_TIMEOUT = 120.0
 
 
 def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +133,7 @@ class Reflector:
         *,
         namespace: str | None = None,
         transform: Transform = strip_managed_fields,
-        read_timeout: float = READ_TIMEOUT,
+        list_timeout: float = LIST_TIMEOUT,
         watch_list: bool = True,
     ) -> None:
         self._rest = rest
@@ -127,7 +142,7 @@ class Reflector:
         self._sink = sink
         self._namespace = namespace
         self._transform = transform
-        self._read_timeout = read_timeout
+        self._list_timeout = list_timeout
         self._watch_list = watch_list
         self._stream: WatchStream | None = None
         self._lock = threading.Lock()
@@ -158,12 +173,15 @@ class Reflector:
                 self._report_forbidden(exc, delay)
                 stop.wait(delay)
             except errors.Gone:
+                delay = backoff.next_delay()
                 log.info(
-                    "%s: resourceVersion %s is gone; syncing again",
+                    "%s: resourceVersion %s is gone; syncing again in %.1fs",
                     self._kind,
                     self.resource_version,
+                    delay,
                 )
-                self._need_sync, self._version_unavailable = True, True
+                self._need_sync = True
+                stop.wait(delay)
             except Exception as exc:  # any failure: log, back off, keep the thread alive
                 self.last_error = exc
                 delay = backoff.next_delay()
@@ -174,17 +192,37 @@ class Reflector:
         """Fill the store (streamed, else a paged LIST), then keep watching."""
         if self._watch_list:
             try:
-                self._watch(stop, stream_initial=True)
+                self._unless_gone(lambda: self._watch(stop, stream_initial=True))
                 return
             except errors.ApiError as exc:
                 if not self._need_sync or isinstance(exc, errors.Gone) or errors.is_transient(exc):
                     raise
                 self._report_stream_refusal(exc)
-        self._list(self._list_resource_version())
+        self._unless_gone(lambda: self._list(self._list_resource_version()))
         self._watch(stop)
 
+    def _unless_gone(self, sync: Callable[[], None]) -> None:
+        """Run ``sync``; if it answers 410 before it synced, once more from ``""``.
+
+        client-go's ``list()`` and ``watchList()``: the version asked for is unavailable
+        (``setIsLastSyncResourceVersionUnavailable(true)``), so retry at once with a
+        consistent read. A 410 after the sync (the watch's) is ``run``'s to handle.
+        """
+        try:
+            sync()
+        except errors.Gone:
+            if not self._need_sync or self._version_unavailable:
+                raise
+            log.info(
+                "%s: resourceVersion %s is gone; syncing from a consistent read",
+                self._kind,
+                self.resource_version,
+            )
+            self._version_unavailable = True
+            sync()
+
     def _list_resource_version(self) -> str:
-        """client-go's relist version: the watch cache first, then the last seen, "" after 410."""
+        """client-go's ``relistResourceVersion``: the watch cache, the last seen, "" after 410."""
         if self._version_unavailable:
             return ""
         return self.resource_version or "0"
@@ -241,7 +279,7 @@ class Reflector:
         params: dict[str, Any] = {"limit": PAGE_SIZE, "resourceVersion": resource_version}
         path = self._kind.collection_path(self._namespace)
         while True:
-            page = self._rest.request("GET", path, params=params, timeout=self._read_timeout)
+            page = self._rest.request("GET", path, params=params, timeout=self._list_timeout)
             items.extend(self._decode(item) for item in page.get("items") or ())
             metadata = page.get("metadata") or {}
             token = metadata.get("continue")
@@ -273,10 +311,11 @@ class Reflector:
     def _watch(self, stop: threading.Event, *, stream_initial: bool = False) -> None:
         """Watch from the last version; with ``stream_initial``, sync from the stream first."""
         self._verb = "watch"
+        timeout_seconds = random.randint(*WATCH_TIMEOUT_RANGE)
         params: dict[str, Any] = {
             "resourceVersion": self.resource_version,
             "allowWatchBookmarks": True,
-            "timeoutSeconds": random.randint(*WATCH_TIMEOUT_RANGE),
+            "timeoutSeconds": timeout_seconds,
         }
         initial: dict[str, objects.Obj] | None = None
         if stream_initial:
@@ -284,7 +323,9 @@ class Reflector:
             params["resourceVersion"] = "" if self._version_unavailable else self.resource_version
             params |= {"sendInitialEvents": True, "resourceVersionMatch": "NotOlderThan"}
         stream = self._rest.watch(
-            self._kind.collection_path(self._namespace), params, read_timeout=self._read_timeout
+            self._kind.collection_path(self._namespace),
+            params,
+            read_timeout=timeout_seconds + WATCH_READ_GRACE,
         )
         with self._lock:
             self._stream = stream

@@ -1,15 +1,27 @@
-"""The HTTP transport to the API server: JSON in, JSON out, typed errors, bounded retries.
+"""The HTTP transport to the API server: JSON in, JSON out, typed errors, client-go's retries.
 
 The official ``kubernetes`` package gives us configuration (kubeconfig, in-cluster
 service account, exec plugins, client certificates) and builds the urllib3 pool; we
 use that and nothing else of it. Bodies are parsed with orjson into plain dicts; the
 generated model classes are never involved (they cost several times the parse).
 
-``request`` retries transient failures only (connection errors, timeouts, 429, 5xx)
-with jittered exponential backoff, honouring ``Retry-After``, inside a bounded budget
-(``RetryPolicy``); any other 4xx is raised at once as its typed ``ApiError``. ``watch``
-opens one streaming request and yields its events; it never retries, because its
-caller (the reflector) owns the reconnect policy.
+``request`` retries exactly where client-go's ``Request.Do`` does (``errors.retry_delay``
+says when, with the upstream references): when the server asks (429, or 5xx with
+``Retry-After``), after the seconds it asked for, any method; and a GET whose connection
+broke, after 1 s. Nothing else: not a write whose response was lost (it may have been
+carried out, and a ``generateName`` create sent again makes a second object), not a
+timeout, not a refused connection, not a 5xx without ``Retry-After``. Those are raised at
+once, so a reconcile fails fast and its controller requeues it with the work queue's
+rate-limited backoff instead of a worker sitting in a retry loop. At most
+``RetryPolicy.max_retries`` (client-go's 10) retries; ``timeout`` bounds the whole call,
+retries and their waits included, as client-go's ``Request.Timeout`` does, and so does
+the current ``context``: a wait that would end past either is not started, the server's
+error is raised instead. ``watch`` opens one streaming request and yields its events; it
+never retries, because its caller (the reflector) owns the reconnect policy.
+
+Sockets have TCP keepalive on with client-go's timings (30 s idle, the kernel's probes:
+the ``kubernetes`` package's ``keep_alive``), so a watch on a dead connection is found
+by the kernel, not by a read timeout that a quiet watch would also hit.
 
 Every request of the process, retries and watches included, may first take a token
 from one shared ``TokenBucket`` (``--kube-api-qps`` / ``--kube-api-burst``, as
@@ -22,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -30,7 +43,6 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import orjson
-import tenacity
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -71,12 +83,9 @@ def load_configuration(
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """How transient failures are retried: attempts and total time are both bounded."""
+    """How often one call may be sent again (client-go's ``Request.MaxRetries``, default 10)."""
 
-    max_attempts: int = 6
-    budget_seconds: float = 30.0
-    initial_backoff: float = 0.2
-    max_backoff: float = 5.0
+    max_retries: int = 10
 
 
 class TokenBucket:
@@ -121,20 +130,6 @@ class TokenBucket:
         if delay > 0:
             self._sleep(delay)
         return delay
-
-
-class _WaitRetryAfter(tenacity.wait.wait_base):
-    """Wait what the server asked for (429/503 Retry-After), else jittered backoff."""
-
-    def __init__(self, fallback: tenacity.wait.wait_base) -> None:
-        self._fallback = fallback
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
-        outcome = retry_state.outcome
-        error = outcome.exception() if outcome is not None else None
-        if isinstance(error, errors.ApiError) and error.retry_after is not None:
-            return float(error.retry_after)
-        return float(self._fallback(retry_state))
 
 
 class WatchStream:
@@ -188,6 +183,7 @@ class RestClient:
         self._requests = (metrics or DEFAULT).rest_client_requests
         self._limiter_duration = (metrics or DEFAULT).rest_client_rate_limiter_duration
         configuration.connection_pool_maxsize = pool_size
+        configuration.keep_alive = True
         self._user_agent = user_agent
         self._configuration = configuration
         self._pool: urllib3.PoolManager = k8s_client.rest.RESTClientObject(
@@ -221,43 +217,35 @@ class RestClient:
         content_type: str = JSON,
         timeout: float | None = None,
     ) -> Any:
-        """Send one request (retrying transient failures) and return the parsed JSON body.
+        """Send one request (retried as the module doc says) and return the parsed JSON body.
 
-        Raises the typed ``ApiError`` for an error status, or ``TransportError`` once the
-        retry budget is spent on connection failures. The current ``context`` bounds it:
-        once that is stopped or past its deadline, ``DeadlineExceeded`` is raised instead
-        of another attempt.
+        Raises the typed ``ApiError`` for an error status, ``ConnectionLost`` or
+        ``TransportError`` when no whole answer came. ``timeout`` (the client's default
+        when None) bounds the call, retries included; the current ``context`` bounds it
+        too: once that is stopped or past its deadline, ``DeadlineExceeded`` is raised
+        instead of another attempt.
         """
-        policy = self._retry
         ctx = context.current()
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception(errors.is_transient),
-            stop=(
-                tenacity.stop_after_attempt(policy.max_attempts)
-                | tenacity.stop_after_delay(policy.budget_seconds)
-                | _stop_when_done(ctx)
-            ),
-            sleep=_sleep_within(ctx),
-            wait=_WaitRetryAfter(
-                tenacity.wait_exponential_jitter(
-                    multiplier=policy.initial_backoff,
-                    max=policy.max_backoff,
-                    jitter=policy.initial_backoff,
+        deadline = time.monotonic() + (timeout or self._timeout)
+        retries = 0
+        while True:
+            try:
+                return self._request_once(ctx, method, path, params, body, content_type, deadline)
+            except (errors.ApiError, errors.TransportError) as exc:
+                delay = errors.retry_delay(method, exc)
+                out_of_time = delay is not None and delay >= _remaining(ctx, deadline)
+                if delay is None or retries >= self._retry.max_retries or out_of_time:
+                    raise
+                retries += 1
+                log.info(
+                    "%s %s: retry %d in %.0fs, as the server asked or the connection broke: %s",
+                    method,
+                    path,
+                    retries,
+                    delay,
+                    exc,
                 )
-            ),
-            before_sleep=_log_retry(method, path),
-            reraise=True,
-        )
-        return retrying(
-            self._request_once,
-            ctx,
-            method,
-            path,
-            params,
-            body,
-            content_type,
-            timeout or self._timeout,
-        )
+                _sleep_within(ctx)(delay)
 
     def watch(self, path: str, params: Mapping[str, Any], *, read_timeout: float) -> WatchStream:
         """Open a watch on ``path``; raises the typed error when the server refuses it."""
@@ -273,12 +261,10 @@ class RestClient:
         params: Mapping[str, Any] | None,
         body: Any,
         content_type: str,
-        timeout: float,
+        deadline: float,
     ) -> Any:
         ctx.check(f"{method} {path}")
-        remaining = ctx.remaining()
-        if remaining is not None:
-            timeout = min(timeout, remaining)
+        timeout = _remaining(ctx, deadline)
         response = self._send(method, path, params, body, content_type, timeout, stream=False)
         data = response.data
         return orjson.loads(data) if data else None
@@ -314,7 +300,7 @@ class RestClient:
             )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             self._requests.labels("<error>", method, self._metric_host).inc()
-            raise errors.TransportError(f"{method} {path}: {exc}") from exc
+            raise _transport_error(f"{method} {path}: {exc}", exc) from exc
         self._requests.labels(str(response.status), method, self._metric_host).inc()
         if response.status >= 400:
             raise _error_from(response)
@@ -330,18 +316,34 @@ class RestClient:
         return headers
 
 
-class _stop_when_done(tenacity.stop.stop_base):  # noqa: N801 - named as tenacity's stops
-    """Stop retrying once the caller's context is stopped or past its deadline."""
+def _remaining(ctx: context.Context, deadline: float) -> float:
+    """Seconds left before the call's deadline or the context's, whichever comes first."""
+    left = deadline - time.monotonic()
+    ctx_left = ctx.remaining()
+    return left if ctx_left is None else min(left, ctx_left)
 
-    def __init__(self, ctx: context.Context) -> None:
-        self._ctx = ctx
 
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        return self._ctx.done()
+_LOST = (urllib3.exceptions.ProtocolError, ConnectionResetError, BrokenPipeError)
+
+
+def _transport_error(message: str, exc: BaseException) -> errors.TransportError:
+    """``ConnectionLost`` when the connection broke mid-request, else ``TransportError``.
+
+    urllib3 raises ``ProtocolError`` for a connection reset, a peer that closed without
+    (a whole) response, a broken pipe; an ``SSLError`` wrapping a TLS EOF is the same
+    (client-go's ``IsConnectionReset``/``IsProbableEOF``). A refused connection
+    (``NewConnectionError``) and timeouts are neither.
+    """
+    lost = isinstance(
+        exc, urllib3.exceptions.ProtocolError | ConnectionResetError | BrokenPipeError
+    )
+    if isinstance(exc, urllib3.exceptions.SSLError):
+        lost = any(isinstance(arg, ssl.SSLEOFError | ssl.SSLZeroReturnError) for arg in exc.args)
+    return errors.ConnectionLost(message) if lost else errors.TransportError(message)
 
 
 def _sleep_within(ctx: context.Context) -> Callable[[float], None]:
-    """Sleep between retries, waking at once when the context stops."""
+    """Sleep before a retry, waking at once when the context stops."""
 
     def sleep(seconds: float) -> None:
         ctx.wait(seconds)
@@ -366,22 +368,8 @@ def _error_from(response: urllib3.BaseHTTPResponse) -> errors.ApiError:
     retry_after: float | None = None
     header = response.headers.get("Retry-After")
     if header is not None:
-        try:
-            retry_after = min(float(header), 60.0)
+        try:  # whole seconds, as client-go's retryAfterSeconds reads it (strconv.Atoi)
+            retry_after = float(max(0, int(header)))
         except ValueError:
             retry_after = None
     return errors.api_error(response.status, status, retry_after)
-
-
-def _log_retry(method: str, path: str) -> Any:
-    def before_sleep(state: tenacity.RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome is not None else None
-        log.warning(
-            "retrying %s %s after transient failure (attempt %d): %s",
-            method,
-            path,
-            state.attempt_number,
-            error,
-        )
-
-    return before_sleep

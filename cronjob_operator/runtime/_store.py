@@ -14,7 +14,10 @@ iterable of strings, is logged and the object is filed under nothing for that in
 the store stays consistent. The ``namespace`` index (cluster-scoped objects under "")
 always exists; the cache builds controller-runtime's field indexes on top of this.
 
-One re-entrant lock guards writes and reads. Objects are frozen (``objects.freeze``), so
+One re-entrant lock guards writes and reads. Index functions run under it, on the
+reflector's thread (as client-go's ``threadSafeMap.updateIndices``): a slow one delays
+the watch and every reader, so an index function must be pure and cheap (read fields,
+never call out). Objects are frozen (``objects.freeze``), so
 reads hand out the stored objects themselves, never copies.
 """
 

@@ -2,11 +2,31 @@
 
 Every non-2xx answer of the API server becomes an ``ApiError`` subclass carrying the
 ``Status`` object the server sent. Connection failures and timeouts become
-``TransportError``. ``is_transient`` is the one place that says what may be retried:
-connection errors, timeouts, 429 and 5xx; never another 4xx. ``has_status_cause`` reads
-the causes in a Status's details (apimachinery's ``errors.HasStatusCause``), e.g.
-``NAMESPACE_TERMINATING_CAUSE`` on a create refused because the namespace is being
-deleted.
+``TransportError``; a connection that broke mid-request (reset, or closed before a whole
+response came) is the subclass ``ConnectionLost``.
+
+Two questions are answered here, once each:
+
+* ``retry_delay(method, error)``: may the REST client send this request again, and after
+  how long? client-go's answer for ``Request.Do``/``DoRaw`` (rest/request.go
+  ``request()`` with rest/with_retry.go ``IsNextRetry``/``checkWait``), exactly:
+  a response is retried, whatever the method, only when the server asked: a 429 or a
+  5xx carrying an integer ``Retry-After`` header, after that many seconds. A transport
+  error is retried only for a GET and only when the connection was reset or closed
+  (``isErrRetryableFunc``: ``net.IsConnectionReset``/``IsProbableEOF``/
+  ``IsHTTP2ConnectionLost``), after client-go's artificial ``Retry-After: 1``. "We are
+  not automatically retrying write operations, as they are not idempotent": a POST
+  whose response was lost may have created its object, and a ``generateName`` create
+  sent twice makes two. A timeout is not retried (``IsTimeout`` is only in the watch's
+  list), nor a refused connection, nor a 5xx without ``Retry-After``: the caller (a
+  controller's rate-limited requeue, the reflector's backoff) owns that policy.
+* ``is_transient(error)``: is this a failure of the moment (transport, 429, 5xx) rather
+  than an answer about the request? The reflector asks it to tell a busy server from
+  one that refuses a streaming list.
+
+``has_status_cause`` reads the causes in a Status's details (apimachinery's
+``errors.HasStatusCause``), e.g. ``NAMESPACE_TERMINATING_CAUSE`` on a create refused
+because the namespace is being deleted.
 """
 
 from __future__ import annotations
@@ -20,6 +40,7 @@ __all__ = [
     "ApiError",
     "BadRequest",
     "Conflict",
+    "ConnectionLost",
     "DeadlineExceeded",
     "Forbidden",
     "Gone",
@@ -32,6 +53,7 @@ __all__ = [
     "api_error",
     "has_status_cause",
     "is_transient",
+    "retry_delay",
 ]
 
 
@@ -99,6 +121,14 @@ class TransportError(Exception):
     """The request never got an answer: connection refused or reset, or a timeout."""
 
 
+class ConnectionLost(TransportError):
+    """The connection was reset or closed before a whole response came.
+
+    The request may have reached the server (and been carried out): client-go's
+    ``IsConnectionReset``/``IsProbableEOF`` cases, retried for GET only.
+    """
+
+
 class DeadlineExceeded(TransportError):
     """The caller's context was stopped or its deadline passed (never retried)."""
 
@@ -128,8 +158,21 @@ def api_error(
     return cls(body, code=code, retry_after=retry_after)
 
 
+LOST_CONNECTION_RETRY_AFTER = 1.0
+"""client-go's wait before retrying a GET whose connection broke (``retryAfterResponse``)."""
+
+
+def retry_delay(method: str, error: BaseException) -> float | None:
+    """Seconds to wait before sending ``method`` again after ``error``; None: never (module doc)."""
+    if isinstance(error, TooManyRequests | ServerError):
+        return error.retry_after
+    if isinstance(error, ConnectionLost) and method == "GET":
+        return LOST_CONNECTION_RETRY_AFTER
+    return None
+
+
 def is_transient(error: BaseException) -> bool:
-    """True for failures worth retrying: transport errors, 429 and 5xx (not a deadline)."""
+    """True for failures of the moment: transport errors, 429 and 5xx (not a deadline)."""
     if isinstance(error, DeadlineExceeded):
         return False
     return isinstance(error, TransportError | TooManyRequests | ServerError)

@@ -6,6 +6,8 @@ reference has ``controller: true`` (``Owns``); ``MapFunc`` is any function from 
 object to requests (``Watches``). ``EnqueueHandler`` adapts one of these, plus
 predicates, to an informer's event handler, adding each request to the queue; on an
 update both the old and the new object are mapped, and duplicates collapse in the queue.
+The informer calls each ``EnqueueHandler`` on that handler's own thread (``_informer``),
+so a slow map function or predicate holds up only its own watch.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def closed_port() -> int:
 def rest() -> RestClient:
     configuration = k8s_client.Configuration()
     configuration.host = f"http://127.0.0.1:{closed_port()}"
-    return RestClient(configuration, retry=RetryPolicy(max_attempts=1))
+    return RestClient(configuration, retry=RetryPolicy(max_retries=0))
 
 
 class Journal:

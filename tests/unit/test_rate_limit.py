@@ -98,7 +98,7 @@ class FakePool:
 def limited_client(clock: FakeClock, script: list[FakeResponse]) -> tuple[RestClient, FakePool]:
     rest = RestClient(
         k8s_client.Configuration(host="http://127.0.0.1:1"),
-        retry=RetryPolicy(max_attempts=3, budget_seconds=60),
+        retry=RetryPolicy(max_retries=2),
         rate_limiter=bucket(2, 1, clock),
     )
     pool = FakePool(clock, script)

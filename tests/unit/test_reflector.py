@@ -138,23 +138,37 @@ class FakeStream:
 
 
 class FakeRest:
-    """Answers watches and LISTs from scripts and records what was asked."""
+    """Answers watches and LISTs from scripts and records what was asked.
 
-    def __init__(self, watches: list[FakeStream | Exception], pages: list[dict[str, Any]]) -> None:
+    When the watch script is used up, it sets ``stop`` (ending ``Reflector.run``).
+    """
+
+    def __init__(
+        self, watches: list[FakeStream | Exception], pages: list[dict[str, Any] | Exception]
+    ) -> None:
         self.watches, self.pages = watches, pages
         self.watch_params: list[dict[str, Any]] = []
+        self.read_timeouts: list[float] = []
         self.list_params: list[dict[str, Any]] = []
+        self.stop = threading.Event()
 
     def watch(self, path: str, params: dict[str, Any], *, read_timeout: float) -> FakeStream:
+        if not self.watches:
+            self.stop.set()
+            raise errors.TransportError("the script is over")
         self.watch_params.append(dict(params))
-        answer = self.watches.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
+        self.read_timeouts.append(read_timeout)
+        return _answer(self.watches.pop(0))
 
     def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         self.list_params.append(dict(kwargs["params"]))
-        return self.pages.pop(0)
+        return _answer(self.pages.pop(0))
+
+
+def _answer(answer: Any) -> Any:
+    if isinstance(answer, Exception):
+        raise answer
+    return answer
 
 
 def end_bookmark(rv: str) -> dict[str, Any]:
@@ -163,12 +177,33 @@ def end_bookmark(rv: str) -> dict[str, Any]:
 
 
 def streaming(
-    watches: list[FakeStream | Exception], pages: list[dict[str, Any]] | None = None
+    watches: list[FakeStream | Exception],
+    pages: list[dict[str, Any] | Exception] | None = None,
+    *,
+    watch_list: bool = True,
 ) -> tuple[Reflector, Store, Sink, FakeRest]:
     store = Store()
     sink = Sink(store)
     rest = FakeRest(watches, pages or [])
-    return Reflector(rest, CONFIG_MAP, store, sink), store, sink, rest  # type: ignore[arg-type]
+    reflector = Reflector(rest, CONFIG_MAP, store, sink, watch_list=watch_list)  # type: ignore[arg-type]
+    return reflector, store, sink, rest
+
+
+@pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Reflector.run`` goes on at once after a failure (the waits are tested above)."""
+    monkeypatch.setattr(reflector_module.Backoff, "next_delay", lambda self: 0.0)
+
+
+GONE_EVENT = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+GONE = errors.api_error(410, {"message": "too old resource version", "reason": "Expired"})
+
+
+def page(rv: str, *names: str) -> dict[str, Any]:
+    return {
+        "metadata": {"resourceVersion": rv},
+        "items": [event("", n, rv)["object"] for n in names],
+    }
 
 
 def test_a_streamed_sync_fills_the_store_at_the_end_bookmark_then_keeps_watching() -> None:
@@ -239,25 +274,73 @@ def test_a_refused_stream_falls_back_to_a_paged_list_from_the_watch_cache() -> N
     [errors.api_error(410, {"message": "too old"}), errors.api_error(503, {"message": "busy"})],
 )
 def test_gone_and_transient_errors_are_not_a_refusal(error: errors.ApiError) -> None:
-    r, _, _, rest = streaming([error])
+    r, _, _, rest = streaming([error, error])  # a 410 is tried once more, from ""
     with pytest.raises(type(error)):
         r._sync(threading.Event())
     assert rest.list_params == []
 
 
-def test_after_gone_the_next_sync_asks_for_a_fresh_consistent_snapshot() -> None:
-    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
-    first = FakeStream([end_bookmark("4"), gone])
-    second = FakeStream([event("ADDED", "a", "9"), end_bookmark("9")])
+@pytest.mark.usefixtures("no_backoff")
+def test_a_watch_ending_in_410_streams_again_from_the_last_version_seen() -> None:
+    first = FakeStream([end_bookmark("4"), event("ADDED", "a", "9"), GONE_EVENT])
+    second = FakeStream([event("ADDED", "a", "9"), end_bookmark("11")])
     r, store, _, rest = streaming([first, second])
-    stop = threading.Event()
-    with pytest.raises(errors.Gone):
-        r._sync(stop)
-    r._version_unavailable = True  # what run() does on Gone
-    assert r._list_resource_version() == ""
-    r._sync(stop)
-    assert [p["resourceVersion"] for p in rest.watch_params] == ["", ""]
-    assert (r.resource_version, len(store), r._list_resource_version()) == ("9", 1, "9")
+    r.run(rest.stop)
+    assert [p["resourceVersion"] for p in rest.watch_params] == ["", "9"]
+    assert (r.resource_version, len(store), r._version_unavailable) == ("11", 1, False)
+
+
+@pytest.mark.usefixtures("no_backoff")
+def test_a_streamed_sync_answering_410_retries_at_once_from_a_consistent_read() -> None:
+    first = FakeStream([end_bookmark("4"), event("ADDED", "a", "9"), GONE_EVENT])
+    fresh = FakeStream([event("ADDED", "a", "12"), end_bookmark("12")])
+    r, _, _, rest = streaming([first, GONE, fresh])
+    r.run(rest.stop)
+    assert [p["resourceVersion"] for p in rest.watch_params] == ["", "9", ""]
+    assert (r.resource_version, r._version_unavailable) == ("12", False)
+
+
+@pytest.mark.usefixtures("no_backoff")
+def test_a_list_answering_410_relists_at_once_from_a_consistent_read() -> None:
+    watches: list[FakeStream | Exception] = [FakeStream([GONE_EVENT]), FakeStream([])]
+    pages: list[dict[str, Any] | Exception] = [page("7", "a"), GONE, page("20", "a", "b")]
+    r, store, _, rest = streaming(watches, pages, watch_list=False)
+    r.run(rest.stop)
+    assert [p["resourceVersion"] for p in rest.list_params] == ["0", "7", ""]
+    assert [p["resourceVersion"] for p in rest.watch_params] == ["7", "20"]
+    assert (len(store), r._version_unavailable, r._list_resource_version()) == (2, False, "20")
+
+
+def test_a_watch_outlives_no_server_timeout_on_the_clients_read_timeout() -> None:
+    streams: list[FakeStream | Exception] = [FakeStream([end_bookmark("4")])]
+    streams += [FakeStream([]) for _ in range(30)]
+    r, _, _, rest = streaming(streams)
+    r._sync(threading.Event())
+    for _ in range(30):
+        r._watch(threading.Event())
+    timeouts = [p["timeoutSeconds"] for p in rest.watch_params]
+    assert all(300 <= t <= 600 for t in timeouts), "client-go: 5 to 10 minutes"
+    assert len(set(timeouts)) > 1, "drawn at random, so watches do not reconnect in step"
+    assert all(
+        read == t + reflector_module.WATCH_READ_GRACE and read > t
+        for read, t in zip(rest.read_timeouts, timeouts, strict=True)
+    ), "the server ends a quiet watch before the client's read timeout would"
+
+
+@pytest.mark.usefixtures("no_backoff")
+def test_a_watch_the_server_ends_is_watched_again_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    quiet = [FakeStream([end_bookmark("4")]), FakeStream([]), FakeStream([])]
+    r, _, _, rest = streaming(quiet)  # type: ignore[arg-type]
+    caplog.set_level("INFO", logger=reflector_module.log.name)
+    r.run(rest.stop)
+    assert [p["resourceVersion"] for p in rest.watch_params] == ["", "4", "4"]
+    assert [p.get("sendInitialEvents") for p in rest.watch_params] == [True, None, None]
+    warnings = [rec for rec in caplog.records if rec.levelname == "WARNING"]
+    assert [rec.getMessage() for rec in warnings] == [
+        f"{CONFIG_MAP}: list/watch failed, retrying in 0.0s: the script is over"
+    ], "only the end of the test's script"
 
 
 def test_a_repeated_stream_refusal_is_said_once_not_on_every_retry(
