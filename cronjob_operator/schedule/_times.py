@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import heapq
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -159,23 +160,24 @@ class Schedule:
             # times is already behind: look ahead by the length of the repeat.
             start += fold_length(wall)
         start = floor_minute(start) + _MINUTE
-        first_pass: deque[datetime] = deque()  # descending, behind the second pass
+        # Two descending streams merge here: the first passes, and the second passes that
+        # count. A second pass (first + the repeat) can be newer than the first pass of a
+        # later wall-clock time whose own second pass does not count, so a time is held
+        # until no wall-clock time still to come can give a newer one.
+        pending: list[_Newest] = []  # a heap that pops the newest time first
         for naive in self._walls(start, forward=False):
             first, second = instants(naive, self.zone)
             if first is None:
                 continue
-            latest, earlier = first, None
-            if second is not None and twice(first):
-                latest, earlier = second, first
-            while first_pass and first_pass[0] > latest:
-                early = first_pass.popleft()
-                if early <= t:
-                    yield early
-            if latest <= t:
-                yield latest
-            if earlier is not None:
-                first_pass.append(earlier)
-        yield from (early for early in first_pass if early <= t)
+            for moment in (first, second if second is not None and twice(first) else None):
+                if moment is not None and moment <= t:
+                    heapq.heappush(pending, _Newest(moment))
+            # Every time still to come is older than this wall-clock time's last instant.
+            bound = second if second is not None else first
+            while pending and pending[0].moment >= bound:
+                yield heapq.heappop(pending).moment
+        while pending:
+            yield heapq.heappop(pending).moment
 
     def _walls(self, start: datetime, *, forward: bool) -> Iterator[datetime]:
         """Matching naive wall-clock times after (or before) naive ``start``, exclusive."""
@@ -185,6 +187,16 @@ class Schedule:
         while found is not None:
             yield found
             found = _step_wall(expression, found, forward)
+
+
+@dataclass(frozen=True, slots=True)
+class _Newest:
+    """Orders instants newest first, so ``heapq`` (a min-heap) pops the newest."""
+
+    moment: datetime
+
+    def __lt__(self, other: _Newest) -> bool:
+        return self.moment > other.moment
 
 
 def _step_wall(expression: str, start: datetime, forward: bool) -> datetime | None:

@@ -731,3 +731,19 @@ def test_remembered_schedule_times_answer_as_croniter_does(expression: str) -> N
         for forward in (True, False):
             expected = _times._step_wall(expression, start, forward)
             assert _times._first_wall(expression, start, forward) == expected, (start, forward)
+
+
+def test_a_counted_second_pass_is_newer_than_a_later_first_pass_that_is_not() -> None:
+    """Fall-back day in New York, every minute of hours 0-1, deadline 61 s, last run just
+    before 01:00 EDT. At 01:00 EST (06:00Z) the 01:00 EDT run was missed and is past the
+    deadline, so its second pass counts and is the newest time due; 01:59 EDT (05:59Z) is
+    older, though it comes from a later wall-clock time (found by the property test)."""
+    now = datetime(2024, 11, 3, 6, 0, tzinfo=UTC)
+    due = most_recent_due(
+        parse_schedule("* 0,1 * * *", "America/New_York"),
+        earliest=now - timedelta(seconds=3601),
+        now=now,
+        starting_deadline_seconds=61,
+    )
+    assert due.scheduled == now
+    assert due.next_time == datetime(2024, 11, 3, 6, 1, tzinfo=UTC)
