@@ -29,7 +29,7 @@ from cronjob_operator.runtime.conditions import parse_time
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
 from tests.e2e.test_deploy import Denials, denials  # noqa: F401 - the fixture
-from tests.integration.support import CRD_NAMES, REPO, RunningManager, install_crds
+from tests.integration.support import CRD_NAMES, REPO, RunningManager, install_crds, spy_on_events
 from tests.tools import tool
 
 CHART = REPO / "dist" / "chart"
@@ -108,6 +108,7 @@ def manager_as_chart_account(
     )
     manager = Manager(RestClient(load_configuration(str(kubeconfig))), options)
     clock = FakeClock()
+    events = spy_on_events(manager)
     controllers = {
         "cronjob": cronjob.setup(manager, clock=clock),
         "configdeployment": configdeployment.setup(manager, clock=clock),
@@ -121,7 +122,7 @@ def manager_as_chart_account(
         wait_for(
             lambda: manager.elector is not None and manager.elector.is_leader, 60, message="leader"
         )
-        yield RunningManager(manager, controllers, thread), clock
+        yield RunningManager(manager, controllers, thread, events), clock
     finally:
         manager.stop()
         thread.join(60)

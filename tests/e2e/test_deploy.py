@@ -36,7 +36,7 @@ from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.conditions import parse_time
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
-from tests.integration.support import REPO, RunningManager, install_crds
+from tests.integration.support import REPO, RunningManager, install_crds, spy_on_events
 
 LOCAL = REPO / "config" / "local"
 SYSTEM_NAMESPACE = "cronjob-operator-system"
@@ -123,6 +123,7 @@ def manager_as_service_account(
         ),
     )
     manager = Manager(rest, options)
+    events = spy_on_events(manager)
     controllers = {
         "cronjob": cronjob.setup(manager, clock=clock),
         "configdeployment": configdeployment.setup(manager, clock=clock),
@@ -136,7 +137,7 @@ def manager_as_service_account(
         wait_for(
             lambda: manager.elector is not None and manager.elector.is_leader, 60, message="leader"
         )
-        yield RunningManager(manager, controllers, thread)
+        yield RunningManager(manager, controllers, thread, events)
     finally:
         manager.stop()
         thread.join(60)

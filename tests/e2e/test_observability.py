@@ -37,7 +37,7 @@ from cronjob_operator.runtime.conditions import parse_time
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
 from tests.e2e.support import _die_with_parent, apply_all, cronjob_manifest, free_port, jobs
-from tests.integration.support import REPO, RunningManager, install_crds
+from tests.integration.support import REPO, RunningManager, install_crds, spy_on_events
 from tests.tools import tool
 
 DASHBOARDS = sorted((REPO / "config" / "grafana").glob("*.json"))
@@ -222,6 +222,7 @@ def manager_that_ran_cronjobs(
         leader_election=LeaderElectionConfig(name="observability-e2e", namespace=namespace),
     )
     manager = Manager(RestClient(load_configuration(str(control_plane.kubeconfig))), options)
+    events = spy_on_events(manager)
     controllers = {
         "cronjob": cronjob.setup(manager, clock=clock),
         "configdeployment": configdeployment.setup(manager, clock=clock),
@@ -231,7 +232,7 @@ def manager_that_ran_cronjobs(
         target=lambda: codes.append(manager.run(install_signal_handlers=False)), daemon=True
     )
     thread.start()
-    running = RunningManager(manager, controllers, thread)
+    running = RunningManager(manager, controllers, thread, events)
     try:
         wait_for(
             lambda: manager.elector is not None and manager.elector.is_leader, 60, message="leader"

@@ -119,6 +119,14 @@ class EventSpy:
             return list(self._asked)
 
 
+def spy_on_events(manager: Manager) -> EventSpy:
+    """Put an ``EventSpy`` in front of the manager's recorder; call it before the
+    controllers' setup functions read the recorder."""
+    events = EventSpy(manager.recorder)
+    manager.recorder = events  # type: ignore[assignment]
+    return events
+
+
 @dataclass
 class RunningManager:
     """A manager running in a thread, and the controllers the setup functions returned."""
@@ -202,8 +210,7 @@ def running_manager(
         rest,
         options or Options(namespace=namespace, health_probe_bind_address="0"),
     )
-    events = EventSpy(manager.recorder)
-    manager.recorder = events  # type: ignore[assignment]  # before the setups read it
+    events = spy_on_events(manager)
     controllers = {name: setup(manager) for name, setup in setups.items()}
     for controller in controllers.values():
         controller.reconciler = ReconcileWitness(controller.reconciler)
