@@ -45,8 +45,9 @@ __all__ = [
     "set_controller_reference",
 ]
 
-Mutate = Callable[[dict[str, Any]], None]
-"""Edits the object in place to the state the controller wants."""
+Mutate = Callable[[dict[str, Any]], object]
+"""Edits the object in place to the state the controller wants; what it returns is ignored
+(so ``add_finalizer``, which says whether it changed anything, is a mutate function)."""
 
 
 class OperationResult(enum.StrEnum):

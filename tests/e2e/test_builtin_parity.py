@@ -76,14 +76,14 @@ def jobs_by_time(
 def test_same_runs_and_status_as_the_builtin_controller(
     operator: RunningManager, control_plane: ControlPlane, namespace: str
 ) -> None:
-    ours = {
+    ours: dict[str, Any] = {
         "apiVersion": "batch.tutorial.kubebuilder.io/v1",
         "kind": "CronJob",
         "metadata": {"name": "twin", "namespace": namespace},
         "spec": spec(),
     }
     builtin = copy.deepcopy(ours) | {"apiVersion": "batch/v1"}
-    kinds = {ours["apiVersion"]: OURS_KIND, "batch/v1": "cronjobs.batch"}
+    kinds: dict[str, str] = {ours["apiVersion"]: OURS_KIND, "batch/v1": "cronjobs.batch"}
     apply(control_plane, ours)
     apply(control_plane, builtin)
     created = max(

@@ -19,6 +19,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -94,7 +95,9 @@ def kustomize(kubectl: str, directory: Path) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
-def by_key(objects: list[dict[str, Any]], *, without: set[str] = frozenset()) -> dict[Key, Any]:
+def by_key(
+    objects: list[dict[str, Any]], *, without: AbstractSet[str] = frozenset()
+) -> dict[Key, Any]:
     """Objects by (kind, name), Helm's labels dropped, the kinds in ``without`` left out."""
     keyed = {}
     for obj in objects:

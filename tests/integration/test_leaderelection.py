@@ -12,13 +12,10 @@ import pytest
 
 from cronjob_operator import envtest
 from cronjob_operator.runtime import kinds, metrics
+from cronjob_operator.runtime._leaserecord import record_from_lease
 from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.client import LiveReader, Writer
-from cronjob_operator.runtime.leaderelection import (
-    LeaderElectionConfig,
-    LeaderElector,
-    record_from_lease,
-)
+from cronjob_operator.runtime.leaderelection import LeaderElectionConfig, LeaderElector
 
 LEASE = "cronjob-operator-lock"
 LEASE_DURATION = 3.0

@@ -383,7 +383,7 @@ def test_config_deployment_sources_are_checked_by_the_schema_and_the_webhook(env
             },
         }
 
-    schema_rejects = {
+    schema_rejects: dict[str, tuple[dict[str, Any], str]] = {
         "no-source": (
             {},
             "spec: Invalid value: name a ConfigMap (spec.configMap) or at least one Secret "

@@ -87,7 +87,7 @@ def test_stagger_problem_names_the_numbers() -> None:
     assert features.stagger_problem(schedules.parse_schedule("@every 30s"), 30) is not None
 
 
-def failed_job(name: str, at: datetime) -> Any:
+def failed_job(name: str, at: str) -> Any:
     return freeze(
         {
             "metadata": {"name": name, "namespace": "ns", "uid": name},

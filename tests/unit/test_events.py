@@ -17,7 +17,7 @@ from cronjob_operator.runtime.clock import FakeClock
 
 START = datetime(2016, 5, 19, 9, 59, 0, tzinfo=UTC)
 
-CRONJOB = {
+CRONJOB: dict[str, Any] = {
     "apiVersion": "batch.tutorial.kubebuilder.io/v1",
     "kind": "CronJob",
     "metadata": {"name": "hourly", "namespace": "ns1", "uid": "u-1", "resourceVersion": "42"},
@@ -52,6 +52,9 @@ class RecordingSink:
             raise errors.api_error(409, {"reason": "AlreadyExists"})
         self.events[key] = dict(obj)
         return dict(obj)
+
+    def update(self, kind: kinds.Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        raise AssertionError("the recorder never replaces an Event")
 
     def patch(
         self,
@@ -318,9 +321,12 @@ class TestRecorder:
         assert sink.entered.wait(10), "the sender took m0 and hangs in the API call"
         # Blocking would mean waiting for the hung API server, which never answers until
         # the gate opens: so "returned at all" is the behaviour, the 30 s only a backstop.
-        producer = threading.Thread(
-            target=lambda: [recorder.event(CRONJOB, "Normal", "R", f"m{i}") for i in range(1, 10)]
-        )
+
+        def produce() -> None:
+            for i in range(1, 10):
+                recorder.event(CRONJOB, "Normal", "R", f"m{i}")
+
+        producer = threading.Thread(target=produce)
         producer.start()
         producer.join(30)
         assert not producer.is_alive(), "event() blocked behind a hung API server"

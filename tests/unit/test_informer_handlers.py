@@ -70,7 +70,12 @@ def informers() -> Iterator[tuple[Informer, Informer]]:
 
 def feed(informer: Informer, *events: dict[str, Any]) -> None:
     """Hand ``events`` to the reflector on a thread; fail if that thread is held up."""
-    thread = threading.Thread(target=lambda: [informer._reflector._handle(e) for e in events])
+
+    def handle_all() -> None:
+        for e in events:
+            informer._reflector._handle(e)
+
+    thread = threading.Thread(target=handle_all)
     thread.start()
     thread.join(DEADLINE)
     assert not thread.is_alive(), "the reflector's thread is blocked by a handler"

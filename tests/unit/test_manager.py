@@ -19,6 +19,7 @@ from cronjob_operator.runtime import (
     POD,
     Manager,
     Options,
+    Reconciler,
     Request,
     RestClient,
     Result,
@@ -147,7 +148,7 @@ def test_two_managers_keep_their_own_counters(rest: RestClient) -> None:
     assert second.metrics.registry.get_sample_value("rest_client_requests_total", refused) is None
 
 
-def lambda_reconciler() -> object:
+def lambda_reconciler() -> Reconciler:
     class Done:
         def reconcile(self, request: Request) -> Result:
             return Result()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 from typing import Any
 
@@ -107,7 +108,7 @@ def test_backoff_doubles_to_its_cap_and_resets_after_quiet(
 ) -> None:
     # Jitter multiplies the capped delay by 1.0-1.5 (client-go's reflector backoff jitters
     # on top of its 30 s cap too); pinning it to either end makes every delay exact.
-    monkeypatch.setattr(reflector_module.random, "uniform", lambda low, high: jitter)
+    monkeypatch.setattr(random, "uniform", lambda low, high: jitter)
     now = [0.0]
     backoff = Backoff(initial=0.8, maximum=30.0, reset_after=120.0, clock=lambda: now[0])
     delays = [backoff.next_delay() for _ in range(8)]
@@ -248,7 +249,7 @@ def test_a_stream_that_ends_before_the_bookmark_changes_nothing_and_fails() -> N
 
 def test_a_refused_stream_falls_back_to_a_paged_list_from_the_watch_cache() -> None:
     refused = errors.api_error(422, {"message": "sendInitialEvents is forbidden"})
-    pages = [
+    pages: list[dict[str, Any] | Exception] = [
         {"metadata": {"continue": "next"}, "items": [event("", "a", "1")["object"]]},
         {"metadata": {"resourceVersion": "7"}, "items": [event("", "b", "2")["object"]]},
     ]

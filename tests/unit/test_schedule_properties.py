@@ -96,7 +96,8 @@ def first_of(wall: datetime) -> datetime:
 @st.composite
 def items(draw: st.DrawFn, low: int, high: int, names: list[str] | None) -> Field:
     def show(value: int) -> str:
-        if names and draw(st.booleans()):
+        use_name: bool = bool(names) and draw(st.booleans())
+        if names and use_name:
             name = names[value - low]
             return draw(st.sampled_from([name, name.upper(), name.title()]))
         return str(value)

@@ -138,7 +138,7 @@ class TestDelays:
 
     @pytest.mark.parametrize("delay", [0, -1])
     def test_no_delay_adds_at_once(self, delay: float) -> None:
-        queue = new_queue(FakeClock())
+        queue = new_queue(FakeClock().monotonic)
         queue.add_after("a", delay)
         assert len(queue) == 1
 
