@@ -6,17 +6,27 @@ starts one real control plane per session (``cronjob_operator.envtest.ControlPla
 lazily: only when a test asks for it, so unit-only runs never start one. It is stopped
 at the end of the session even when tests fail or the run is interrupted (Ctrl-C,
 SIGTERM); its processes also die with the interpreter if pytest itself is killed.
+
+Property tests draw new examples on every developer run (that is how they find bugs);
+under CI (``CI`` set) they draw the same ones each time, so a submission's result does
+not depend on the draw: a failure CI shows is one a rerun reproduces.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from cronjob_operator.envtest import ControlPlane
+
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 CLUSTER_TEST_DIRS = {"integration", "e2e"}
 TESTS_DIR = Path(__file__).parent
