@@ -22,9 +22,12 @@ machine still slows a process down (caches, frequency).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 import timeit
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -174,6 +177,19 @@ def subprocess_env() -> dict[str, str]:
     """The environment for a benchmark's helper process: ``bench`` importable."""
     path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
+def run_child(module: str, args: Sequence[str]) -> dict[str, float]:
+    """Run ``python -m module --child ARGS`` in a fresh interpreter (so its memory is its
+    own) and return the JSON object it printed."""
+    argv = [sys.executable, "-m", module, "--child", *args]
+    done = subprocess.run(
+        argv, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr}")
+    result: dict[str, float] = json.loads(done.stdout)
+    return result
 
 
 def offline_rest_client(host: str = "http://127.0.0.1:9") -> RestClient:

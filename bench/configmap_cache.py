@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -115,20 +114,8 @@ def child(config: str, count: int, size: int) -> dict[str, float]:
 
 def measure(config: str, count: int, size: int) -> dict[str, float]:
     """Run ``child`` in a fresh interpreter and return what it reported."""
-    argv = [sys.executable, "-m", "bench.configmap_cache", "--child", config]
-    argv += ["--config-maps", str(count), "--size", str(size)]
-    done = subprocess.run(
-        argv,
-        cwd=_common.REPO,
-        env=_common.subprocess_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr}")
-    result: dict[str, float] = json.loads(done.stdout)
-    return result
+    args = [config, "--config-maps", str(count), "--size", str(size)]
+    return _common.run_child("bench.configmap_cache", args)
 
 
 def run(count: int, size: int) -> str:

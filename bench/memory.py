@@ -23,7 +23,6 @@ import argparse
 import gc
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -94,21 +93,10 @@ def child(config: str, jobs: int, template: Path | None) -> dict[str, float]:
 
 def measure(config: str, jobs: int, template: Path | None) -> dict[str, float]:
     """Run ``child`` in a fresh interpreter and return what it reported."""
-    argv = [sys.executable, "-m", "bench.memory", "--child", config, "--jobs", str(jobs)]
+    args = [config, "--jobs", str(jobs)]
     if template is not None:
-        argv += ["--template", str(template)]
-    done = subprocess.run(
-        argv,
-        cwd=_common.REPO,
-        env=_common.subprocess_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr}")
-    result: dict[str, float] = json.loads(done.stdout)
-    return result
+        args += ["--template", str(template)]
+    return _common.run_child("bench.memory", args)
 
 
 def run(jobs: int, template: Path | None) -> str:
