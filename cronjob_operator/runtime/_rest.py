@@ -368,6 +368,8 @@ class RestClient:
         if self._rate_limiter is not None:
             waited = self._rate_limiter.acquire(ctx)
             self._limiter_duration.labels(method, self._metric_host).observe(waited)
+            if waited:  # the deadline may have passed while we waited (a frozen process)
+                ctx.check(f"{method} {path}")
         if self._fence is not None and method in WRITE_METHODS:
             self._admit(self._fence, method, path)
         try:

@@ -229,9 +229,7 @@ def sample(name: str, labels: dict[str, str]) -> float | None:
     ],
     ids=["transport", "deadline", "not-leader", "server-error"],
 )
-def test_api_and_transport_failures_are_errors_not_panics(
-    run: Start, failure: Exception
-) -> None:
+def test_api_and_transport_failures_are_errors_not_panics(run: Start, failure: Exception) -> None:
     # Failed before: every exception but ApiError counted as a panic (a refused
     # connection or a deadline made controller_runtime_reconcile_panics_total 1).
     def fail_once(request: Request, count: int) -> Result:

@@ -9,6 +9,7 @@ the call's deadline is not waited for, and a component client has its own bucket
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -223,3 +224,23 @@ def test_a_component_client_has_its_own_bucket_and_user_agent() -> None:
     rest.request("GET", "/api/v1/pods")
     assert [t - pool.sent_at[0] for t in pool.sent_at] == pytest.approx([0.0, 0.0, 0.5])
     assert pool.agents[1] == f"{pool.agents[0]}/leader-election"
+
+
+def test_a_request_whose_deadline_passed_while_it_waited_for_its_token_is_not_sent() -> None:
+    # Failed before: the deadline was checked before the token wait only, so a leader
+    # frozen (SIGSTOP) while waiting sent its Lease write on waking, past its renew
+    # deadline (the audit log showed a 409 update after the new leader acquired).
+    clock = FakeClock()
+    rest, pool = limited_client(clock, [FakeResponse(200, b"{}") for _ in range(2)])
+
+    def frozen(seconds: float) -> None:
+        time.sleep(0.3)  # the process stood still past the 0.2 s deadline
+
+    rest._rate_limiter = TokenBucket(10, 1, clock=clock.monotonic, sleep=frozen)
+    rest.request("GET", "/api/v1/namespaces")
+    with (
+        context.scope(context.BACKGROUND.with_timeout(0.2)),
+        pytest.raises(errors.DeadlineExceeded, match="deadline exceeded"),
+    ):
+        rest.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/a/leases/x", body={})
+    assert len(pool.sent_at) == 1
