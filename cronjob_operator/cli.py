@@ -7,6 +7,7 @@ Bad flag values fail at once with one line naming the flag; nothing starts.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import socket
@@ -20,7 +21,7 @@ from cronjob_operator import __version__
 from cronjob_operator._flags import positive_int
 
 if TYPE_CHECKING:
-    from cronjob_operator.runtime import Manager
+    from cronjob_operator.runtime import LeaderElectionConfig, Manager
 
 __all__ = ["main"]
 
@@ -60,6 +61,16 @@ def _qps(text: str) -> float:
             "0 would allow no request; give a rate, or a negative value to turn the limiter off"
         )
     return value
+
+
+def _duration(text: str) -> float:
+    """Seconds, as a number or a Go duration in ``s`` or ``ms`` (``15s``, ``1500ms``)."""
+    number, scale = text, 1.0
+    if text.endswith("ms"):
+        number, scale = text[:-2], 0.001
+    elif text.endswith("s"):
+        number = text[:-1]
+    return _positive_float(number) * scale
 
 
 def _port(text: str) -> int:
@@ -133,6 +144,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--leader-election-namespace",
         help="namespace of the Lease; default: the pod's namespace, else 'default'",
     )
+    run.add_argument(
+        "--leader-elect-lease-duration",
+        type=_duration,
+        help="seconds (or a Go duration: 15s, 1500ms) a standby waits after the last "
+        "renewal it saw before taking the Lease; default: 15s, as controller-runtime",
+    )
+    run.add_argument(
+        "--leader-elect-renew-deadline",
+        type=_duration,
+        help="seconds the leader keeps trying to renew before it stops leading; its writes "
+        "are refused once this long has passed since the last successful renewal began "
+        "(less than the lease duration); default: 10s",
+    )
+    run.add_argument(
+        "--leader-elect-retry-period",
+        type=_duration,
+        help="seconds between renewals, and between attempts to acquire; default: 2s",
+    )
     run.add_argument("--namespace", help="watch only this namespace; default: all namespaces")
     run.add_argument(
         "--max-concurrent-reconciles",
@@ -144,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--kube-api-qps",
         type=_qps,
         default=-1.0,
-        help="requests per second to the API server, shared by the whole process "
+        help="requests per second to the API server, for the controllers together; leader "
+        "election and events each get the same rate of their own "
         "(kube-controller-manager's default is 20); negative: no client-side limit, "
         "API Priority and Fairness on the server limits and its 429s are honoured",
     )
@@ -215,6 +245,37 @@ def _lease_namespace(flag: str | None) -> str:
         return "default"
 
 
+def _leader_election(
+    args: argparse.Namespace, *, namespace: str, identity: str
+) -> LeaderElectionConfig:
+    """The Lease config from the flags; a timing flag not given keeps
+    ``LeaderElectionConfig``'s default (controller-runtime's). Raises ``ValueError``."""
+    from cronjob_operator.runtime import LeaderElectionConfig
+
+    base = LeaderElectionConfig(
+        name=args.leader_election_id, namespace=namespace, identity=identity
+    )
+    lease, renew, retry = (
+        args.leader_elect_lease_duration,
+        args.leader_elect_renew_deadline,
+        args.leader_elect_retry_period,
+    )
+    return dataclasses.replace(
+        base,
+        lease_duration=base.lease_duration if lease is None else lease,
+        renew_deadline=base.renew_deadline if renew is None else renew,
+        retry_period=base.retry_period if retry is None else retry,
+    )
+
+
+def _leader_election_flags_problem(args: argparse.Namespace) -> str | None:
+    try:
+        _leader_election(args, namespace="check", identity="check")
+    except ValueError as exc:
+        return f"the --leader-elect-* timings do not fit together: {exc}"
+    return None
+
+
 def _metrics_flags_problem(args: argparse.Namespace) -> str | None:
     from cronjob_operator.runtime.serving import parse_address
 
@@ -234,7 +295,6 @@ def run(args: argparse.Namespace) -> int:
     """Build the manager from ``args``, register the enabled controllers, run it."""
     from cronjob_operator.controllers import configdeployment, cronjob
     from cronjob_operator.runtime import (
-        LeaderElectionConfig,
         Manager,
         Options,
         RestClient,
@@ -248,13 +308,11 @@ def run(args: argparse.Namespace) -> int:
     if not (args.cronjob_controller or args.configdeployment_controller):
         log.error("every controller is disabled; enable at least one")
         return 2
+    identity = f"{socket.gethostname()}_{uuid.uuid4()}"
     leader_election = None
     if args.leader_elect:
-        leader_election = LeaderElectionConfig(
-            name=args.leader_election_id,
-            namespace=_lease_namespace(args.leader_election_namespace),
-            identity=f"{socket.gethostname()}_{uuid.uuid4()}",
-        )
+        namespace = _lease_namespace(args.leader_election_namespace)
+        leader_election = _leader_election(args, namespace=namespace, identity=identity)
     options = Options(
         namespace=args.namespace,
         leader_election=leader_election,
@@ -272,7 +330,9 @@ def run(args: argparse.Namespace) -> int:
             TokenBucket(args.kube_api_qps, args.kube_api_burst) if args.kube_api_qps > 0 else None
         )
         rest = RestClient(
-            load_configuration(args.kubeconfig), user_agent=USER_AGENT, rate_limiter=limiter
+            load_configuration(args.kubeconfig),
+            user_agent=f"{USER_AGENT} ({identity})",
+            rate_limiter=limiter,
         )
     except Exception as exc:
         log.error("cannot load a Kubernetes client configuration: %s", exc)
@@ -322,8 +382,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``cronjob-operator`` console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "run" and (problem := _metrics_flags_problem(args)):
-        parser.error(problem)
+    if args.command == "run":
+        problem = _metrics_flags_problem(args) or _leader_election_flags_problem(args)
+        if problem:
+            parser.error(problem)
     if args.command == "version":
         print(f"cronjob-operator {__version__}")
         return 0

@@ -36,6 +36,7 @@ from cronjob_operator.envtest import (
     _kubeconfig,
     _probes,
     _stages,
+    audit,
 )
 from cronjob_operator.envtest._components import (
     CONTROLLERS,
@@ -91,8 +92,9 @@ class ControlPlane:
     ``CONTROLLERS``; benchmarks drop ``job-controller`` so no pods run). ``feature_gates``
     go to kube-apiserver (``{"WatchList": False}`` turns streaming lists off);
     ``extra_args`` are appended to a component's flags, by its name
-    (``{"kube-controller-manager": ["--kube-api-qps=20"]}``). Usable as a
-    context manager. Methods block; failures raise ``ControlPlaneError``.
+    (``{"kube-controller-manager": ["--kube-api-qps=20"]}``). ``audit`` turns on the API
+    server's audit log of writes (see ``audit``; ``audit_log``, ``audit_events``). Usable
+    as a context manager. Methods block; failures raise ``ControlPlaneError``.
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class ControlPlane:
         controllers: Sequence[str] = CONTROLLERS,
         feature_gates: Mapping[str, bool] | None = None,
         extra_args: Mapping[str, Sequence[str]] | None = None,
+        audit: bool = False,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes={nodes}: a control plane needs at least one node")
@@ -119,6 +122,7 @@ class ControlPlane:
         self.controllers = tuple(controllers)
         self.feature_gates = dict(feature_gates or {})
         self.extra_args = {name: tuple(args) for name, args in (extra_args or {}).items()}
+        self.audit = audit
         self._requested_bin_dir = bin_dir
         self._requested_state_dir = state_dir
         self._layout: Layout | None = None
@@ -309,6 +313,17 @@ class ControlPlane:
         """Run kubectl with ``-o json`` and parse its output; raises on a non-zero exit."""
         return json.loads(self.kubectl(*args, "-o", "json", input=input, check=True).stdout)
 
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log (written only with ``audit=True``)."""
+        return audit.log_path(self.state_dir)
+
+    def audit_events(self) -> list[audit.AuditEvent]:
+        """The writes logged so far (``audit=True``), in the order the server logged them."""
+        if not self.audit:
+            raise ControlPlaneError("this control plane was started without audit=True")
+        return audit.read_events(self.audit_log)
+
     def apiserver_metrics(self) -> str:
         """The API server's /metrics text (Prometheus format)."""
         return self._admin().get("/metrics", timeout=30.0).decode()
@@ -389,6 +404,13 @@ class ControlPlane:
         _stages.write_kwok_config(
             layout.bin_dir / "stages", layout.kwok_config, pod_run_seconds=self.pod_run_seconds
         )
+        extra_args = dict(self.extra_args)
+        if self.audit:
+            apiserver = str(Component.APISERVER)
+            extra_args[apiserver] = (
+                *audit.apiserver_flags(layout.state_dir),
+                *extra_args.get(apiserver, ()),
+            )
         components = {}
         for component in START_ORDER:
             argv = command(
@@ -397,7 +419,7 @@ class ControlPlane:
                 ports,
                 controllers=self.controllers,
                 feature_gates=self.feature_gates,
-                extra_args=self.extra_args,
+                extra_args=extra_args,
             )
             self._processes[component] = ManagedProcess(component, argv, layout.log(component))
             components[str(component)] = ComponentRecord(argv=argv, log=str(layout.log(component)))

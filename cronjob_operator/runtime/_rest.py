@@ -23,11 +23,23 @@ Sockets have TCP keepalive on with client-go's timings (30 s idle, the kernel's 
 the ``kubernetes`` package's ``keep_alive``), so a watch on a dead connection is found
 by the kernel, not by a read timeout that a quiet watch would also hit.
 
-Every request of the process, retries and watches included, may first take a token
-from one shared ``TokenBucket`` (``--kube-api-qps`` / ``--kube-api-burst``, as
-kube-controller-manager and client-go's ``rest.Config`` QPS/Burst mean them). It is off
-by default, as in controller-runtime since 0.21: API Priority and Fairness on the server
-is the limit, and its 429 with ``Retry-After`` is honoured by the retries above.
+Every request, retries and watches included, may first take a token from a
+``TokenBucket`` (``--kube-api-qps`` / ``--kube-api-burst``, as kube-controller-manager and
+client-go's ``rest.Config`` QPS/Burst mean them). It is off by default, as in
+controller-runtime since 0.21: API Priority and Fairness on the server is the limit, and
+its 429 with ``Retry-After`` is honoured by the retries above. Waiting for a token honours
+the call's deadline and the current ``context``, as client-go's ``rate.Limiter.Wait(ctx)``:
+a token due after the deadline is not waited for (``DeadlineExceeded`` at once), and a
+stop ends the wait. ``for_component`` gives a component (the leader elector, the event
+recorder) a client with its own bucket of the same rate and the same connection config,
+as controller-runtime builds its leader-election client, so a busy controller never
+delays a Lease renewal.
+
+A client may carry a write fence (``fenced``): a function asked before every POST, PUT,
+PATCH and DELETE is sent (after its token, just before the bytes go out) that returns why
+the write must not be sent, or None. The manager fences the client it gives controllers
+and the event recorder with ``LeaderElector.write_refusal``; a refused write raises
+``errors.NotLeader`` and reaches no server. Reads never ask the fence.
 """
 
 from __future__ import annotations
@@ -50,13 +62,26 @@ from kubernetes import config as k8s_config
 from cronjob_operator.runtime import context, errors
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
-__all__ = ["RestClient", "RetryPolicy", "TokenBucket", "WatchStream", "load_configuration"]
+__all__ = [
+    "WRITE_METHODS",
+    "RestClient",
+    "RetryPolicy",
+    "TokenBucket",
+    "WatchStream",
+    "WriteFence",
+    "load_configuration",
+]
 
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
 DEFAULT_USER_AGENT = "cronjob-operator-runtime"
 """Sent when the caller names no user agent; an application passes its own (name/version)."""
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+"""The methods a write fence is asked about."""
+
+WriteFence = Callable[[], str | None]
+"""Why a write must not be sent now (None: send it); see the module doc."""
 
 
 def load_configuration(
@@ -92,9 +117,12 @@ class TokenBucket:
     """A client-side request limiter: ``qps`` tokens a second, at most ``burst`` saved up.
 
     It starts full, as client-go's does. ``acquire`` reserves the next token under a
-    lock and sleeps outside it, so waiters are served in arrival order and a sleeping
-    thread never blocks another's reservation. ``clock`` and ``sleep`` are injectable
-    for tests.
+    lock and waits outside it, so waiters are served in arrival order and a waiting
+    thread never blocks another's reservation. A token that would come after the
+    context's deadline is handed back at once and ``DeadlineExceeded`` raised (client-go's
+    ``Limiter.Wait``: "would exceed context deadline"); a stop during the wait hands it
+    back too. ``clock`` is injectable for tests, and so is ``sleep`` (then a wait is a
+    plain sleep that no stop interrupts).
     """
 
     def __init__(
@@ -103,7 +131,7 @@ class TokenBucket:
         burst: int,
         *,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         if qps <= 0:
             raise ValueError(f"TokenBucket qps must be more than 0, not {qps}")
@@ -115,6 +143,10 @@ class TokenBucket:
         self._tokens = float(burst)
         self._updated = clock()
 
+    def like(self) -> TokenBucket:
+        """A new, full bucket with this one's rate, burst, clock and sleep."""
+        return TokenBucket(self.qps, self.burst, clock=self._clock, sleep=self._sleep)
+
     def reserve(self) -> float:
         """Take one token (possibly one not yet earned) and return the seconds to wait."""
         with self._lock:
@@ -124,12 +156,32 @@ class TokenBucket:
             self._updated = now
             return -self._tokens / self.qps if self._tokens < 0 else 0.0
 
-    def acquire(self) -> float:
-        """Block until this caller's token is due; return how long it waited."""
+    def acquire(self, ctx: context.Context = context.BACKGROUND) -> float:
+        """Block until this caller's token is due; return how long it waited.
+
+        Raises ``DeadlineExceeded`` without waiting when the token comes after ``ctx``'s
+        deadline, and as soon as ``ctx`` stops during the wait; the token goes back.
+        """
         delay = self.reserve()
-        if delay > 0:
+        if delay <= 0:
+            return 0.0
+        left = ctx.remaining()
+        if ctx.stop.is_set() or (left is not None and delay > left):
+            self._give_back()
+            raise errors.DeadlineExceeded(
+                f"client rate limiter: the next token is {delay:.2f}s away, "
+                f"past the deadline ({0.0 if left is None else left:.2f}s left)"
+            )
+        if self._sleep is not None:
             self._sleep(delay)
+        elif ctx.stop.wait(delay):
+            self._give_back()
+            raise errors.DeadlineExceeded("client rate limiter: stopped while waiting for a token")
         return delay
+
+    def _give_back(self) -> None:
+        with self._lock:
+            self._tokens = min(float(self.burst), self._tokens + 1.0)
 
 
 class WatchStream:
@@ -194,6 +246,7 @@ class RestClient:
         self._retry = retry or RetryPolicy()
         self._timeout = timeout
         self._rate_limiter = rate_limiter
+        self._fence: WriteFence | None = None
 
     def with_metrics(self, metrics: Metrics) -> RestClient:
         """This client (same configuration and connection pool) counting into ``metrics``."""
@@ -201,6 +254,27 @@ class RestClient:
         counted._requests = metrics.rest_client_requests
         counted._limiter_duration = metrics.rest_client_rate_limiter_duration
         return counted
+
+    def for_component(self, name: str) -> RestClient:
+        """This client for one component: its own token bucket (same rate, when there is
+        one), the user agent ``<agent>/<name>`` (client-go's ``rest.AddUserAgent``), the
+        same configuration, connection pool, metrics and fence."""
+        component = copy.copy(self)
+        component._user_agent = f"{self._user_agent}/{name}"
+        if self._rate_limiter is not None:
+            component._rate_limiter = self._rate_limiter.like()
+        return component
+
+    def fenced(self, fence: WriteFence) -> RestClient:
+        """This client asking ``fence`` before each write it sends (see the module doc)."""
+        guarded = copy.copy(self)
+        guarded._fence = fence
+        return guarded
+
+    @property
+    def user_agent(self) -> str:
+        """The User-Agent header this client sends."""
+        return self._user_agent
 
     @property
     def host(self) -> str:
@@ -250,7 +324,9 @@ class RestClient:
     def watch(self, path: str, params: Mapping[str, Any], *, read_timeout: float) -> WatchStream:
         """Open a watch on ``path``; raises the typed error when the server refuses it."""
         query = {**params, "watch": "true"}
-        response = self._send("GET", path, query, None, JSON, read_timeout, stream=True)
+        response = self._send(
+            context.current(), "GET", path, query, None, JSON, read_timeout, stream=True
+        )
         return WatchStream(response)
 
     def _request_once(
@@ -265,12 +341,16 @@ class RestClient:
     ) -> Any:
         ctx.check(f"{method} {path}")
         timeout = _remaining(ctx, deadline)
-        response = self._send(method, path, params, body, content_type, timeout, stream=False)
+        limit = ctx.with_timeout(timeout) if self._rate_limiter is not None else ctx
+        response = self._send(
+            limit, method, path, params, body, content_type, timeout, stream=False
+        )
         data = response.data
         return orjson.loads(data) if data else None
 
     def _send(
         self,
+        ctx: context.Context,
         method: str,
         path: str,
         params: Mapping[str, Any] | None,
@@ -286,8 +366,12 @@ class RestClient:
         headers = self._headers(content_type if body is not None else None)
         encoded = orjson.dumps(body) if body is not None else None
         if self._rate_limiter is not None:
-            waited = self._rate_limiter.acquire()
+            waited = self._rate_limiter.acquire(ctx)
             self._limiter_duration.labels(method, self._metric_host).observe(waited)
+            if waited:  # the deadline may have passed while we waited (a frozen process)
+                ctx.check(f"{method} {path}")
+        if self._fence is not None and method in WRITE_METHODS:
+            self._admit(self._fence, method, path)
         try:
             response = self._pool.request(
                 method,
@@ -305,6 +389,12 @@ class RestClient:
         if response.status >= 400:
             raise _error_from(response)
         return response
+
+    def _admit(self, fence: WriteFence, method: str, path: str) -> None:
+        """Raise ``NotLeader`` when the fence refuses this write (it is not sent)."""
+        refusal = fence()
+        if refusal is not None:
+            raise errors.NotLeader(f"{method} {path} not sent: {refusal}")
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": JSON, "User-Agent": self._user_agent}

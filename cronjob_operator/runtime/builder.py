@@ -99,6 +99,7 @@ class Builder:
             max_concurrent_reconciles=self._options.max_concurrent_reconciles,
             drain_timeout=self._options.drain_timeout,
             reconcile_timeout=self._options.reconcile_timeout,
+            base_context=self._options.base_context,
             metrics=self._host.metrics,
         )
         cache = self._host.cache

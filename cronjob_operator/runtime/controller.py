@@ -5,19 +5,33 @@ A ``Controller`` is what controller-runtime's builder produces. Watches (added w
 queue; ``max_concurrent_reconciles`` worker threads take requests and call the
 reconciler. The queue guarantees one object is never reconciled by two workers at once.
 
-What a reconcile's outcome does, exactly as controller-runtime:
-* an exception -> counted as an error and requeued with per-item exponential backoff
-  (5 ms doubling to 1000 s); a ``TerminalError`` is counted and not requeued;
+What a reconcile's outcome does (controller-runtime's ``reconcileHandler``, with the
+differences named):
+* ``errors.ApiError`` or ``errors.TransportError`` (deadlines and refused writes
+  included) -> counted as an error and requeued with per-item exponential backoff
+  (5 ms doubling to 1000 s): Python's analogue of a returned ``error``;
+* any other exception -> the same, and also counted in
+  ``controller_runtime_reconcile_panics_total``: the analogue of a recovered panic
+  (controller-runtime's ``RecoverPanic``, on by default);
+* a ``TerminalError`` -> counted as an error, not requeued;
 * ``Result(requeue_after=s)`` with s > 0 -> the backoff is forgotten and the request
   comes back after s seconds (a timer: the queue hands it out before event-driven keys);
 * ``Result(follow_up=True)`` -> the backoff is forgotten and the request is queued
-  again at once, behind the timers that came due (counted as ``requeue``);
+  again at once, behind the timers that came due (counted as ``requeue``). Unlike
+  controller-runtime's ``Requeue: true``, which re-adds with the rate limiter's backoff,
+  and unlike its precedence, ``follow_up`` wins over ``requeue_after``;
 * otherwise the backoff is forgotten and the request is done until the next event.
+Every result series (success, error, requeue, requeue_after) exists from the start.
 An exception never kills a worker. ``start`` returns at once; ``stop`` stops intake and
 waits for in-flight reconciles to finish (up to a timeout). As a manager Runnable (it
-needs the lease), ``run(stop)`` starts, waits for ``stop`` and drains. With a
-``reconcile_timeout``, each reconcile runs in a ``context`` with that deadline, so its
-REST calls give up (``DeadlineExceeded``, retried with backoff) instead of hanging.
+needs the lease), ``run(stop)`` starts, waits for ``stop`` and drains.
+
+Each reconcile runs in ``base_context`` (the manager's leader context), with a deadline
+when there is a ``reconcile_timeout``, so its REST calls give up (``DeadlineExceeded``,
+retried with backoff) instead of hanging. Unlike controller-runtime, where SIGTERM
+cancels the context of reconciles in flight, the manager cancels it only when the Lease
+is lost or the graceful shutdown timeout has passed: on SIGTERM the reconciles in
+flight finish their writes.
 """
 
 from __future__ import annotations
@@ -40,7 +54,7 @@ from cronjob_operator.runtime.reconcile import Reconciler, Request, Result, Term
 __all__ = ["Controller", "ControllerOptions"]
 
 # The result label values of controller_runtime_reconcile_total this controller reports.
-_RESULTS = ("success", "error", "requeue_after")
+_RESULTS = ("success", "error", "requeue", "requeue_after")
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +66,8 @@ class ControllerOptions:
     max_concurrent_reconciles: int = 1
     drain_timeout: float = 30.0
     reconcile_timeout: float | None = None
+    base_context: context.Context = context.BACKGROUND
+    """What every reconcile runs under (the manager's leader context)."""
 
 
 class Controller:
@@ -67,6 +83,7 @@ class Controller:
         metrics: Metrics | None = None,
         drain_timeout: float = 30.0,
         reconcile_timeout: float | None = None,
+        base_context: context.Context = context.BACKGROUND,
     ) -> None:
         if max_concurrent_reconciles < 1:
             raise ValueError("max_concurrent_reconciles must be at least 1")
@@ -75,6 +92,7 @@ class Controller:
         self.max_concurrent_reconciles = max_concurrent_reconciles
         self.drain_timeout = drain_timeout
         self.reconcile_timeout = reconcile_timeout
+        self.base_context = base_context
         self._metrics = metrics or DEFAULT
         self.queue: WorkQueue[Request] = WorkQueue(
             name, rate_limiter=rate_limiter, controller=name, metrics=self._metrics
@@ -169,7 +187,7 @@ class Controller:
                 self._count("error")
                 log.error("terminal reconcile error, not requeued: %s", exc)
                 self.queue.forget(request)
-            except errors.ApiError as exc:
+            except (errors.ApiError, errors.TransportError) as exc:
                 self._count("error")
                 log.warning("reconcile failed, will retry with backoff: %s", exc)
                 self.queue.add_rate_limited(request)
@@ -185,8 +203,8 @@ class Controller:
 
     def _reconcile_context(self) -> context.Context:
         if self.reconcile_timeout is None:
-            return context.BACKGROUND
-        return context.BACKGROUND.with_timeout(self.reconcile_timeout)
+            return self.base_context
+        return self.base_context.with_timeout(self.reconcile_timeout)
 
     def _finish(self, request: Request, result: Result) -> None:
         self.queue.forget(request)

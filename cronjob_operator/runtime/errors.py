@@ -46,6 +46,7 @@ __all__ = [
     "Gone",
     "Invalid",
     "NotFound",
+    "NotLeader",
     "ServerError",
     "TooManyRequests",
     "TransportError",
@@ -131,6 +132,11 @@ class ConnectionLost(TransportError):
 
 class DeadlineExceeded(TransportError):
     """The caller's context was stopped or its deadline passed (never retried)."""
+
+
+class NotLeader(DeadlineExceeded):
+    """A write made for the leader was refused before it was sent: this process does not
+    hold the Lease, or may no longer (see ``LeaderElector.write_refusal``). Never retried."""
 
 
 _BY_CODE: dict[int, type[ApiError]] = {

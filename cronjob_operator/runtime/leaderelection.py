@@ -25,6 +25,16 @@ whole life of a candidate:
      retry period; then ``on_stopped_leading`` is called and ``run`` returns. Set
      ``stop`` only after this process has stopped acting as leader.
 
+``write_refusal`` is the write fence, one step past client-go: a leader's workers may
+otherwise write in the instant between the Lease expiring and ``run`` noticing (a
+process frozen by SIGSTOP or a long GC pause wakes up with writes in hand). It returns
+a reason while this process is not leading, and once ``renew_deadline`` has passed on
+``clock`` since the last successful renewal *began* (the earliest moment the others can
+have started counting the Lease down, so ``lease_duration - renew_deadline`` is the
+margin left for a request in flight and for clock rate differences); None otherwise.
+The manager's REST client asks it right before each controller or event write is sent;
+the elector's own Lease writes are not fenced (their resourceVersion fences them).
+
 ``stop`` set before the Lease is acquired makes ``run`` return without calling either
 callback. API errors never escape ``run``: they are logged and count as a failed round.
 An exception raised by a callback propagates out of ``run``. A Lease timestamp is
@@ -146,6 +156,18 @@ class LeaderElector:
     def is_leader(self) -> bool:
         """True between ``on_started_leading`` and ``on_stopped_leading``."""
         return self._leading
+
+    def write_refusal(self) -> str | None:
+        """Why a write made for the leader must not be sent now, or None (module doc)."""
+        if not self._leading:
+            return f"this process does not hold lease {self._describe}"
+        since = self._clock() - self._renewed_at
+        if since >= self._config.renew_deadline:
+            return (
+                f"lease {self._describe} may have expired: the last successful renewal "
+                f"began {since:.1f}s ago (renew deadline {self._config.renew_deadline:g}s)"
+            )
+        return None
 
     @property
     def identity(self) -> str:

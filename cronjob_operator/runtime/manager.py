@@ -15,16 +15,27 @@ process's main loop, as controller-runtime's ``mgr.Start``:
    e.g. a 403 naming the missing verb, and readiness stays false; the manager keeps
    waiting instead of crash-looping), then run the runnables that need the lease;
 4. on SIGTERM/SIGINT: stop the leader runnables (controllers stop intake and let
-   in-flight reconciles finish, within the graceful shutdown timeout), release the
-   Lease, stop the other runnables in reverse order, exit 0.
+   in-flight reconciles finish, within the graceful shutdown timeout), then cancel the
+   leader context (a reconcile still running past the timeout fails its next REST
+   call), flush the event recorder, release the Lease, stop the other runnables in
+   reverse order, exit 0.
 
 Each manager has its own ``Metrics`` registry (its REST client, controllers and
 elector count into it, and its /metrics serves it), so two managers in one process
 never share a counter.
 
 A runnable that raises stops the manager (``run`` returns 1). Losing the Lease stops
-the controllers at once and ``run`` returns 1, so two leaders
-never act together; the orchestrator restarts the process as a follower.
+everything at once, as controller-runtime's ``OnStoppedLeading`` (graceful shutdown
+timeout 0): the leader context is cancelled, so every REST call of a reconcile in
+flight fails from then on, nothing is drained or awaited, and ``run`` returns 1; the
+orchestrator restarts the process as a follower.
+
+With leader election, the client that controllers and the event recorder write
+through is fenced by the elector's ``write_refusal``: a write is refused inside the
+process, before it is sent, once the Lease may have expired by our own clock, even in
+the instant before the elector notices. The elector and the event recorder each have
+their own REST client (``RestClient.for_component``): their own token bucket, so a busy
+controller never delays a renewal.
 """
 
 from __future__ import annotations
@@ -38,11 +49,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from cronjob_operator.runtime import context
 from cronjob_operator.runtime._reflector import Transform
 from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.builder import Builder
 from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError
-from cronjob_operator.runtime.client import Client
+from cronjob_operator.runtime.client import Client, Writer
 from cronjob_operator.runtime.controller import Controller, ControllerOptions
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.httpserver import TLSContext
@@ -100,8 +112,12 @@ class Manager:
             transforms=transforms,
             sync_timeout=self.options.cache_sync_timeout,
         )
-        self.client = Client(self.rest, self.cache)
-        self.recorder = EventRecorder(self.client, component=self.options.component)
+        self.elector = self._build_elector()
+        leader_rest = self.rest.fenced(self._write_refusal)
+        self.client = Client(leader_rest, self.cache)
+        self.recorder = EventRecorder(
+            Writer(leader_rest.for_component("events")), component=self.options.component
+        )
         self._runnables: list[Runnable] = [self.cache, self.recorder]
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -109,11 +125,17 @@ class Manager:
         self._release_lease = threading.Event()
         self._lost_lease = threading.Event()
         self._failed = threading.Event()
+        self._leader_context = context.Context()
         self._leader_threads: list[tuple[threading.Thread, threading.Event]] = []
         self._health: dict[str, Check] = {"ping": lambda: None}
         self._ready: dict[str, Check] = {"cache-sync": self._cache_ready}
         self._servers: list[HttpServer] = []
-        self.elector: LeaderElector | None = None
+
+    @property
+    def leader_context(self) -> context.Context:
+        """What every reconcile runs under: cancelled when the Lease is lost, or when
+        the graceful shutdown timeout has passed."""
+        return self._leader_context
 
     @property
     def controller_options(self) -> ControllerOptions:
@@ -122,6 +144,7 @@ class Manager:
             max_concurrent_reconciles=self.options.max_concurrent_reconciles,
             drain_timeout=self.options.graceful_shutdown_timeout,
             reconcile_timeout=self.options.reconcile_timeout,
+            base_context=self._leader_context,
         )
 
     def builder(self, name: str) -> Builder:
@@ -240,17 +263,25 @@ class Manager:
             address, serve_metrics=True, registry=registry, tls=tls, authorize=authorizer.check
         )
 
-    def _start_leader_election(self) -> threading.Thread | None:
+    def _build_elector(self) -> LeaderElector | None:
         config = self.options.leader_election
         if config is None:
             return None
-        self.elector = LeaderElector(
-            self.rest,
+        return LeaderElector(
+            self.rest.for_component("leader-election"),
             config,
             on_started_leading=self._on_started_leading,
             on_stopped_leading=self._on_stopped_leading,
             metrics=self.metrics,
         )
+
+    def _write_refusal(self) -> str | None:
+        """The fence of controller and event writes: the elector's (none without one)."""
+        return None if self.elector is None else self.elector.write_refusal()
+
+    def _start_leader_election(self) -> threading.Thread | None:
+        if self.elector is None:
+            return None
         thread = threading.Thread(
             target=self.elector.run,
             args=(self._release_lease,),
@@ -266,10 +297,12 @@ class Manager:
         ).start()
 
     def _on_stopped_leading(self) -> None:
-        if not self._stop.is_set():
-            log.error("lost the leader election lease; stopping the controllers")
-            self._lost_lease.set()
-            self._stop.set()
+        if self._release_lease.is_set():
+            return  # the end of a graceful shutdown: we released the Lease ourselves
+        log.error("lost the leader election lease; stopping at once, without draining")
+        self._lost_lease.set()
+        self._leader_context.stop.set()
+        self._stop.set()
 
     def _start_leader_runnables(self) -> None:
         while not self._stop.is_set():
@@ -291,6 +324,8 @@ class Manager:
         leader_thread: threading.Thread | None,
         others: list[tuple[threading.Thread, threading.Event]],
     ) -> int:
+        if self._lost_lease.is_set():
+            return self._abandon(others)
         timeout = self.options.graceful_shutdown_timeout
         deadline = time.monotonic() + timeout
         with self._lock:
@@ -299,7 +334,9 @@ class Manager:
         for thread in leader_threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         if any(thread.is_alive() for thread in leader_threads):
-            log.warning("leader runnables did not stop within %.0fs", timeout)
+            log.warning("leader runnables did not stop within %.0fs; cancelling them", timeout)
+        self._leader_context.stop.set()
+        self.recorder.stop(max(_MIN_STOP_WAIT, deadline - time.monotonic()))  # still the leader
         self._release_lease.set()  # only now: never a second leader while we still reconcile
         if leader_thread is not None:
             leader_thread.join(timeout)
@@ -308,3 +345,17 @@ class Manager:
             thread.join(max(_MIN_STOP_WAIT, deadline - time.monotonic()))
         log.info("manager stopped")
         return 1 if self._lost_lease.is_set() or self._failed.is_set() else 0
+
+    def _abandon(self, others: list[tuple[threading.Thread, threading.Event]]) -> int:
+        """The lost-Lease exit: signal every runnable to stop and wait for none of them.
+
+        controller-runtime sets the graceful shutdown timeout to 0 here; the leader
+        context is already cancelled and the fence refuses every write, so what is still
+        running (a reconcile blocked in a call, the event recorder's queue) can do nothing.
+        """
+        self._stop_leaders.set()
+        self._release_lease.set()
+        for _, stop in others:
+            stop.set()
+        log.info("manager stopped without draining: the Lease was lost")
+        return 1

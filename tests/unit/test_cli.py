@@ -20,6 +20,9 @@ RUN_FLAGS = (
     "--leader-elect",
     "--leader-election-id",
     "--leader-election-namespace",
+    "--leader-elect-lease-duration",
+    "--leader-elect-renew-deadline",
+    "--leader-elect-retry-period",
     "--namespace",
     "--max-concurrent-reconciles",
     "--log-format",
@@ -53,6 +56,16 @@ def test_run_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> No
         (["run", "--kube-api-qps", "0"], "negative value to turn the limiter off"),
         (["run", "--kube-api-qps", "fast"], "not a number of requests per second"),
         (["run", "--kube-api-burst", "0"], "must be at least 1"),
+        (["run", "--leader-elect-lease-duration", "soon"], "not a number of seconds"),
+        (["run", "--leader-elect-renew-deadline", "0s"], "more than 0"),
+        (
+            ["run", "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "5"],
+            "lease_duration must be greater than renew_deadline",
+        ),
+        (
+            ["run", "--leader-elect-renew-deadline", "3", "--leader-elect-retry-period", "2500ms"],
+            "renew_deadline must be greater than 1.2 x retry_period",
+        ),
         (["launch"], "invalid choice"),
     ],
 )
@@ -107,3 +120,22 @@ def test_python_dash_m_is_the_same_program() -> None:
         check=True,
     )
     assert result.stdout.strip() == f"cronjob-operator {__version__}"
+
+
+def lease_config(argv: list[str]) -> object:
+    args = cli.build_parser().parse_args(["run", *argv])
+    return cli._leader_election(args, namespace="ns", identity="me")
+
+
+def test_the_lease_timing_flags_reach_the_config_and_default_to_controller_runtimes() -> None:
+    from cronjob_operator.runtime import LeaderElectionConfig
+
+    assert lease_config([]) == LeaderElectionConfig(
+        name=cli.DEFAULT_LEADER_ELECTION_ID, namespace="ns", identity="me"
+    )
+    timing = lease_config(
+        ["--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3",
+         "--leader-elect-retry-period=500ms"]
+    )  # fmt: skip
+    assert isinstance(timing, LeaderElectionConfig)
+    assert (timing.lease_duration, timing.renew_deadline, timing.retry_period) == (4, 3, 0.5)

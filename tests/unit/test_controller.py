@@ -213,3 +213,42 @@ def test_one_object_is_never_reconciled_twice_at_once() -> None:
         controller.stop(5)
     assert overlaps == []
     assert calls == [a, b, b, a], "the three re-adds of a while in process made one more run"
+
+
+def sample(name: str, labels: dict[str, str]) -> float | None:
+    return metrics.DEFAULT.registry.get_sample_value(name, labels)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        errors.TransportError("connection refused"),
+        errors.DeadlineExceeded("GET /x: deadline exceeded"),
+        errors.NotLeader("POST /x not sent: lease lost"),
+        errors.api_error(500, {"message": "etcd timeout"}),
+    ],
+    ids=["transport", "deadline", "not-leader", "server-error"],
+)
+def test_api_and_transport_failures_are_errors_not_panics(run: Start, failure: Exception) -> None:
+    # Failed before: every exception but ApiError counted as a panic (a refused
+    # connection or a deadline made controller_runtime_reconcile_panics_total 1).
+    def fail_once(request: Request, count: int) -> Result:
+        if count == 1:
+            raise failure
+        return Result()
+
+    recorder = Recorder(fail_once)
+    controller = run(recorder)
+    controller.queue.add(Request("ns", "a"))
+    wait_for(lambda: len(recorder.calls) == 2, 5, message="retried after the failure")
+    labels = {"controller": controller.name}
+    assert sample("controller_runtime_reconcile_errors_total", labels) == 1
+    assert sample("controller_runtime_reconcile_panics_total", labels) == 0
+
+
+def test_every_result_series_exists_from_the_start(run: Start) -> None:
+    # Failed before: the requeue series was missing (None) until the first requeue.
+    controller = run(Recorder(lambda _request, _count: Result()))
+    for result in ("success", "error", "requeue", "requeue_after"):
+        labels = {"controller": controller.name, "result": result}
+        assert sample("controller_runtime_reconcile_total", labels) == 0, result

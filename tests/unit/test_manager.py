@@ -11,12 +11,16 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
 
+from cronjob_operator.envtest import wait_for
 from cronjob_operator.runtime import (
+    CONFIG_MAP,
     POD,
+    LeaderElectionConfig,
     Manager,
     Options,
     Reconciler,
@@ -28,7 +32,9 @@ from cronjob_operator.runtime import (
     errors,
 )
 from cronjob_operator.runtime._rest import RetryPolicy
+from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.metrics import Metrics
+from tests.unit.lease_api import LeaseApi
 
 
 def closed_port() -> int:
@@ -200,3 +206,102 @@ def test_a_reconcile_runs_within_the_reconcile_timeout(rest: RestClient) -> None
     [remaining] = seen
     assert remaining is not None
     assert 0 < remaining <= 30
+
+
+class Blocking:
+    """A reconciler that reports its context, then blocks in a "call" until ``gate`` opens
+    and finally writes a ConfigMap: a reconcile in flight when the Lease goes."""
+
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.finished = threading.Event()
+        self.cancelled: list[bool] = []
+        self.write_errors: list[BaseException] = []
+
+    def reconcile(self, request: Request) -> Result:
+        self.entered.set()
+        ctx = context.current()
+        while not (self.gate.is_set() or ctx.stop.is_set()):
+            self.gate.wait(0.01)
+        self.cancelled.append(ctx.stop.is_set())
+        self.gate.wait(60)  # a call that ignores the cancellation: still blocked
+        try:
+            with context.scope(context.BACKGROUND):  # no context: only the fence can stop it
+                self.manager.client.create(
+                    CONFIG_MAP, {"metadata": {"name": "x", "namespace": "a"}}
+                )
+        except errors.NotLeader as exc:
+            self.write_errors.append(exc)
+        self.finished.set()
+        return Result()
+
+
+def leading_manager(api: LeaseApi, **options: Any) -> tuple[Manager, Blocking]:
+    election = LeaderElectionConfig(
+        name="lock", namespace="a", lease_duration=2.0, renew_deadline=1.0, retry_period=0.1
+    )
+    manager = Manager(
+        api.client(),
+        Options(health_probe_bind_address="0", leader_election=election, **options),
+    )
+    reconciler = Blocking(manager)
+    controller = Controller("blocking", reconciler, base_context=manager.leader_context)
+    manager.add_controller(controller)
+    return manager, reconciler
+
+
+def test_a_lost_lease_cancels_reconciles_and_exits_1_without_draining(
+    running: list[tuple[Manager, threading.Thread, list[int]]],
+) -> None:
+    # Failed before: the manager drained for the graceful shutdown timeout (60 s here)
+    # while the reconcile ran under context.BACKGROUND, so nothing was cancelled and
+    # run() had not returned after 20 s.
+    api = LeaseApi()
+    manager, reconciler = leading_manager(api, graceful_shutdown_timeout=60.0)
+    start(manager, running)
+    wait_for(lambda: manager.elector is not None and manager.elector.is_leader, 10)
+    controller = next(r for r in manager._runnables if isinstance(r, Controller))
+    wait_for(lambda: controller._started, 10, message="the controller to start")
+    controller.queue.add(Request("a", "x"))
+    assert reconciler.entered.wait(10)
+    api.take("lock", holder="someone-else")
+    _, thread, codes = running[0]
+    try:
+        thread.join(20)
+        assert codes == [1]
+        wait_for(lambda: reconciler.cancelled, 10, message="the reconcile to see its context")
+        assert reconciler.cancelled == [True], "the reconcile's context was cancelled"
+        assert not reconciler.finished.is_set(), "run() returned without awaiting it"
+    finally:
+        reconciler.gate.set()
+    assert reconciler.finished.wait(10)
+    assert [type(exc) for exc in reconciler.write_errors] == [errors.NotLeader]
+    assert api.writes() == [], "no write of the deposed leader reached the server"
+
+
+def test_sigterm_lets_a_reconcile_in_flight_write_then_releases_the_lease(
+    running: list[tuple[Manager, threading.Thread, list[int]]],
+) -> None:
+    api = LeaseApi()
+    manager, reconciler = leading_manager(api)
+    start(manager, running)
+    wait_for(lambda: manager.elector is not None and manager.elector.is_leader, 10)
+    controller = next(r for r in manager._runnables if isinstance(r, Controller))
+    wait_for(lambda: controller._started, 10, message="the controller to start")
+    controller.queue.add(Request("a", "x"))
+    assert reconciler.entered.wait(10)
+    manager.stop()
+    wait_for(lambda: controller.queue.shutting_down, 10, message="intake to stop")
+    assert not manager.leader_context.stop.is_set(), "SIGTERM does not cancel reconciles"
+    assert manager.elector is not None
+    assert api.holder("lock") == manager.elector.identity, "still held while draining"
+    reconciler.gate.set()
+    _, thread, codes = running[0]
+    thread.join(20)
+    assert codes == [0]
+    assert reconciler.cancelled == [False]
+    assert reconciler.write_errors == []
+    assert api.writes() == [("POST", "/api/v1/namespaces/a/configmaps")]
+    assert api.holder("lock") == "", "released after the drain"

@@ -1,19 +1,22 @@
 """The client-side token bucket (``--kube-api-qps`` / ``--kube-api-burst``), on a fake clock.
 
-The bucket is checked on its own (burst, refill, cap, arrival order across threads), then
-inside ``RestClient``: every attempt takes a token, retries of a 429 included, and a
-429's ``Retry-After`` is still what the retry waits.
+The bucket is checked on its own (burst, refill, cap, arrival order across threads,
+deadlines and stops), then inside ``RestClient``: every attempt takes a token, retries of
+a 429 included, a 429's ``Retry-After`` is still what the retry waits, a token due past
+the call's deadline is not waited for, and a component client has its own bucket.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
 
-from cronjob_operator.runtime import _rest, errors
+from cronjob_operator.envtest import wait_for
+from cronjob_operator.runtime import _rest, context, errors
 from cronjob_operator.runtime._rest import RestClient, RetryPolicy, TokenBucket
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.metrics import Metrics
@@ -90,8 +93,11 @@ class FakePool:
     def __init__(self, clock: FakeClock, script: list[FakeResponse]) -> None:
         self.clock, self.script, self.sent_at = clock, script, list[float]()
 
-    def request(self, method: str, url: str, **_: Any) -> FakeResponse:
+        self.agents: list[str] = []
+
+    def request(self, method: str, url: str, **kwargs: Any) -> FakeResponse:
         self.sent_at.append(self.clock.monotonic())
+        self.agents.append(kwargs["headers"]["User-Agent"])
         return self.script.pop(0)
 
 
@@ -154,3 +160,88 @@ def test_the_limiter_wait_is_observed_in_the_clients_metrics() -> None:
     )
     assert total == pytest.approx(0.5)
     assert count == 2.0
+
+
+def test_a_token_due_after_the_deadline_is_not_waited_for() -> None:
+    # Failed before: acquire took no context; the caller slept the whole 4 s.
+    clock = FakeClock()
+    limiter = bucket(0.25, 1, clock)
+    limiter.acquire()
+    with pytest.raises(errors.DeadlineExceeded, match="past the deadline"):
+        limiter.acquire(context.BACKGROUND.with_timeout(0.5))
+    assert clock.slept == []
+    assert limiter.reserve() == pytest.approx(4.0), "the refused token went back"
+
+
+def test_a_stop_ends_the_wait_for_a_token() -> None:
+    limiter = TokenBucket(0.01, 1)  # the next token is 100 s away
+    limiter.acquire()
+    ctx = context.Context()
+    raised: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            limiter.acquire(ctx)
+        except errors.DeadlineExceeded as exc:
+            raised.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    wait_for(lambda: limiter._tokens < 0, 5, message="the waiter to reserve its token")
+    ctx.stop.set()
+    waiter.join(30)
+    assert not waiter.is_alive()
+    assert [str(exc) for exc in raised] == [
+        "client rate limiter: stopped while waiting for a token"
+    ]
+
+
+def test_a_request_whose_deadline_comes_before_its_token_is_not_sent() -> None:
+    # Failed before: the request slept 4 s for its token past a 0.5 s deadline, then
+    # was sent anyway.
+    clock = FakeClock()
+    rest, pool = limited_client(clock, [FakeResponse(200, b"{}") for _ in range(3)])
+    rest._rate_limiter = bucket(0.25, 1, clock)
+    rest.request("GET", "/api/v1/namespaces")
+    with (
+        context.scope(context.BACKGROUND.with_timeout(0.5)),
+        pytest.raises(errors.DeadlineExceeded),
+    ):
+        rest.request("POST", "/api/v1/namespaces/a/configmaps", body={})
+    with pytest.raises(errors.DeadlineExceeded):
+        rest.request("POST", "/api/v1/namespaces/a/configmaps", body={}, timeout=0.5)
+    assert len(pool.sent_at) == 1
+    assert clock.slept == []
+
+
+def test_a_component_client_has_its_own_bucket_and_user_agent() -> None:
+    # Failed before: there was one bucket per process, so the elector waited behind
+    # the controllers' requests.
+    clock = FakeClock()
+    rest, pool = limited_client(clock, [FakeResponse(200, b"{}") for _ in range(3)])
+    elector = rest.for_component("leader-election")
+    rest.request("GET", "/api/v1/pods")
+    elector.request("GET", "/apis/coordination.k8s.io/v1/namespaces/a/leases/x")
+    rest.request("GET", "/api/v1/pods")
+    assert [t - pool.sent_at[0] for t in pool.sent_at] == pytest.approx([0.0, 0.0, 0.5])
+    assert pool.agents[1] == f"{pool.agents[0]}/leader-election"
+
+
+def test_a_request_whose_deadline_passed_while_it_waited_for_its_token_is_not_sent() -> None:
+    # Failed before: the deadline was checked before the token wait only, so a leader
+    # frozen (SIGSTOP) while waiting sent its Lease write on waking, past its renew
+    # deadline (the audit log showed a 409 update after the new leader acquired).
+    clock = FakeClock()
+    rest, pool = limited_client(clock, [FakeResponse(200, b"{}") for _ in range(2)])
+
+    def frozen(seconds: float) -> None:
+        time.sleep(0.3)  # the process stood still past the 0.2 s deadline
+
+    rest._rate_limiter = TokenBucket(10, 1, clock=clock.monotonic, sleep=frozen)
+    rest.request("GET", "/api/v1/namespaces")
+    with (
+        context.scope(context.BACKGROUND.with_timeout(0.2)),
+        pytest.raises(errors.DeadlineExceeded, match="deadline exceeded"),
+    ):
+        rest.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/a/leases/x", body={})
+    assert len(pool.sent_at) == 1
