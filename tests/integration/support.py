@@ -113,6 +113,10 @@ class EventSpy:
             self._asked.append((objects.name_of(obj), type_, reason))
         self.inner.event(obj, type_, reason, message)
 
+    def __getattr__(self, name: str) -> Any:
+        """Everything else (``start``, ``stop``, ``flush``) is the wrapped recorder's."""
+        return getattr(self.inner, name)
+
     def asked(self) -> list[tuple[str, str, str]]:
         """Every (object name, type, reason) asked for so far, in order."""
         with self._lock:
