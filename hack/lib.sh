@@ -25,3 +25,22 @@ bin_dir() {
     "${REPO_ROOT}/hack/build-binaries.sh"
   fi
 }
+
+# cache_root: where the hack/ scripts keep what they build (outside the repo).
+cache_root() { echo "${CRONJOB_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cronjob-operator}"; }
+
+# ensure_commands COMMAND=PACKAGE...: install, with apt-get, the Debian package of every
+# COMMAND that is not on PATH, saying what it installs (a fresh machine has none of them).
+ensure_commands() {
+  local pair missing=()
+  for pair in "$@"; do
+    command -v "${pair%%=*}" >/dev/null || missing+=("${pair#*=}")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  log "installing Debian packages: ${missing[*]} (apt-get install --no-install-recommends)"
+  command -v apt-get >/dev/null || { log "no apt-get: install ${missing[*]} yourself"; return 1; }
+  if [[ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -print -quit 2>/dev/null)" ]]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
