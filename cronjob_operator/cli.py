@@ -9,9 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import sys
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -253,7 +251,6 @@ def run(args: argparse.Namespace) -> int:
         leader_election = LeaderElectionConfig(
             name=args.leader_election_id,
             namespace=_lease_namespace(args.leader_election_namespace),
-            identity=f"{socket.gethostname()}_{uuid.uuid4()}",
         )
     options = Options(
         namespace=args.namespace,

@@ -40,6 +40,7 @@ is the elector that acts on them.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import socket
 import threading
@@ -73,8 +74,13 @@ JITTER_FACTOR = 1.2
 """Acquire retries wait ``retry_period * (1 + random * JITTER_FACTOR)``, as client-go."""
 
 
+POD_NAME_ENV = "POD_NAME"
+"""Set from the downward API by config/manager; names the holder after its Pod."""
+
+
 def _default_identity() -> str:
-    return f"{socket.gethostname()}_{uuid.uuid4()}"
+    """``<Pod name or host name>_<uuid>``: a Lease's holder says which Pod leads."""
+    return f"{os.environ.get(POD_NAME_ENV) or socket.gethostname()}_{uuid.uuid4()}"
 
 
 def _utc_now() -> datetime:
