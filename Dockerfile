@@ -29,14 +29,9 @@ RUN --mount=type=secret,id=pip.conf,required=false \
     && /opt/venv/bin/cronjob-operator version
 
 FROM ${BASE_IMAGE}
-# openssl makes the self-signed metrics certificate (cronjob_operator/runtime/selfsigned.py);
-# the official slim image has only its library. The base's own pip and setuptools are
-# build tools: the runtime carries no installer.
-RUN if ! command -v openssl >/dev/null; then \
-        apt-get update && apt-get install --yes --no-install-recommends openssl \
-        && rm -rf /var/lib/apt/lists/*; \
-    fi \
-    && rm -rf /usr/local/bin/pip* /usr/local/lib/python3*/site-packages/pip* \
+# The base's own pip and setuptools are build tools: the runtime carries no installer.
+# (openssl, which makes the self-signed metrics certificate, comes with ca-certificates.)
+RUN rm -rf /usr/local/bin/pip* /usr/local/lib/python3*/site-packages/pip* \
     /usr/local/lib/python3*/site-packages/setuptools* /usr/share/python-wheels
 COPY --from=build /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
