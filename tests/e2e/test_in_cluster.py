@@ -16,7 +16,9 @@ namespace, as hostNetwork is not ``restricted``), and then:
 * a CronJob whose Job runs a real container on the real node reaches Complete and sets
   ``lastSuccessfulTime``;
 * deleting the manager Pod brings a new one that takes the Lease, and no scheduled run
-  is lost; with two replicas, stopping the leader hands the Lease to the other.
+  is lost; with two replicas, stopping the leader hands the Lease to the other;
+* the Helm chart, with the values that match the overlay, installs a Ready manager
+  that takes the Lease, and ``helm uninstall`` removes it.
 
 On failure the Pods' logs, events and descriptions are printed. The tests share one
 cluster and run in order (each builds on the state the previous one left).
@@ -28,6 +30,7 @@ import copy
 import itertools
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -43,6 +46,7 @@ from cronjob_operator.envtest._components import free_ports
 from cronjob_operator.envtest._node import NODE_NAME, NODE_TAINT
 from cronjob_operator.runtime.conditions import parse_time
 from tests.images import Image, node_bin_dir, operator_image
+from tests.tools import tool
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = "cronjob-operator-system"
@@ -462,3 +466,57 @@ def test_two_replicas_fail_over(cluster: Cluster, namespace: str) -> None:
     print(f"failover took {time.monotonic() - started:.1f}s")
     wait_for_a_run_after(cluster, namespace, last_before)
     assert_no_run_lost(cluster, namespace)
+
+
+def helm(cluster: Cluster, home: Path, *args: str) -> str:
+    env = {
+        "HOME": str(home),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+        "KUBECONFIG": str(cluster.plane.kubeconfig),
+        "PATH": "/usr/bin:/bin",
+    }
+    result = subprocess.run(
+        [tool("helm"), *args], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+    assert result.returncode == 0, f"helm {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+def chart_values_for_the_node(cluster: Cluster) -> list[str]:
+    """The chart's values for what the kustomize overlay patches in."""
+    metrics, health = free_ports(2)
+    placement = node_placement()
+    env = [
+        {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+        {"name": "KUBERNETES_SERVICE_PORT", "value": str(cluster.plane.ports.apiserver)},
+    ]
+    return [
+        "--set=manager.hostNetwork=true",
+        "--set=manager.bindAddress=127.0.0.1",
+        f"--set=metrics.port={metrics}",
+        f"--set=manager.healthProbe.port={health}",
+        f"--set-json=manager.env={json.dumps(env)}",
+        f"--set-json=manager.nodeSelector={json.dumps(placement['nodeSelector'])}",
+        f"--set-json=manager.tolerations={json.dumps(placement['tolerations'])}",
+    ]
+
+
+def test_the_helm_chart_installs_the_same_and_uninstalls(cluster: Cluster, tmp_path: Path) -> None:
+    """Last: kustomize's install is removed first, as the chart makes the same objects."""
+    cluster.plane.kubectl("delete", "-k", str(cluster.overlay), "--wait=true", timeout=180)
+    wait_for(
+        lambda: cluster.plane.kubectl("get", "namespace", SYSTEM).returncode != 0,
+        120,
+        message=f"namespace {SYSTEM} to be deleted",
+    )
+    chart = str(REPO / "dist" / "chart")
+    values = chart_values_for_the_node(cluster)
+    install = ["install", "cronjob-operator", chart, "-n", SYSTEM, "--create-namespace"]
+    helm(cluster, tmp_path, *install, "--wait", "--timeout=3m", *values)
+    (pod,) = cluster.ready_pods()
+    wait_for(lambda: cluster.lease_holder().startswith(f"{pod}_"), 60, message="the Lease")
+    helm(cluster, tmp_path, "uninstall", "cronjob-operator", "-n", SYSTEM, "--wait")
+    wait_for(lambda: not cluster.manager_pods(), 120, message="the chart's Pods to go")
+    assert cluster.plane.kubectl("get", "deployment", DEPLOYMENT, "-n", SYSTEM).returncode != 0
