@@ -40,29 +40,14 @@ verify() {
 }
 
 build_kubelet() {
-  local dir="${WORK}/kubernetes" gomod staging minor now ldflags="" p
-  mkdir -p "${dir}"
-  staging="v0.${KUBERNETES_VERSION#v1.}"
-  minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
-  gomod="$(go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
-  {
-    printf 'module local/kubeletbuild\n\n'
-    grep -E '^go [0-9]' "${gomod}"
-    grep -E '^godebug ' "${gomod}" || true
-    printf '\nrequire k8s.io/kubernetes %s\n\n' "${KUBERNETES_VERSION}"
-    grep -E '=> \./staging/src/' "${gomod}" | awk -v v="${staging}" '{print "replace " $1 " => " $1 " " v}'
-  } > "${dir}/go.mod"
-  now="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X ${p}.gitVersion=${KUBERNETES_VERSION} -X ${p}.gitMajor=1 -X ${p}.gitMinor=${minor}"
-    ldflags+=" -X ${p}.gitCommit=0000000000000000000000000000000000000000 -X ${p}.gitTreeState=clean -X ${p}.buildDate=${now}"
-  done
+  local dir="${WORK}/kubernetes"
+  write_kubernetes_module "${dir}" local/kubeletbuild
   (
     cd "${dir}"
     log "building kubelet ${KUBERNETES_VERSION}"
     go get "k8s.io/kubernetes/cmd/kubelet@${KUBERNETES_VERSION}" >&2
-    CGO_ENABLED=0 go build -p "${JOBS}" -trimpath -tags selinux,notest -ldflags "-s -w${ldflags}" \
-      -o "${OUT}/kubelet" k8s.io/kubernetes/cmd/kubelet >&2
+    CGO_ENABLED=0 go build -p "${JOBS}" -trimpath -tags selinux,notest \
+      -ldflags "-s -w$(kubernetes_ldflags)" -o "${OUT}/kubelet" k8s.io/kubernetes/cmd/kubelet >&2
   )
 }
 
