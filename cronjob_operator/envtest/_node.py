@@ -112,9 +112,6 @@ class NodeLayout:
         """The kubelet's cgroupRoot: one per plane, named after its state directory."""
         return f"/cronjob-operator-{self.directory.parent.name}"
 
-    def log(self, name: str) -> Path:
-        return self.directory / f"{name}.log"
-
 
 def check_node_bin_dir(bin_dir: Path) -> Path:
     """Return ``bin_dir`` made absolute, or raise if a node binary or runc is missing."""

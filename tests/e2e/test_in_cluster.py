@@ -41,9 +41,8 @@ import pytest
 import yaml
 
 from cronjob_operator.controllers.cronjob_state import SCHEDULED_AT_ANNOTATION
-from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.envtest import REAL_NODE_NAME, REAL_NODE_TAINT, ControlPlane, wait_for
 from cronjob_operator.envtest._components import free_ports
-from cronjob_operator.envtest._node import NODE_NAME, NODE_TAINT
 from cronjob_operator.runtime.conditions import parse_time
 from tests.images import Image, node_bin_dir, operator_image
 from tests.tools import tool
@@ -64,8 +63,8 @@ def node_placement() -> dict[str, Any]:
     """What a Pod needs to run on the real node: its selector, toleration, host network."""
     return {
         "hostNetwork": True,
-        "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
-        "tolerations": [{"key": NODE_TAINT, "operator": "Exists"}],
+        "nodeSelector": {"kubernetes.io/hostname": REAL_NODE_NAME},
+        "tolerations": [{"key": REAL_NODE_TAINT, "operator": "Exists"}],
     }
 
 
@@ -243,7 +242,7 @@ def test_deploy_rolls_out_one_ready_manager(cluster: Cluster) -> None:
     print(f"rollout took {time.monotonic() - started:.1f}s")
     (pod,) = cluster.manager_pods()
     assert is_ready(pod)
-    assert pod["spec"]["nodeName"] == NODE_NAME
+    assert pod["spec"]["nodeName"] == REAL_NODE_NAME
     name = pod["metadata"]["name"]
     wait_for(lambda: cluster.lease_holder().startswith(f"{name}_"), 60, message="the Lease")
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from cronjob_operator.envtest import ControlPlane, wait_for
-from cronjob_operator.envtest._node import KERNEL_DEFAULTS, NODE_NAME, NODE_TAINT
+from cronjob_operator.envtest import REAL_NODE_NAME, REAL_NODE_TAINT, ControlPlane, wait_for
+from cronjob_operator.envtest._node import KERNEL_DEFAULTS
 from tests.images import Image, node_bin_dir, operator_image
 
 # What the node would change if it were let loose on the host: kubelet's own sysctls
@@ -63,8 +63,8 @@ def hello_pod(image: Image) -> dict[str, Any]:
         "spec": {
             "hostNetwork": True,
             "restartPolicy": "Never",
-            "nodeSelector": {"kubernetes.io/hostname": NODE_NAME},
-            "tolerations": [{"key": NODE_TAINT, "operator": "Exists"}],
+            "nodeSelector": {"kubernetes.io/hostname": REAL_NODE_NAME},
+            "tolerations": [{"key": REAL_NODE_TAINT, "operator": "Exists"}],
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65532},
             "containers": [
                 {
