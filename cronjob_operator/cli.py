@@ -10,9 +10,7 @@ import argparse
 import dataclasses
 import logging
 import os
-import socket
 import sys
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -303,12 +301,13 @@ def run(args: argparse.Namespace) -> int:
         load_configuration,
         logs,
     )
+    from cronjob_operator.runtime.leaderelection import default_identity
 
     logs.configure(args.log_format or ("text" if sys.stderr.isatty() else "json"), args.log_level)
     if not (args.cronjob_controller or args.configdeployment_controller):
         log.error("every controller is disabled; enable at least one")
         return 2
-    identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+    identity = default_identity()
     leader_election = None
     if args.leader_elect:
         namespace = _lease_namespace(args.leader_election_namespace)

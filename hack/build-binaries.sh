@@ -12,6 +12,8 @@
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib.sh
+source "${HACK_DIR}/lib.sh"
 # shellcheck source=versions.env
 source "${HACK_DIR}/versions.env"
 
@@ -25,8 +27,6 @@ OUT="${CACHE_ROOT}/bin/${KEY}"
 WORK="${CACHE_ROOT}/build/${KEY}"
 mkdir -p "${OUT}" "${WORK}"
 
-K8S_MINOR="${KUBERNETES_VERSION#v1.}"; K8S_MINOR="${K8S_MINOR%%.*}"
-STAGING_VERSION="v0.${KUBERNETES_VERSION#v1.}"
 JOBS="${CRONJOB_OPERATOR_BUILD_JOBS:-$(nproc)}"
 
 # verify NAME: true when $OUT/NAME exists and reports the pinned version. The output is
@@ -53,34 +53,16 @@ adopt_prebuilt() {
 }
 
 build_kubernetes() {
-  local dir="${WORK}/kubernetes" gomod
-  mkdir -p "${dir}"
-  gomod="$(go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
-  {
-    echo "module local/k8sbuild"
-    echo
-    grep -E '^go [0-9]' "${gomod}"
-    grep -E '^godebug ' "${gomod}" || true
-    echo
-    echo "require k8s.io/kubernetes ${KUBERNETES_VERSION}"
-    echo
-    # Every staging module, taken from that version's own go.mod, at its tagged version.
-    grep -E '=> \./staging/src/' "${gomod}" | awk -v v="${STAGING_VERSION}" '{print "replace " $1 " => " $1 " " v}'
-  } > "${dir}/go.mod"
+  local dir="${WORK}/kubernetes"
+  write_kubernetes_module "${dir}" local/k8sbuild
   local pkgs=() name
   for name in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/${name}"); done
-  local now ldflags="" p
-  now="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X ${p}.gitVersion=${KUBERNETES_VERSION} -X ${p}.gitMajor=1 -X ${p}.gitMinor=${K8S_MINOR}"
-    ldflags+=" -X ${p}.gitCommit=0000000000000000000000000000000000000000 -X ${p}.gitTreeState=clean -X ${p}.buildDate=${now}"
-  done
   (
     cd "${dir}"
     log "resolving k8s.io/kubernetes ${KUBERNETES_VERSION} modules"
     go get "${pkgs[@]/%/@${KUBERNETES_VERSION}}" >&2
     log "building $* (cold builds take tens of minutes)"
-    CGO_ENABLED=0 go build -p "${JOBS}" -trimpath -tags selinux,notest -ldflags "-s -w${ldflags}" -o "${OUT}/" "${pkgs[@]}" >&2
+    CGO_ENABLED=0 go build -p "${JOBS}" -trimpath -tags selinux,notest -ldflags "-s -w$(kubernetes_ldflags)" -o "${OUT}/" "${pkgs[@]}" >&2
   )
 }
 

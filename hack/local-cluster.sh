@@ -7,16 +7,19 @@
 #   hack/local-cluster.sh env            print those export lines again
 #   hack/local-cluster.sh status         components, pids, ports and log files
 #   hack/local-cluster.sh down           stop everything and remove the state
+#   hack/local-cluster.sh import-image A  load an image archive into the real node
 #
 # The processes outlive this script; state and logs live in
 # ${XDG_CACHE_HOME:-~/.cache}/cronjob-operator/cluster. Extra arguments go to
 # `python -m cronjob_operator.envtest <command>` (e.g. `up --pod-run-seconds 10`).
+# `up --real-node` adds a real kubelet node (hack/build-node.sh builds it) that runs
+# images imported into it; see docs/deploy.md.
 set -euo pipefail
 
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage() { sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
 main() {
   local command="${1:-}"
@@ -28,7 +31,7 @@ main() {
       bins="$(bin_dir)"
       exec "${VENV}/bin/python" -m cronjob_operator.envtest up --bin-dir "${bins}" "$@"
       ;;
-    down | env | status)
+    down | env | status | import-image)
       ensure_venv
       exec "${VENV}/bin/python" -m cronjob_operator.envtest "${command}" "$@"
       ;;

@@ -36,6 +36,18 @@ use_binaries() {
   export CRONJOB_OPERATOR_BIN_DIR CRONJOB_OPERATOR_TOOLS_DIR
 }
 
+# use_images: build or reuse the operator's image (hack/build-image.sh) and the real
+# node's binaries (hack/build-node.sh) for the deploy tests (tests/e2e/test_image.py,
+# test_real_node.py, test_in_cluster.py), which fail, not skip, without them.
+use_images() {
+  local image
+  image="$("${REPO_ROOT}/hack/build-image.sh")" || return 1
+  CRONJOB_OPERATOR_IMAGE="$(sed -n 1p <<<"${image}")"
+  CRONJOB_OPERATOR_IMAGE_ARCHIVE="$(sed -n 2p <<<"${image}")"
+  CRONJOB_OPERATOR_NODE_BIN_DIR="${CRONJOB_OPERATOR_NODE_BIN_DIR:-$("${REPO_ROOT}/hack/build-node.sh")}" || return 1
+  export CRONJOB_OPERATOR_IMAGE CRONJOB_OPERATOR_IMAGE_ARCHIVE CRONJOB_OPERATOR_NODE_BIN_DIR
+}
+
 finish() {
   echo "==> timings" >&2
   printf '  %s\n' "${TIMINGS[@]}" >&2
@@ -49,6 +61,7 @@ finish() {
 main() {
   stage venv ensure_venv
   [[ ${#FAILED[@]} -eq 0 ]] && stage binaries use_binaries
+  [[ ${#FAILED[@]} -eq 0 ]] && stage images use_images
   [[ ${#FAILED[@]} -eq 0 ]] || finish
   stage ruff "${VENV}/bin/ruff" check .
   stage format "${VENV}/bin/ruff" format --check .

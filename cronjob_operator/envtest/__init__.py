@@ -11,10 +11,16 @@ Test knobs: pods labelled ``FAIL_LABEL: "true"`` fail instead of succeeding; a J
 pod stays Running for ``pod_run_seconds`` (``$CRONJOB_OPERATOR_POD_RUN_SECONDS``,
 default ``DEFAULT_POD_RUN_SECONDS``), or for the Go duration in the pod annotation
 ``RUN_DURATION_ANNOTATION``.
+
+``ControlPlane(real_node=True)`` adds a real kubelet node, ``REAL_NODE_NAME``, tainted
+``REAL_NODE_TAINT`` (NoSchedule): a Pod that selects and tolerates it really runs
+there, with ``hostNetwork`` (docs/deploy.md).
 """
 
 from cronjob_operator.envtest._binaries import BIN_DIR_ENV, BinariesError, find_bin_dir
 from cronjob_operator.envtest._components import Component
+from cronjob_operator.envtest._node import NODE_NAME as REAL_NODE_NAME
+from cronjob_operator.envtest._node import NODE_TAINT as REAL_NODE_TAINT
 from cronjob_operator.envtest._stages import (
     DEFAULT_POD_RUN_SECONDS,
     FAIL_LABEL,
@@ -35,6 +41,8 @@ __all__ = [
     "FAIL_LABEL",
     "KEEP_STATE_ENV",
     "POD_RUN_SECONDS_ENV",
+    "REAL_NODE_NAME",
+    "REAL_NODE_TAINT",
     "RUN_DURATION_ANNOTATION",
     "BinariesError",
     "Component",

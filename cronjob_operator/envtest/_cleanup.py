@@ -4,8 +4,9 @@ Three layers, from gentle to blunt: ``register`` hooks the plane's ``stop`` into
 ``atexit`` and turns SIGTERM and SIGHUP into ``KeyboardInterrupt`` (so pytest tears its
 session fixtures down exactly as for Ctrl-C); processes started from the main thread
 die with the interpreter anyway (``PR_SET_PDEATHSIG`` in ``_processes``); and
-``reap_orphans`` stops the processes and removes the state directory of any earlier
-plane whose owning interpreter is gone, which is run before a new test plane starts.
+``reap_orphans`` stops the processes, removes the real node's cgroups and the state
+directory of any earlier plane whose owning interpreter is gone, which is run before a
+new test plane starts.
 Persistent clusters (``local-cluster.sh up``) have no owner and use none of this.
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from cronjob_operator.envtest import _processes, _state
+from cronjob_operator.envtest import _node, _processes, _state
 from cronjob_operator.envtest._components import START_ORDER
 
 __all__ = ["reap_orphans", "register", "unregister"]
@@ -62,6 +63,9 @@ def reap_orphans(root: Path, prefix: str, *, grace: float = 5.0) -> None:
                     component, entry.argv, Path(entry.log), pid=entry.pid
                 )
                 process.stop(grace=grace)
+        if record.node_bin_dir is not None:
+            node = _node.NodeLayout(state_dir / "node", Path(record.node_bin_dir))
+            _node.remove_cgroups(node.cgroup_root)
         shutil.rmtree(state_dir, ignore_errors=True)
 
 

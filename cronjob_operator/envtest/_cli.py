@@ -1,6 +1,7 @@
-"""The ``up|down|env|status`` commands for a persistent local cluster.
+"""The ``up|down|env|status|import-image`` commands for a persistent local cluster.
 
-``hack/local-cluster.sh`` runs these. The cluster lives in
+``hack/local-cluster.sh`` runs these; ``import-image`` loads an image archive into the
+real node of ``up --real-node``. The cluster lives in
 ``${XDG_CACHE_HOME:-~/.cache}/cronjob-operator/cluster`` and its processes outlive the
 command that started them. ``up`` is idempotent: it reuses a healthy cluster and
 replaces a broken one. ``up`` and ``env`` print only shell ``export`` lines on stdout
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from cronjob_operator.envtest import _node
 from cronjob_operator.envtest.controlplane import ControlPlane, ControlPlaneError
 
 __all__ = ["default_cluster_dir", "main"]
@@ -46,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
                 return _down(state_dir)
             if args.command == "env":
                 return _env(state_dir)
+            if args.command == "import-image":
+                return _import_image(state_dir, args.archive)
             return _status(state_dir)
     except RuntimeError as error:  # ControlPlaneError, BinariesError, PkiError
         log.error("%s", error)
@@ -67,6 +71,8 @@ def _up(state_dir: Path, args: argparse.Namespace) -> int:
         pod_run_seconds=args.pod_run_seconds,
         nodes=args.nodes,
         persistent=True,
+        real_node=args.real_node,
+        node_bin_dir=args.node_bin_dir,
     )
     plane.start()
     _print_exports(plane)
@@ -92,6 +98,18 @@ def _env(state_dir: Path) -> int:
     return 0
 
 
+def _import_image(state_dir: Path, archive: Path) -> int:
+    plane = _attach(state_dir)
+    if plane is None or not plane.real_node:
+        log.error(
+            "no cluster with a real node in %s; run hack/local-cluster.sh up --real-node", state_dir
+        )
+        return 1
+    plane.import_image(archive)
+    log.info("imported %s into %s", archive, _node.NODE_NAME)
+    return 0
+
+
 def _status(state_dir: Path) -> int:
     plane = _attach(state_dir)
     if plane is None:
@@ -102,7 +120,8 @@ def _status(state_dir: Path) -> int:
     print(f"server: {plane.server}")
     print(f"kubeconfig: {plane.kubeconfig}")
     print(f"state: {plane.state_dir}")
-    print(f"pod run time: {plane.pod_run_seconds:g}s; nodes: {', '.join(plane.node_names)}")
+    nodes = [*plane.node_names, *([_node.NODE_NAME] if plane.real_node else [])]
+    print(f"pod run time: {plane.pod_run_seconds:g}s; nodes: {', '.join(nodes)}")
     for entry in plane.status():
         state = "running" if entry.running else "stopped"
         port = "-" if entry.port is None else str(entry.port)
@@ -143,7 +162,13 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--bin-dir", type=Path, help="binaries (default: hack/build-binaries.sh)")
     up.add_argument("--nodes", type=int, default=1, help="fake kwok nodes (default 1)")
     up.add_argument("--pod-run-seconds", type=float, help="how long Job pods run")
+    up.add_argument(
+        "--real-node", action="store_true", help="add a real kubelet node (docs/deploy.md)"
+    )
+    up.add_argument("--node-bin-dir", type=Path, help="its binaries (default: hack/build-node.sh)")
     commands.add_parser("down", help="stop the cluster and remove its state")
+    image = commands.add_parser("import-image", help="import an image archive into the real node")
+    image.add_argument("archive", type=Path, help="a docker or OCI archive (hack/build-image.sh)")
     commands.add_parser("env", help="print export lines for a running cluster")
     commands.add_parser("status", help="show components, pids, ports and logs")
     return parser

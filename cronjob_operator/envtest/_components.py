@@ -20,6 +20,7 @@ from cronjob_operator.envtest import _certs
 __all__ = [
     "CONTROLLERS",
     "FAKE_NODE_ANNOTATION",
+    "REAL_NODE_CONTROLLERS",
     "START_ORDER",
     "Component",
     "Layout",
@@ -58,6 +59,8 @@ class Component(enum.StrEnum):
     CONTROLLER_MANAGER = "kube-controller-manager"
     SCHEDULER = "kube-scheduler"
     KWOK = "kwok"
+    NODE = "node"
+    """The optional real node (kubelet + containerd, see ``_node``); not a binary."""
 
 
 START_ORDER = (
@@ -66,7 +69,11 @@ START_ORDER = (
     Component.CONTROLLER_MANAGER,
     Component.SCHEDULER,
     Component.KWOK,
+    Component.NODE,
 )
+# What a real cluster gives a Pod and the simulated one does without: a token volume
+# (ServiceAccount admission) and the kube-root-ca.crt ConfigMap it mounts.
+REAL_NODE_CONTROLLERS = ("root-ca-certificate-publisher-controller",)
 
 
 @dataclass(frozen=True)
@@ -130,15 +137,26 @@ def command(
     controllers: Sequence[str] = CONTROLLERS,
     feature_gates: Mapping[str, bool] | None = None,
     extra_args: Mapping[str, Sequence[str]] | None = None,
+    real_node: bool = False,
 ) -> list[str]:
-    """The full argv of ``component``.
+    """The full argv of ``component`` (any but ``NODE``, whose argv is ``_node``'s).
 
     ``controllers``: what kube-controller-manager runs; ``feature_gates``: passed to
     kube-apiserver as ``--feature-gates`` (e.g. ``{"WatchList": False}``);
     ``extra_args``: flags appended per component name (e.g.
-    ``{"kube-controller-manager": ["--kube-api-qps=20"]}``).
+    ``{"kube-controller-manager": ["--kube-api-qps=20"]}``); ``real_node``: Pods get
+    service-account tokens and the root CA as in a real cluster.
     """
-    argv = _argv(component, layout, ports, controllers=controllers, feature_gates=feature_gates)
+    if real_node:
+        controllers = (*controllers, *REAL_NODE_CONTROLLERS)
+    argv = _argv(
+        component,
+        layout,
+        ports,
+        controllers=controllers,
+        feature_gates=feature_gates,
+        real_node=real_node,
+    )
     return [*argv, *(extra_args or {}).get(str(component), ())]
 
 
@@ -149,6 +167,7 @@ def _argv(
     *,
     controllers: Sequence[str],
     feature_gates: Mapping[str, bool] | None,
+    real_node: bool,
 ) -> list[str]:
     pki = layout.pki
     kubeconfig = str(layout.kubeconfig)
@@ -185,7 +204,7 @@ def _argv(
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={pki.service_account_public_key}",
             f"--service-account-signing-key-file={pki.service_account_key}",
-            "--disable-admission-plugins=ServiceAccount",
+            *([] if real_node else ["--disable-admission-plugins=ServiceAccount"]),
             "--allow-privileged=true",
             *_feature_gates_flag(feature_gates),
         ]
@@ -210,6 +229,8 @@ def _argv(
             f"--secure-port={ports.scheduler}",
             f"--cert-dir={state / 'scheduler'}",
         ]
+    if component is Component.NODE:
+        raise ValueError("the real node's argv comes from _node.command")
     key, value = FAKE_NODE_ANNOTATION
     return [
         binary,

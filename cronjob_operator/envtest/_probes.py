@@ -39,9 +39,10 @@ def scheduler_healthy(port: int) -> bool:
     return _http.get(f"https://127.0.0.1:{port}/healthz", verify=False) == b"ok"
 
 
-def node_ready(admin: _http.AdminClient, name: str) -> bool:
+def node_ready(admin: _http.AdminClient, name: str, *, own_taint: str | None = None) -> bool:
+    """Ready, and no NoSchedule/NoExecute taint left but the node's ``own_taint``."""
     node = admin.get_json(f"/api/v1/nodes/{name}")
     conditions = node.get("status", {}).get("conditions", [])
     ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-    taints = node.get("spec", {}).get("taints", [])
+    taints = [t for t in node.get("spec", {}).get("taints", []) if t["key"] != own_taint]
     return ready and not any(t["effect"] in {"NoSchedule", "NoExecute"} for t in taints)

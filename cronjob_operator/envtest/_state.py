@@ -43,6 +43,8 @@ class PlaneRecord:
     nodes: list[str]
     pod_run_seconds: float
     components: dict[str, ComponentRecord] = field(default_factory=dict)
+    node_bin_dir: str | None = None
+    """The real node's binaries, when the plane has one (``_node``)."""
 
 
 def save_record(state_dir: Path, record: PlaneRecord) -> None:

@@ -5,6 +5,8 @@ certificates, service-account tokens), kube-controller-manager (Job, CronJob, ga
 collector, namespace, Deployment, ReplicaSet, service account, node lifecycle and TTL
 controllers), kube-scheduler and kwok, which plays the kubelet for fake nodes. Jobs
 really complete, owner references really cascade, namespaces really finish deleting.
+With ``real_node=True`` a real kubelet node (containerd, runc) joins too, so images
+really run as Pods (see ``_node``: hostNetwork Pods only, the host left untouched).
 
 A plane lives in a state directory: PKI, kubeconfig, kwok stages, etcd data, one log
 per component and ``state.json`` (see ``_state``). A test plane uses a fresh temporary
@@ -34,6 +36,7 @@ from cronjob_operator.envtest import (
     _cleanup,
     _http,
     _kubeconfig,
+    _node,
     _probes,
     _stages,
     audit,
@@ -64,6 +67,7 @@ log = logging.getLogger(__name__)
 TEMP_PREFIX = "cronjob-operator-envtest-"
 KEEP_STATE_ENV = "CRONJOB_OPERATOR_KEEP_STATE"
 READY_TIMEOUT = 60.0
+NODE_BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "build-node.sh"
 
 
 class ControlPlaneError(RuntimeError):
@@ -93,7 +97,12 @@ class ControlPlane:
     go to kube-apiserver (``{"WatchList": False}`` turns streaming lists off);
     ``extra_args`` are appended to a component's flags, by its name
     (``{"kube-controller-manager": ["--kube-api-qps=20"]}``). ``audit`` turns on the API
-    server's audit log of writes (see ``audit``; ``audit_log``, ``audit_events``). Usable
+    server's audit log of writes (see ``audit``; ``audit_log``, ``audit_events``).
+    ``real_node`` adds a
+    kubelet node named ``_node.NODE_NAME`` (tainted ``_node.NODE_TAINT``: only Pods
+    that tolerate it run there) with its binaries from ``node_bin_dir``, else
+    ``$CRONJOB_OPERATOR_NODE_BIN_DIR`` or ``hack/build-node.sh``; the API server then
+    admits service accounts and the root CA is published, as in a real cluster. Usable
     as a context manager. Methods block; failures raise ``ControlPlaneError``.
     """
 
@@ -110,6 +119,8 @@ class ControlPlane:
         feature_gates: Mapping[str, bool] | None = None,
         extra_args: Mapping[str, Sequence[str]] | None = None,
         audit: bool = False,
+        real_node: bool = False,
+        node_bin_dir: Path | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes={nodes}: a control plane needs at least one node")
@@ -124,6 +135,8 @@ class ControlPlane:
         self.extra_args = {name: tuple(args) for name, args in (extra_args or {}).items()}
         self.audit = audit
         self._requested_bin_dir = bin_dir
+        self.real_node = real_node or node_bin_dir is not None
+        self._requested_node_bin_dir = node_bin_dir
         self._requested_state_dir = state_dir
         self._layout: Layout | None = None
         self._record: PlaneRecord | None = None
@@ -144,6 +157,7 @@ class ControlPlane:
             persistent=record.owner_pid is None,
         )
         plane.node_names = list(record.nodes)
+        plane.real_node = record.node_bin_dir is not None
         plane._layout = Layout(state_dir, Path(record.bin_dir))
         plane._record = record
         plane._processes = {
@@ -180,6 +194,11 @@ class ControlPlane:
     def ports(self) -> Ports:
         return Ports(**self._started_record().ports)
 
+    @property
+    def node_state_dir(self) -> Path:
+        """The real node's directory (configuration, containerd and kubelet logs)."""
+        return self._node_layout().directory
+
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
@@ -187,7 +206,7 @@ class ControlPlane:
 
         Ready means: API server ready with the ``default`` namespace, the controller
         manager has created the default ServiceAccount, the scheduler is healthy and
-        every fake node is Ready without NoSchedule taints. Cleans up before raising.
+        every fake node (and the real node, if any) is Ready. Cleans up before raising.
         """
         if self._layout is not None:
             raise ControlPlaneError(f"this control plane was already started in {self.state_dir}")
@@ -202,6 +221,8 @@ class ControlPlane:
         try:
             self._prepare()
             for component in START_ORDER:
+                if component not in self._processes:
+                    continue
                 self._launch(component)
                 self._wait_ready(component)
                 if component is Component.APISERVER:
@@ -229,6 +250,8 @@ class ControlPlane:
                 process.stop(grace=self.stop_grace)
         if self._layout is None or not self._layout.state_dir.exists():
             return
+        if self.real_node and self._record is not None:
+            _node.remove_cgroups(self._node_layout().cgroup_root)
         if os.environ.get(KEEP_STATE_ENV):
             (self._layout.state_dir / STATE_FILE).unlink(missing_ok=True)
             log.warning("kept the control plane's logs in %s", self._layout.state_dir)
@@ -324,6 +347,26 @@ class ControlPlane:
             raise ControlPlaneError("this control plane was started without audit=True")
         return audit.read_events(self.audit_log)
 
+    def import_image(self, archive: Path) -> None:
+        """Import a docker or OCI image archive into the real node's containerd.
+
+        The node pulls from nowhere (every registry is mirrored to an unreachable
+        address), so a Pod's image must be imported first. Blocks; raises
+        ``ControlPlaneError`` when there is no real node or the import fails.
+        """
+        try:
+            _node.import_image(self._node_layout(), archive)
+        except (_node.NodeError, subprocess.TimeoutExpired) as error:
+            raise ControlPlaneError(str(error)) from None
+
+    def pod_log(self, namespace: str, pod: str, container: str) -> str:
+        """What a container of a Pod on the real node logged ('' before it started).
+
+        ``kubectl logs`` cannot reach this kubelet (it listens on 127.0.0.1 only, while
+        the API server dials the Node's address); the node writes the logs to files.
+        """
+        return _node.pod_log(self._node_layout(), namespace, pod, container)
+
     def apiserver_metrics(self) -> str:
         """The API server's /metrics text (Prometheus format)."""
         return self._admin().get("/metrics", timeout=30.0).decode()
@@ -390,6 +433,7 @@ class ControlPlane:
 
     def _prepare(self) -> None:
         layout = self._started_layout()
+        node_bin_dir = self._find_node_bin_dir() if self.real_node else None
         pki = _certs.generate_pki(layout.pki.directory)
         ports = Ports.allocate()
         server = f"https://127.0.0.1:{ports.apiserver}"
@@ -413,14 +457,22 @@ class ControlPlane:
             )
         components = {}
         for component in START_ORDER:
-            argv = command(
-                component,
-                layout,
-                ports,
-                controllers=self.controllers,
-                feature_gates=self.feature_gates,
-                extra_args=extra_args,
-            )
+            if component is Component.NODE:
+                if node_bin_dir is None:
+                    continue
+                node = _node.NodeLayout(layout.state_dir / "node", node_bin_dir)
+                _node.prepare(node, kubeconfig=layout.kubeconfig, client_ca=pki.ca_cert)
+                argv = _node.command(node)
+            else:
+                argv = command(
+                    component,
+                    layout,
+                    ports,
+                    controllers=self.controllers,
+                    feature_gates=self.feature_gates,
+                    extra_args=extra_args,
+                    real_node=node_bin_dir is not None,
+                )
             self._processes[component] = ManagedProcess(component, argv, layout.log(component))
             components[str(component)] = ComponentRecord(argv=argv, log=str(layout.log(component)))
         self._record = PlaneRecord(
@@ -433,6 +485,7 @@ class ControlPlane:
             nodes=self.node_names,
             pod_run_seconds=self.pod_run_seconds,
             components=components,
+            node_bin_dir=None if node_bin_dir is None else str(node_bin_dir),
         )
         self._save()
 
@@ -451,6 +504,9 @@ class ControlPlane:
             Component.CONTROLLER_MANAGER: lambda: _probes.controller_manager_ready(admin),
             Component.SCHEDULER: lambda: _probes.scheduler_healthy(self.ports.scheduler),
             Component.KWOK: lambda: all(_probes.node_ready(admin, n) for n in self.node_names),
+            Component.NODE: lambda: _probes.node_ready(
+                admin, _node.NODE_NAME, own_taint=_node.NODE_TAINT
+            ),
         }
         check = checks[component]
 
@@ -472,6 +528,21 @@ class ControlPlane:
     def _create_nodes(self) -> None:
         for name in self.node_names:
             self._admin().post_json("/api/v1/nodes", fake_node(name))
+
+    def _find_node_bin_dir(self) -> Path:
+        requested = self._requested_node_bin_dir or _env_path(_node.NODE_BIN_DIR_ENV)
+        try:
+            if requested is None:
+                requested = _run_build_script(NODE_BUILD_SCRIPT)
+            return _node.check_node_bin_dir(requested)
+        except _node.NodeError as error:
+            raise ControlPlaneError(str(error)) from None
+
+    def _node_layout(self) -> _node.NodeLayout:
+        node_bin_dir = self._started_record().node_bin_dir
+        if node_bin_dir is None:
+            raise ControlPlaneError("this control plane has no real node (real_node=False)")
+        return _node.NodeLayout(self._started_layout().state_dir / "node", Path(node_bin_dir))
 
     def _admin(self) -> _http.AdminClient:
         if self._admin_client is None:
@@ -502,3 +573,19 @@ class ControlPlane:
         if self._record is None:
             raise ControlPlaneError("the control plane has not been started")
         return self._record
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
+
+
+def _run_build_script(script: Path) -> Path:
+    """Run a ``hack/build-*.sh`` that prints its output directory last; return it."""
+    if not script.is_file():
+        raise ControlPlaneError(f"{script} does not exist (not a source checkout?)")
+    result = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True, check=False)
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise ControlPlaneError(f"{script} failed with exit code {result.returncode}")
+    return Path(lines[-1])

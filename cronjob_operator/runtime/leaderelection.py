@@ -50,6 +50,7 @@ is the elector that acts on them.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import socket
 import threading
@@ -83,8 +84,13 @@ JITTER_FACTOR = 1.2
 """Acquire retries wait ``retry_period * (1 + random * JITTER_FACTOR)``, as client-go."""
 
 
-def _default_identity() -> str:
-    return f"{socket.gethostname()}_{uuid.uuid4()}"
+POD_NAME_ENV = "POD_NAME"
+"""Set from the downward API by config/manager; names the holder after its Pod."""
+
+
+def default_identity() -> str:
+    """``<Pod name or host name>_<uuid>``: a Lease's holder says which Pod leads."""
+    return f"{os.environ.get(POD_NAME_ENV) or socket.gethostname()}_{uuid.uuid4()}"
 
 
 def _utc_now() -> datetime:
@@ -97,7 +103,7 @@ class LeaderElectionConfig:
 
     name: str
     namespace: str
-    identity: str = field(default_factory=_default_identity)
+    identity: str = field(default_factory=default_identity)
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0

@@ -83,6 +83,7 @@ class HttpServer:
         limits: Limits | None = None,
     ) -> None:
         served = registry if registry is not None else DEFAULT.registry
+        self.scheme = "http" if tls is None else "https"
         routes: dict[str, Mapping[str, Check]] = {}
         if health is not None:
             routes["healthz"] = health
@@ -133,7 +134,7 @@ class HttpServer:
     def run(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set, then close the socket (the Runnable entry point)."""
         self.start()
-        log.info("serving http", extra={"port": self.port})
+        log.info("serving %s", self.scheme, extra={"port": self.port})
         stop.wait()
         self.stop()
 

@@ -1,15 +1,16 @@
 """The Dockerfile and the package metadata agree with what the README documents.
 
-No container engine runs on the development machines, so the image cannot be built here.
-What its build stage does is done instead: the files its ``COPY`` lines name (and only
-those) are built into a wheel, the wheel is installed into a fresh venv, and the console
-script runs from there (``version``, and ``run --help`` listing the flags). The wheel's
-metadata must require exactly the pinned dependencies of ``pyproject.toml``; installing
-them is left to pip (they are the ones ``.venv`` has), so the fresh venv borrows them
-from ``.venv``'s site-packages without its editable install of this project. Building
-the wheel fetches the pinned setuptools from the package index, as ``docker build``
-would. The rest is checked statically: a slim final stage that copies only the venv,
-runs as user 65532 and starts ``cronjob-operator run``.
+The image itself is built and run by tests/e2e/test_image.py (hack/build-image.sh);
+this file checks, without a container engine, what its build stage does: the files its
+``COPY`` lines name (and only those) are built into a wheel, the wheel is installed into
+a fresh venv, and the console script runs from there (``version``, and ``run --help``
+listing the flags). The wheel's metadata must require exactly the pinned dependencies
+of ``pyproject.toml``; installing them is left to pip (they are the ones ``.venv``
+has), so the fresh venv borrows them from ``.venv``'s site-packages without its
+editable install of this project. Building the wheel fetches the pinned setuptools from
+the package index, as ``docker build`` would. The rest is checked statically: a final
+stage on the same pinned base that copies only the venv, runs as user 65532 and starts
+``cronjob-operator run``.
 """
 
 from __future__ import annotations
@@ -32,16 +33,31 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
+def dockerfile_lines() -> list[str]:
+    """The instructions, continuation lines joined, comments and blank lines dropped."""
+    text = (REPO / "Dockerfile").read_text().replace("\\\n", " ")
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+
+
 def dockerfile_stages() -> list[list[str]]:
+    """The instructions of each stage (global ARGs before the first FROM left out)."""
     stages: list[list[str]] = []
-    for raw in (REPO / "Dockerfile").read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
+    for line in dockerfile_lines():
         if line.upper().startswith("FROM "):
             stages.append([])
-        stages[-1].append(line)
+        if stages:
+            stages[-1].append(line)
     return stages
+
+
+def base_image() -> str:
+    """The default of the global ``ARG BASE_IMAGE`` both stages start from."""
+    (arg,) = [line for line in dockerfile_lines() if line.startswith("ARG BASE_IMAGE=")]
+    return arg.partition("=")[2]
 
 
 def test_console_script_is_the_documented_entry_point() -> None:
@@ -71,7 +87,9 @@ def test_dockerfile_is_multi_stage_non_root_and_runs_the_manager() -> None:
     assert any(line.startswith("COPY --from=build /opt/venv") for line in final)
     assert "USER 65532:65532" in final
     assert final[-1] == 'ENTRYPOINT ["cronjob-operator"]'
-    assert final[0].split()[1].endswith("-slim")
+    assert all(stage[0].split()[1] == "${BASE_IMAGE}" for stage in (build, final))
+    assert base_image().endswith("-bookworm"), "pinned to a Debian release, not a moving tag"
+    assert "pip uninstall --yes pip setuptools" in " ".join(build), "no installer in the venv"
 
 
 def test_manager_deployment_runs_the_image_as_documented() -> None:

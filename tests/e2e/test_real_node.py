@@ -1,0 +1,129 @@
+"""The local control plane's real node runs a container and leaves the host as it was.
+
+``ControlPlane(real_node=True)`` adds a kubelet with containerd and runc (see
+cronjob_operator/envtest/_node.py). The node must become Ready and run a hostNetwork
+Pod from an imported image to completion, with its log readable; and the host must be
+exactly as before, compared while the node runs and after it stopped: no iptables
+rules, no network interfaces, no sysctl written, no mount, no cgroup left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronjob_operator.envtest import REAL_NODE_NAME, REAL_NODE_TAINT, ControlPlane, wait_for
+from cronjob_operator.envtest._node import KERNEL_DEFAULTS
+from tests.images import Image, node_bin_dir, operator_image
+
+# What the node would change if it were let loose on the host: kubelet's own sysctls
+# and those a Pod network or kube-proxy would set.
+WATCHED_SYSCTLS = (
+    *KERNEL_DEFAULTS,
+    "net/ipv4/ip_forward",
+    "net/ipv4/conf/all/route_localnet",
+    "net/bridge/bridge-nf-call-iptables",
+    "net/ipv4/conf/all/forwarding",
+)
+
+
+def host_state() -> dict[str, Any]:
+    """The host's firewall rules, links, watched sysctls and mount points."""
+
+    def run(*argv: str) -> str:
+        return subprocess.run(argv, capture_output=True, text=True, check=False).stdout
+
+    sysctls = {}
+    for key in WATCHED_SYSCTLS:
+        path = Path("/proc/sys") / key
+        sysctls[key] = path.read_text().strip() if path.exists() else None
+    mounts = sorted(
+        line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+    )
+    return {
+        "iptables -S": run("iptables", "-S"),
+        "iptables -t nat -S": run("iptables", "-t", "nat", "-S"),
+        "ip link": run("ip", "-o", "link"),
+        "ip route": run("ip", "route"),
+        "sysctls": sysctls,
+        "mounts": mounts,
+    }
+
+
+def hello_pod(image: Image) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "hello", "namespace": "default"},
+        "spec": {
+            "hostNetwork": True,
+            "restartPolicy": "Never",
+            "nodeSelector": {"kubernetes.io/hostname": REAL_NODE_NAME},
+            "tolerations": [{"key": REAL_NODE_TAINT, "operator": "Exists"}],
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65532},
+            "containers": [
+                {
+                    "name": "hello",
+                    "image": image.name,
+                    "imagePullPolicy": "Never",
+                    "command": ["python3", "-c", "print('hello from the real node')"],
+                    "securityContext": {
+                        "readOnlyRootFilesystem": True,
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def before() -> dict[str, Any]:
+    return host_state()
+
+
+@pytest.fixture(scope="module")
+def plane(before: dict[str, Any]) -> Iterator[ControlPlane]:
+    image = operator_image()
+    with ControlPlane(real_node=True, node_bin_dir=node_bin_dir()) as plane:
+        plane.import_image(image.archive)
+        yield plane
+
+
+def test_a_hostnetwork_pod_runs_to_completion(plane: ControlPlane, before: dict[str, Any]) -> None:
+    plane.kubectl("apply", "-f", "-", input=json.dumps(hello_pod(operator_image())), check=True)
+
+    def phase() -> str:
+        pod = plane.kubectl_json("get", "pod", "hello", "-n", "default")
+        return str(pod["status"].get("phase"))
+
+    try:
+        wait_for(lambda: phase() in {"Succeeded", "Failed"}, 120, message="the Pod to finish")
+    finally:
+        print(plane.kubectl("describe", "pod", "hello", "-n", "default").stdout)
+    assert phase() == "Succeeded"
+    assert "hello from the real node" in plane.pod_log("default", "hello", "hello")
+    assert host_state() == before
+
+
+def test_pods_get_a_service_account_token_and_the_root_ca(plane: ControlPlane) -> None:
+    configmap = plane.kubectl_json("get", "configmap", "kube-root-ca.crt", "-n", "default")
+    pod = plane.kubectl_json("get", "pod", "hello", "-n", "default")
+    volumes = {volume["name"] for volume in pod["spec"]["volumes"]}
+    assert "ca.crt" in configmap["data"]
+    assert any(name.startswith("kube-api-access-") for name in volumes)
+
+
+def test_the_host_is_as_before_once_the_node_stopped(
+    plane: ControlPlane, before: dict[str, Any]
+) -> None:
+    cgroup_root = f"cronjob-operator-{plane.state_dir.name}"
+    plane.stop()
+    assert host_state() == before
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/{cgroup_root}"))
