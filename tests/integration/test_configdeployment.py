@@ -852,15 +852,23 @@ def leader_options(namespace: str, identity: str) -> Options:
     )
 
 
-def test_restarts_and_leader_changes_roll_nothing(
-    control_plane: ControlPlane, crds: None, cluster: Cluster, namespace: str
-) -> None:
-    """Reloader #1089 and #299: a new process must not restart every workload."""
+def mixed_and_rolled_out(
+    control_plane: ControlPlane, cluster: Cluster, namespace: str
+) -> tuple[list[str], Rollouts]:
+    """The mixed ConfigDeployments, each rolled out once by an operator that then stops,
+    and their rollouts at that point."""
     names = mixed_config_deployments(cluster, namespace)
     with operator_running(control_plane, namespace):
         for name in names:
             wait_until_rolled_out(cluster, namespace, name, 1)
-    settled = Rollouts.now(cluster, namespace, names)
+    return names, Rollouts.now(cluster, namespace, names)
+
+
+def test_restarts_and_leader_changes_roll_nothing(
+    control_plane: ControlPlane, crds: None, cluster: Cluster, namespace: str
+) -> None:
+    """Reloader #1089 and #299: a new process must not restart every workload."""
+    names, settled = mixed_and_rolled_out(control_plane, cluster, namespace)
 
     with operator_running(control_plane, namespace) as restarted:
         wait_until_each_reconciled(restarted, names)
@@ -886,11 +894,7 @@ def test_a_change_made_while_the_operator_was_down_rolls_once_when_it_returns(
     control_plane: ControlPlane, crds: None, cluster: Cluster, namespace: str
 ) -> None:
     """Reloader #814: the change is not lost, and it is rolled out exactly once."""
-    names = mixed_config_deployments(cluster, namespace)
-    with operator_running(control_plane, namespace):
-        for name in names:
-            wait_until_rolled_out(cluster, namespace, name, 1)
-    before = Rollouts.now(cluster, namespace, names)
+    names, before = mixed_and_rolled_out(control_plane, cluster, namespace)
 
     update_secret(cluster, namespace, "db", {"password": "rotated while down"})
     with operator_running(control_plane, namespace) as returned:

@@ -252,6 +252,22 @@ def leading_manager(api: LeaseApi, **options: Any) -> tuple[Manager, Blocking]:
     return manager, reconciler
 
 
+def leading_with_a_reconcile_in_flight(
+    api: LeaseApi,
+    running: list[tuple[Manager, threading.Thread, list[int]]],
+    **options: Any,
+) -> tuple[Manager, Blocking, Controller]:
+    """A started manager that leads, with one reconcile entered and held at its gate."""
+    manager, reconciler = leading_manager(api, **options)
+    start(manager, running)
+    wait_for(lambda: manager.elector is not None and manager.elector.is_leader, 10)
+    controller = next(r for r in manager._runnables if isinstance(r, Controller))
+    wait_for(lambda: controller._started, 10, message="the controller to start")
+    controller.queue.add(Request("a", "x"))
+    assert reconciler.entered.wait(10)
+    return manager, reconciler, controller
+
+
 def test_a_lost_lease_cancels_reconciles_and_exits_1_without_draining(
     running: list[tuple[Manager, threading.Thread, list[int]]],
 ) -> None:
@@ -259,13 +275,9 @@ def test_a_lost_lease_cancels_reconciles_and_exits_1_without_draining(
     # while the reconcile ran under context.BACKGROUND, so nothing was cancelled and
     # run() had not returned after 20 s.
     api = LeaseApi()
-    manager, reconciler = leading_manager(api, graceful_shutdown_timeout=60.0)
-    start(manager, running)
-    wait_for(lambda: manager.elector is not None and manager.elector.is_leader, 10)
-    controller = next(r for r in manager._runnables if isinstance(r, Controller))
-    wait_for(lambda: controller._started, 10, message="the controller to start")
-    controller.queue.add(Request("a", "x"))
-    assert reconciler.entered.wait(10)
+    _, reconciler, _ = leading_with_a_reconcile_in_flight(
+        api, running, graceful_shutdown_timeout=60.0
+    )
     api.take("lock", holder="someone-else")
     _, thread, codes = running[0]
     try:
@@ -285,13 +297,7 @@ def test_sigterm_lets_a_reconcile_in_flight_write_then_releases_the_lease(
     running: list[tuple[Manager, threading.Thread, list[int]]],
 ) -> None:
     api = LeaseApi()
-    manager, reconciler = leading_manager(api)
-    start(manager, running)
-    wait_for(lambda: manager.elector is not None and manager.elector.is_leader, 10)
-    controller = next(r for r in manager._runnables if isinstance(r, Controller))
-    wait_for(lambda: controller._started, 10, message="the controller to start")
-    controller.queue.add(Request("a", "x"))
-    assert reconciler.entered.wait(10)
+    manager, reconciler, controller = leading_with_a_reconcile_in_flight(api, running)
     manager.stop()
     wait_for(lambda: controller.queue.shutting_down, 10, message="intake to stop")
     assert not manager.leader_context.stop.is_set(), "SIGTERM does not cancel reconciles"
