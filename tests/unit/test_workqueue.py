@@ -138,9 +138,26 @@ class TestDelays:
 
     @pytest.mark.parametrize("delay", [0, -1])
     def test_no_delay_adds_at_once(self, delay: float) -> None:
-        queue = new_queue(FakeClock())
+        queue = new_queue(FakeClock().monotonic)
         queue.add_after("a", delay)
         assert len(queue) == 1
+        assert drain(queue) == ["a"]
+
+    @pytest.mark.parametrize("delay", [0, -1])
+    def test_no_delay_is_a_timer_that_came_due_and_goes_before_events(self, delay: float) -> None:
+        queue = new_queue(FakeClock().monotonic)
+        queue.add("event")
+        queue.add_after("timer", delay)
+        assert drain(queue) == ["timer", "event"]
+
+    def test_items_due_at_the_same_time_come_out_in_the_order_they_were_added(self) -> None:
+        clock = FakeClock()
+        queue = new_queue(clock.monotonic)
+        queue.add_after("a", 1)
+        queue.add_after("b", 1)
+        queue.add_after("a", 1)  # the same ready time again keeps a's place
+        clock.advance(1)
+        assert drain(queue) == ["a", "b"]
 
     def test_earlier_ready_time_wins(self) -> None:
         clock = FakeClock()
@@ -196,6 +213,32 @@ class TestDelays:
         queue.add_after("a", 0.02)
         thread.join(LONG)
         assert result == ["a"]
+
+    def test_a_get_sleeping_until_a_later_timer_wakes_for_an_earlier_one(self) -> None:
+        getter_is_computing_its_wait = threading.Event()
+        getter: list[threading.Thread] = []
+
+        def clock() -> float:
+            # get() reads the clock with the queue's lock held and releases it only by
+            # waiting, so once this is set an add_after runs while get() sleeps.
+            if getter and threading.current_thread() is getter[0]:
+                getter_is_computing_its_wait.set()
+            return time.monotonic()
+
+        queue = new_queue(clock)
+        queue.add_after("late", 1000)
+        thread = threading.Thread(target=lambda: result.append(queue.get(timeout=LONG * 3)))
+        result: list[str | None] = []
+        getter.append(thread)
+        thread.start()
+        try:
+            assert getter_is_computing_its_wait.wait(LONG)
+            queue.add_after("soon", 0.01)
+            thread.join(LONG)
+            assert result == ["soon"]
+        finally:
+            queue.shut_down()
+            thread.join(LONG)
 
     def test_blocked_getters_pick_up_delayed_items_one_after_another(self) -> None:
         queue = new_queue()
