@@ -240,6 +240,16 @@ class TestDelays:
             queue.shut_down()
             thread.join(LONG)
 
+    def test_a_get_with_a_long_timeout_returns_a_delayed_item_when_it_is_due(self) -> None:
+        queue = new_queue()
+        queue.add_after("a", 0.01)
+        thread, result = start(lambda: queue.get(timeout=LONG * 3))
+        try:
+            thread.join(LONG)
+            assert result == ["a"], "get() slept until its own timeout, past the item's"
+        finally:
+            queue.shut_down()
+
     def test_blocked_getters_pick_up_delayed_items_one_after_another(self) -> None:
         queue = new_queue()
         first, first_result = start(lambda: queue.get(timeout=LONG))
@@ -453,6 +463,16 @@ class TestTimersFirst:
         queue.done("event")
         queue.done("held")
         assert drain(queue) == ["held"]
+
+    def test_a_key_handed_out_after_its_timer_is_an_event_key_again(self) -> None:
+        clock = FakeClock()
+        queue = new_queue(clock.monotonic)
+        queue.add_after("timer", 1)
+        clock.advance(1)
+        assert drain(queue) == ["timer"]
+        queue.add("event")
+        queue.add("timer")  # an event now: it keeps its place behind the earlier event
+        assert drain(queue) == ["event", "timer"]
 
     def test_a_follow_up_add_goes_behind_every_due_key(self) -> None:
         clock = FakeClock()
