@@ -7,6 +7,7 @@ chosen, none read.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -43,6 +44,12 @@ def test_manual_job_names_are_deterministic_fit_63_and_never_look_scheduled() ->
     assert features.manual_job_name("a", "t1") != features.manual_job_name("a", "t2")
 
 
+def test_manual_job_names_are_valid_object_names() -> None:
+    """Lower case only: the API server rejects a Job name with capitals (DNS-1123)."""
+    for token in ("t", "2026-12-02T10:00:00Z", "x" * 256):
+        assert re.fullmatch(r"cj-m[a-z2-7]{9}", features.manual_job_name("cj", token)), token
+
+
 def test_token_problem_names_the_annotation_and_the_limit() -> None:
     assert features.token_problem("x" * batch_v1.MAX_RUN_TOKEN_LENGTH) is None
     problem = features.token_problem("x" * 300)
@@ -60,6 +67,21 @@ def test_stagger_offset_is_stable_in_range_and_spread() -> None:
     assert features.stagger_offset("ns", "a", 0) == timedelta(0)
 
 
+@pytest.mark.parametrize("stagger", [1, 2])
+def test_a_small_stagger_uses_every_offset_from_0_to_stagger(stagger: int) -> None:
+    offsets = {features.stagger_offset("ns", f"cj-{n}", stagger) for n in range(50)}
+    assert offsets == {timedelta(seconds=s) for s in range(stagger + 1)}
+
+
+def test_stagger_offsets_do_not_change_between_releases() -> None:
+    """sha256("<namespace>/<name>"), first 8 bytes big-endian, mod (stagger + 1): an
+    upgrade that changed the hash would move every staggered CronJob's runs."""
+    assert [features.stagger_offset("ns", n, 300).total_seconds() for n in ("cj", "a")] == [
+        285,
+        69,
+    ]
+
+
 @pytest.mark.parametrize(
     ("expression", "zone", "gap"),
     [
@@ -73,12 +95,14 @@ def test_stagger_offset_is_stable_in_range_and_spread() -> None:
     ],
 )
 def test_shortest_gap(expression: str, zone: str | None, gap: timedelta | None) -> None:
+    features.shortest_gap.cache_clear()  # computed here, not remembered from another test
     assert features.shortest_gap(schedules.parse_schedule(expression, zone)) == gap
 
 
 def test_stagger_problem_names_the_numbers() -> None:
     hourly = schedules.parse_schedule("0 1,3 * * *", "America/New_York")
     assert features.stagger_problem(hourly, 3599) is None
+    assert features.stagger_problem(hourly, 0) is None, "0 is no stagger, and valid"
     problem = features.stagger_problem(hourly, 3600)
     assert problem is not None
     assert "(3600 seconds)" in problem
@@ -96,6 +120,20 @@ def failed_job(name: str, at: datetime) -> Any:
             },
         }
     )
+
+
+def test_a_failure_is_timed_by_its_failed_condition_else_by_the_jobs_creation() -> None:
+    target = {"type": "FailureTarget", "status": "True", "lastTransitionTime": rfc3339(CREATED)}
+    failed = {"type": "Failed", "status": "True", "lastTransitionTime": rfc3339(CREATED + HOUR)}
+    job = freeze({"metadata": {"name": "a"}, "status": {"conditions": [target, failed]}})
+    assert features.failure_time(job) == CREATED + HOUR
+    untimed = freeze(
+        {
+            "metadata": {"name": "b", "creationTimestamp": rfc3339(CREATED)},
+            "status": {"conditions": [{"type": "Failed", "status": "True"}]},
+        }
+    )
+    assert features.failure_time(untimed) == CREATED
 
 
 def test_each_failed_job_counts_once_and_a_success_resets() -> None:
