@@ -331,7 +331,9 @@ def test_pause_after_consecutive_failures_and_resume_on_a_spec_edit(cluster: Har
     assert status["consecutiveFailures"] == 0
     assert condition(status, "Available")["status"] == "True"
     assert state.job_name("cj", after) in cluster.jobs(), "the due run starts again"
-    assert "Resumed" in cluster.recorder.reasons()
+    (resumed,) = [event for event in cluster.recorder.events if event.reason == "Resumed"]
+    assert resumed.type == "Normal"
+    assert resumed.message.startswith("spec changed (generation 2): scheduled runs resume")
 
 
 def test_failures_are_counted_once_even_when_pruned(cluster: Harness) -> None:
