@@ -80,23 +80,32 @@ for meta in Path("mutants").rglob("*.py.meta"):
 export PYTEST_TIMEOUT="${PYTEST_TIMEOUT:-30}"
 
 [[ "${MUTATION_KEEP:-0}" == 1 ]] || rm -rf mutants
-for target in "${targets[@]}"; do
-  names=("${target}")
-  if [[ ${survivors_only} == 1 ]]; then
-    mapfile -t names < <(survivors "${target}")
-    [[ ${#names[@]} -gt 0 ]] || continue
-  fi
-  log "mutating ${target} (${#names[@]} name(s))"
-  started=${SECONDS}
+# run NAME...: one mutmut run over these mutant names or globs.
+run() {
+  local started=${SECONDS}
   # mutmut's progress spinner rewrites one line; keep only its summary on stderr.
-  "${VENV}/bin/mutmut" run --max-children 1 "${names[@]}" 2>&1 | tr '\r' '\n' |
+  "${VENV}/bin/mutmut" run --max-children 1 "$@" 2>&1 | tr '\r' '\n' |
     grep -E '^(Running|[0-9.]+ mutations/second|Failed)' >&2 || true
   [[ ${PIPESTATUS[0]} -eq 0 ]] || {
-    log "mutmut failed on ${target}"
+    log "mutmut failed"
     exit 1
   }
-  log "${target}: $((SECONDS - started)) s"
-done
+  log "done in $((SECONDS - started)) s"
+}
+
+if [[ ${survivors_only} == 1 ]]; then
+  names=()
+  for target in "${targets[@]}"; do
+    mapfile -t -O "${#names[@]}" names < <(survivors "${target}")
+  done
+  log "re-running ${#names[@]} survivor(s)"
+  [[ ${#names[@]} -eq 0 ]] || run "${names[@]}"
+else
+  for target in "${targets[@]}"; do
+    log "mutating ${target}"
+    run "${target}"
+  done
+fi
 
 # The score per module, from mutmut's results in mutants/<path>.meta; mutants of a
 # module that no target selected ("not checked") are left out of its total.
