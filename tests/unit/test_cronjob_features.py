@@ -91,6 +91,10 @@ def test_stagger_offsets_do_not_change_between_releases() -> None:
         ("0 1,3 * * *", None, 2 * HOUR),
         # The spring-forward day: 01:00 EST to 03:00 EDT is one hour.
         ("0 1,3 * * *", "America/New_York", HOUR),
+        # 24 runs a day: the first 1,000 end in February, before the spring-forward day
+        # (01:40 EST to 03:00 EDT is 20 minutes), which only the scan around it finds.
+        ("0,40 1-23/2 * * *", None, timedelta(minutes=40)),
+        ("0,40 1-23/2 * * *", "America/New_York", timedelta(minutes=20)),
         ("0 0 29 2 *", None, None),  # once in the scanned span
     ],
 )
