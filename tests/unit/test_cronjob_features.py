@@ -7,6 +7,7 @@ chosen, none read.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -43,6 +44,12 @@ def test_manual_job_names_are_deterministic_fit_63_and_never_look_scheduled() ->
     assert features.manual_job_name("a", "t1") != features.manual_job_name("a", "t2")
 
 
+def test_manual_job_names_are_valid_object_names() -> None:
+    """Lower case only: the API server rejects a Job name with capitals (DNS-1123)."""
+    for token in ("t", "2026-12-02T10:00:00Z", "x" * 256):
+        assert re.fullmatch(r"cj-m[a-z2-7]{9}", features.manual_job_name("cj", token)), token
+
+
 def test_token_problem_names_the_annotation_and_the_limit() -> None:
     assert features.token_problem("x" * batch_v1.MAX_RUN_TOKEN_LENGTH) is None
     problem = features.token_problem("x" * 300)
@@ -60,6 +67,21 @@ def test_stagger_offset_is_stable_in_range_and_spread() -> None:
     assert features.stagger_offset("ns", "a", 0) == timedelta(0)
 
 
+@pytest.mark.parametrize("stagger", [1, 2])
+def test_a_small_stagger_uses_every_offset_from_0_to_stagger(stagger: int) -> None:
+    offsets = {features.stagger_offset("ns", f"cj-{n}", stagger) for n in range(50)}
+    assert offsets == {timedelta(seconds=s) for s in range(stagger + 1)}
+
+
+def test_stagger_offsets_do_not_change_between_releases() -> None:
+    """sha256("<namespace>/<name>"), first 8 bytes big-endian, mod (stagger + 1): an
+    upgrade that changed the hash would move every staggered CronJob's runs."""
+    assert [features.stagger_offset("ns", n, 300).total_seconds() for n in ("cj", "a")] == [
+        285,
+        69,
+    ]
+
+
 @pytest.mark.parametrize(
     ("expression", "zone", "gap"),
     [
@@ -69,16 +91,22 @@ def test_stagger_offset_is_stable_in_range_and_spread() -> None:
         ("0 1,3 * * *", None, 2 * HOUR),
         # The spring-forward day: 01:00 EST to 03:00 EDT is one hour.
         ("0 1,3 * * *", "America/New_York", HOUR),
+        # 24 runs a day: the first 1,000 end in February, before the spring-forward day
+        # (01:40 EST to 03:00 EDT is 20 minutes), which only the scan around it finds.
+        ("0,40 1-23/2 * * *", None, timedelta(minutes=40)),
+        ("0,40 1-23/2 * * *", "America/New_York", timedelta(minutes=20)),
         ("0 0 29 2 *", None, None),  # once in the scanned span
     ],
 )
 def test_shortest_gap(expression: str, zone: str | None, gap: timedelta | None) -> None:
+    features.shortest_gap.cache_clear()  # computed here, not remembered from another test
     assert features.shortest_gap(schedules.parse_schedule(expression, zone)) == gap
 
 
 def test_stagger_problem_names_the_numbers() -> None:
     hourly = schedules.parse_schedule("0 1,3 * * *", "America/New_York")
     assert features.stagger_problem(hourly, 3599) is None
+    assert features.stagger_problem(hourly, 0) is None, "0 is no stagger, and valid"
     problem = features.stagger_problem(hourly, 3600)
     assert problem is not None
     assert "(3600 seconds)" in problem
@@ -96,6 +124,20 @@ def failed_job(name: str, at: str) -> Any:
             },
         }
     )
+
+
+def test_a_failure_is_timed_by_its_failed_condition_else_by_the_jobs_creation() -> None:
+    target = {"type": "FailureTarget", "status": "True", "lastTransitionTime": rfc3339(CREATED)}
+    failed = {"type": "Failed", "status": "True", "lastTransitionTime": rfc3339(CREATED + HOUR)}
+    job = freeze({"metadata": {"name": "a"}, "status": {"conditions": [target, failed]}})
+    assert features.failure_time(job) == CREATED + HOUR
+    untimed = freeze(
+        {
+            "metadata": {"name": "b", "creationTimestamp": rfc3339(CREATED)},
+            "status": {"conditions": [{"type": "Failed", "status": "True"}]},
+        }
+    )
+    assert features.failure_time(untimed) == CREATED
 
 
 def test_each_failed_job_counts_once_and_a_success_resets() -> None:
@@ -293,7 +335,9 @@ def test_pause_after_consecutive_failures_and_resume_on_a_spec_edit(cluster: Har
     assert status["consecutiveFailures"] == 0
     assert condition(status, "Available")["status"] == "True"
     assert state.job_name("cj", after) in cluster.jobs(), "the due run starts again"
-    assert "Resumed" in cluster.recorder.reasons()
+    (resumed,) = [event for event in cluster.recorder.events if event.reason == "Resumed"]
+    assert resumed.type == "Normal"
+    assert resumed.message.startswith("spec changed (generation 2): scheduled runs resume")
 
 
 def test_failures_are_counted_once_even_when_pruned(cluster: Harness) -> None:

@@ -12,8 +12,12 @@ from typing import Any
 
 import pytest
 
-from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.controllers.cronjob_state import job_name
+from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
+from cronjob_operator.controllers.cronjob_state import (
+    SCHEDULED_AT_ANNOTATION,
+    job_name,
+    job_reference,
+)
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.conditions import rfc3339
 from cronjob_operator.runtime.fake import DEFAULT_START, Action
@@ -151,6 +155,33 @@ def test_too_many_missed_runs_start_only_the_latest() -> None:
     assert "TooManyMissedTimes" in world.recorder.reasons()
 
 
+def test_missed_times_are_counted_from_the_last_run_not_from_creation() -> None:
+    world = harness(cronjob())
+    late = CREATED + timedelta(days=1, seconds=10)
+    world.reconcile_at(late)
+    world.recorder.clear()
+    world.reconcile_at(late + timedelta(minutes=5))
+    assert job_name(NAME, CREATED + timedelta(days=1, minutes=5)) in world.jobs()
+    assert world.recorder.reasons() == ["SuccessfulCreate"], "one missed time, not 289"
+
+
+def test_a_name_stored_past_validation_too_long_for_job_names_is_degraded() -> None:
+    long_name = "n" * (MAX_NAME_LENGTH + 1)
+    spec = {"schedule": "*/5 * * * *"}
+    world = cronjob_harness.Harness(
+        cronjob_harness.cronjob(long_name, NS, created=CREATED, spec=spec),
+        start=CREATED,
+        namespace=NS,
+        name=long_name,
+    )
+    assert world.reconcile_at(FIRST_RUN) == Result()
+    assert world.jobs() == {}
+    assert world.condition("Degraded")["reason"] == "NameTooLong"
+    (event,) = world.recorder.events
+    assert (event.type, event.reason) == ("Warning", "FailedCreate")
+    assert event.message.startswith("metadata.name: ")
+
+
 @pytest.mark.parametrize(
     ("spec", "reason"),
     [
@@ -268,3 +299,34 @@ def test_cronjob_being_deleted_starts_no_run() -> None:
     world.client.delete(CRONJOB, NAME, namespace=NS)
     world.reconcile_at(FIRST_RUN)
     assert world.jobs() == {}
+
+
+def test_a_run_listed_active_that_the_cache_lags_is_recorded_not_created_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """status.active names the due run's Job but lastScheduleTime does not (a record lost
+    halfway), and the cache has not seen the Job yet: the API server has it, so the run
+    is recorded and nothing is created again."""
+    world = harness(cronjob())
+    world.reconcile_once_at(FIRST_RUN)  # creates the Job; its status write follows later
+    job = world.jobs()[job_name(NAME, FIRST_RUN)]
+
+    def record_lost_halfway(status: dict[str, Any]) -> None:
+        status["active"] = [job_reference(job)]
+        status.pop("lastScheduleTime", None)
+
+    world.edit_status(record_lost_halfway)
+    creates = len(world.client.writes_of("create", JOB))
+    monkeypatch.setattr(world.client, "list", lambda *args, **kwargs: [])  # the cache lags
+    world.reconcile_once_at(FIRST_RUN + timedelta(seconds=1))
+    assert world.client.writes_of("create", JOB)[creates:] == []
+    assert world.status()["lastScheduleTime"] == rfc3339(FIRST_RUN)
+    assert [ref["name"] for ref in world.status()["active"]] == [objects.name_of(job)]
+
+
+def test_the_scheduled_time_annotation_is_in_the_cronjobs_time_zone() -> None:
+    world = harness(cronjob(timeZone="Europe/Berlin"))
+    world.reconcile_at(FIRST_RUN)
+    (job,) = world.jobs().values()
+    # 00:05 UTC is 01:05 in Berlin (CET) on the day of CREATED.
+    assert job["metadata"]["annotations"][SCHEDULED_AT_ANNOTATION] == "2026-01-01T01:05:00+01:00"

@@ -230,3 +230,23 @@ def test_status_causes_are_read_from_the_details() -> None:
     assert not errors.has_status_cause(errors.api_error(403, {"details": {}}), "X")
     assert not errors.has_status_cause(errors.api_error(403, {"details": "junk"}), "X")
     assert not errors.has_status_cause(ValueError("not an API error"), "X")
+
+
+def test_replace_deletes_the_active_job_only_while_it_is_the_run_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The delete carries the active entry's uid as a precondition, so a Job that took
+    the name since (another uid) is refused by the API server, never deleted."""
+    world = first_run_active()
+    (entry,) = world.status()["active"]
+    deletes: list[tuple[str, str | None]] = []
+    delete = world.client.delete
+
+    def spy(kind: Any, name: str, **options: Any) -> None:
+        deletes.append((name, options.get("uid")))
+        delete(kind, name, **options)
+
+    monkeypatch.setattr(world.client, "delete", spy)
+    world.reconcile_at(SECOND + timedelta(minutes=1))
+    assert deletes == [(entry["name"], entry["uid"])]
+    assert list(world.jobs()) == [state.job_name(NAME, SECOND)]

@@ -14,7 +14,7 @@ from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime._reflector import Backoff, Reflector
 from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime._store import Store
-from cronjob_operator.runtime.kinds import CONFIG_MAP
+from cronjob_operator.runtime.kinds import CONFIG_MAP, JOB
 
 
 class Sink:
@@ -109,7 +109,7 @@ def test_backoff_doubles_to_its_cap_and_resets_after_quiet(
     # Jitter multiplies the capped delay by 1.0-1.5 (client-go's reflector backoff jitters
     # on top of its 30 s cap too); pinning it to either end makes every delay exact.
     monkeypatch.setattr(random, "uniform", lambda low, high: jitter)
-    now = [0.0]
+    now = [10_000.0]  # a monotonic clock is far from 0: quiet is a difference of readings
     backoff = Backoff(initial=0.8, maximum=30.0, reset_after=120.0, clock=lambda: now[0])
     delays = [backoff.next_delay() for _ in range(8)]
     doubling = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]
@@ -141,7 +141,8 @@ class FakeStream:
 class FakeRest:
     """Answers watches and LISTs from scripts and records what was asked.
 
-    When the watch script is used up, it sets ``stop`` (ending ``Reflector.run``).
+    When the watch or the LIST script is used up, it sets ``stop`` (ending
+    ``Reflector.run``).
     """
 
     def __init__(
@@ -151,6 +152,8 @@ class FakeRest:
         self.watch_params: list[dict[str, Any]] = []
         self.read_timeouts: list[float] = []
         self.list_params: list[dict[str, Any]] = []
+        self.requests: list[tuple[str, str, float | None]] = []
+        self.watch_paths: list[str] = []
         self.stop = threading.Event()
 
     def watch(self, path: str, params: dict[str, Any], *, read_timeout: float) -> FakeStream:
@@ -158,11 +161,16 @@ class FakeRest:
             self.stop.set()
             raise errors.TransportError("the script is over")
         self.watch_params.append(dict(params))
+        self.watch_paths.append(path)
         self.read_timeouts.append(read_timeout)
         return _answer(self.watches.pop(0))
 
     def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        if not self.pages:
+            self.stop.set()
+            raise errors.TransportError("the script is over")
         self.list_params.append(dict(kwargs["params"]))
+        self.requests.append((method, path, kwargs.get("timeout")))
         return _answer(self.pages.pop(0))
 
 
@@ -358,3 +366,55 @@ def test_a_repeated_stream_refusal_is_said_once_not_on_every_retry(
         r._sync(threading.Event())
     said = [rec.levelname for rec in caplog.records if "refused a streaming list" in rec.message]
     assert said == ["INFO", "DEBUG", "DEBUG"]
+
+
+def test_a_namespaced_reflector_lists_and_watches_its_namespace_only() -> None:
+    store = Store()
+    pages: list[dict[str, Any] | Exception] = [page("7", "a"), page("9", "a")]
+    rest = FakeRest([FakeStream([]), FakeStream([])], pages)
+    r = Reflector(rest, CONFIG_MAP, store, Sink(store), namespace="ns", list_timeout=7.0)  # type: ignore[arg-type]
+    r._watch_list = False
+    r._sync(threading.Event())
+    r._sync(threading.Event())
+    path = "/api/v1/namespaces/ns/configmaps"
+    assert rest.requests == [("GET", path, 7.0), ("GET", path, 7.0)], "a LIST has a deadline"
+    assert rest.watch_paths == [path, path]
+    assert (r.listed_syncs, r.resource_version) == (2, "9")
+
+
+@pytest.mark.usefixtures("no_backoff")
+def test_a_forbidden_verb_is_logged_once_per_message_naming_the_verb_and_the_resource(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A missing RBAC verb: one ERROR that says what to grant, repeats at DEBUG, a new
+    message or verb again at ERROR (docs/operations.md)."""
+
+    def forbidden(message: str) -> errors.ApiError:
+        return errors.api_error(403, {"message": message})
+
+    pages: list[dict[str, Any] | Exception] = [
+        forbidden("no list"),
+        forbidden("no list"),
+        forbidden("no list, still"),
+        page("7", "a"),
+    ]
+    store = Store()
+    rest = FakeRest([forbidden("no watch")], pages)
+    r = Reflector(rest, JOB, store, Sink(store), watch_list=False)  # type: ignore[arg-type]
+    caplog.set_level("DEBUG", logger=reflector_module.log.name)
+    r.run(rest.stop)
+    said = [
+        (rec.levelname, rec.getMessage())
+        for rec in caplog.records
+        if "forbidden to" in rec.getMessage()
+    ]
+    grant = (
+        "grant the verb to the operator's service account "
+        "(retrying with backoff; not ready until it succeeds)"
+    )
+    assert said == [
+        ("ERROR", f"{JOB}: forbidden to list jobs.batch; {grant}: no list"),
+        ("DEBUG", f"{JOB}: still forbidden to list jobs.batch, retrying in 0.0s"),
+        ("ERROR", f"{JOB}: forbidden to list jobs.batch; {grant}: no list, still"),
+        ("ERROR", f"{JOB}: forbidden to watch jobs.batch; {grant}: no watch"),
+    ]

@@ -754,3 +754,21 @@ def test_a_counted_second_pass_is_newer_than_a_later_first_pass_that_is_not() ->
     )
     assert due.scheduled == now
     assert due.next_time == datetime(2024, 11, 3, 6, 1, tzinfo=UTC)
+
+
+def test_every_counts_exactly_max_missed_as_not_too_many() -> None:
+    """TooManyMissedTimes starts past MAX_MISSED, for @every as for cron expressions."""
+    now = utc(2016, 5, 19, 12, 0, 30)
+    exact = due_at("@every 1m", earliest=now - timedelta(minutes=schedule.MAX_MISSED), now=now)
+    assert (exact.missed, exact.too_many_missed) == (schedule.MAX_MISSED, False)
+    one_more = due_at(
+        "@every 1m", earliest=now - timedelta(minutes=schedule.MAX_MISSED + 1), now=now
+    )
+    assert (one_more.missed, one_more.too_many_missed) == (schedule.MAX_MISSED + 1, True)
+
+
+def test_every_past_the_end_of_time_has_no_next_time_and_no_requeue() -> None:
+    now = datetime(9999, 12, 31, 23, 45, tzinfo=UTC)
+    due = due_at("@every 1h", earliest=datetime(9999, 12, 31, 23, 30, tzinfo=UTC), now=now)
+    assert due.next_time is None
+    assert schedule.requeue_after(due, now) is None

@@ -44,6 +44,30 @@ def start(target: Callable[[], object]) -> tuple[threading.Thread, list[object]]
     return thread, result
 
 
+class ClockReaders:
+    """A monotonic clock that records which threads read it.
+
+    ``get`` reads the clock with the queue's lock held and releases the lock only by
+    sleeping on its condition, so once a getter has read the clock, an ``add`` that
+    follows runs while that getter sleeps: a test of a wake-up cannot pass by the getter
+    arriving late.
+    """
+
+    def __init__(self) -> None:
+        self._readers: set[threading.Thread] = set()
+        self._read = threading.Condition()
+
+    def __call__(self) -> float:
+        with self._read:
+            self._readers.add(threading.current_thread())
+            self._read.notify_all()
+        return time.monotonic()
+
+    def wait_until_read_by(self, thread: threading.Thread) -> None:
+        with self._read:
+            assert self._read.wait_for(lambda: thread in self._readers, LONG)
+
+
 class TestDeduplication:
     def test_item_added_twice_is_handed_out_once(self) -> None:
         queue = new_queue()
@@ -141,6 +165,23 @@ class TestDelays:
         queue = new_queue(FakeClock().monotonic)
         queue.add_after("a", delay)
         assert len(queue) == 1
+        assert drain(queue) == ["a"]
+
+    @pytest.mark.parametrize("delay", [0, -1])
+    def test_no_delay_is_a_timer_that_came_due_and_goes_before_events(self, delay: float) -> None:
+        queue = new_queue(FakeClock().monotonic)
+        queue.add("event")
+        queue.add_after("timer", delay)
+        assert drain(queue) == ["timer", "event"]
+
+    def test_items_due_at_the_same_time_come_out_in_the_order_they_were_added(self) -> None:
+        clock = FakeClock()
+        queue = new_queue(clock.monotonic)
+        for item in "abcde":
+            queue.add_after(item, 1)
+        queue.add_after("a", 1)  # the same ready time again keeps a's place
+        clock.advance(1)
+        assert drain(queue) == list("abcde")
 
     def test_earlier_ready_time_wins(self) -> None:
         clock = FakeClock()
@@ -197,15 +238,45 @@ class TestDelays:
         thread.join(LONG)
         assert result == ["a"]
 
+    def test_a_get_sleeping_until_a_later_timer_wakes_for_an_earlier_one(self) -> None:
+        clock = ClockReaders()
+        queue = new_queue(clock)
+        queue.add_after("late", 1000)
+        thread, result = start(lambda: queue.get(timeout=LONG * 3))
+        try:
+            clock.wait_until_read_by(thread)
+            queue.add_after("soon", 0.01)
+            thread.join(LONG)
+            assert result == ["soon"]
+        finally:
+            queue.shut_down()
+
     def test_blocked_getters_pick_up_delayed_items_one_after_another(self) -> None:
+        """Two idle workers; the one that takes "a" keeps it: "b" goes to the other."""
+        clock = ClockReaders()
+        queue = new_queue(clock)
+        first, first_result = start(lambda: queue.get(timeout=LONG * 3))
+        second, second_result = start(lambda: queue.get(timeout=LONG * 3))
+        try:
+            clock.wait_until_read_by(first)
+            clock.wait_until_read_by(second)
+            queue.add_after("a", 0.01)  # wakes one getter, which then watches the heap
+            queue.add_after("b", 0.02)  # not the heap's head: wakes nobody
+            first.join(LONG)
+            second.join(LONG)
+            assert sorted(first_result + second_result) == ["a", "b"]  # type: ignore[type-var]
+        finally:
+            queue.shut_down()
+
+    def test_a_get_with_a_long_timeout_returns_a_delayed_item_when_it_is_due(self) -> None:
         queue = new_queue()
-        first, first_result = start(lambda: queue.get(timeout=LONG))
-        second, second_result = start(lambda: queue.get(timeout=LONG))
-        queue.add_after("a", 0.02)
-        queue.add_after("b", 0.04)
-        first.join(LONG)
-        second.join(LONG)
-        assert sorted(first_result + second_result) == ["a", "b"]  # type: ignore[type-var]
+        queue.add_after("a", 0.01)
+        thread, result = start(lambda: queue.get(timeout=LONG * 3))
+        try:
+            thread.join(LONG)
+            assert result == ["a"], "get() slept until its own timeout, past the item's"
+        finally:
+            queue.shut_down()
 
     def test_blocked_get_wakes_on_add(self) -> None:
         queue = new_queue()
@@ -347,6 +418,7 @@ class TestMetrics:
 
     def test_queue_and_work_durations(self) -> None:
         clock = FakeClock()
+        clock.advance(10)  # durations are differences, not readings of the clock
         queue = new_queue(clock.monotonic)
         queue.add("a")
         clock.advance(2)
@@ -410,6 +482,16 @@ class TestTimersFirst:
         queue.done("event")
         queue.done("held")
         assert drain(queue) == ["held"]
+
+    def test_a_key_handed_out_after_its_timer_is_an_event_key_again(self) -> None:
+        clock = FakeClock()
+        queue = new_queue(clock.monotonic)
+        queue.add_after("timer", 1)
+        clock.advance(1)
+        assert drain(queue) == ["timer"]
+        queue.add("event")
+        queue.add("timer")  # an event now: it keeps its place behind the earlier event
+        assert drain(queue) == ["event", "timer"]
 
     def test_a_follow_up_add_goes_behind_every_due_key(self) -> None:
         clock = FakeClock()
