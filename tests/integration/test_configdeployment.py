@@ -100,18 +100,26 @@ class Operator:
     controller: Controller
     reconciler: RecordingReconciler
     writes: list[tuple[str, str, str]] = field(default_factory=list)
+    """Every write the controller sent, in order: (method, kind, name)."""
+    conflicts: list[tuple[str, str, str]] = field(default_factory=list)
+    """The writes among them that the API server refused with a Conflict (a stale cache)."""
 
 
-def count_writes(client: Client, writes: list[tuple[str, str, str]]) -> None:
-    """Record (method, kind, name) for every write ``client`` sends, events included."""
+def count_writes(client: Client, operator: Operator) -> None:
+    """Record (method, kind, name) for every write ``client`` sends, events included, and
+    which of them were refused as conflicts."""
     for method in WRITE_METHODS:
         inner = getattr(client, method)
 
         def wrapper(kind: Any, *args: Any, _inner: Any = inner, _m: str = method, **kw: Any) -> Any:
             target = args[0] if args else kw.get("obj", kw.get("name"))
             name = target if isinstance(target, str) else objects.name_of(target or {})
-            writes.append((_m, kind.kind, name))
-            return _inner(kind, *args, **kw)
+            operator.writes.append((_m, kind.kind, name))
+            try:
+                return _inner(kind, *args, **kw)
+            except errors.Conflict:
+                operator.conflicts.append((_m, kind.kind, name))
+                raise
 
         setattr(client, method, wrapper)
 
@@ -138,7 +146,7 @@ def operator_running(
         recording = RecordingReconciler(controller.reconciler)
         controller.reconciler = recording
         operator = Operator(manager, controller, recording)
-        count_writes(manager.client, operator.writes)
+        count_writes(manager.client, operator)
         made.append(operator)
         return controller
 
@@ -683,7 +691,17 @@ def reconciled_after(operator: Operator, name: str, since: float) -> Callable[[]
 
 
 def deployment_writes(operator: Operator) -> list[tuple[str, str, str]]:
-    return [w for w in operator.writes if w[1] == "Deployment"]
+    """The Deployment writes the API server took: a write that a cache lagging the
+    controller's own last write sent with a stale resourceVersion was refused (Conflict)
+    and changed nothing, so it is no rollout."""
+    refused = list(operator.conflicts)
+    taken = []
+    for write in operator.writes:
+        if write in refused:
+            refused.remove(write)
+        elif write[1] == "Deployment":
+            taken.append(write)
+    return taken
 
 
 def test_a_secret_change_rolls_and_its_value_reaches_no_log_event_or_cache(
