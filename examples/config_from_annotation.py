@@ -64,6 +64,8 @@ class ConfigFromAnnotation:
                 self.client.delete(CONFIG_MAP, name, namespace=request.namespace, uid=mine)
             return Result()
         data = parse(raw, request)
+        if current is None and not still_wanted(self.client, request):
+            return Result()  # the cache lags a delete: a new ConfigMap would be collected
 
         def mutate(config_map: dict[str, Any]) -> None:
             config_map["data"] = data
@@ -72,6 +74,17 @@ class ConfigFromAnnotation:
         key = {"metadata": {"name": name, "namespace": request.namespace}}
         create_or_update(self.client, CONFIG_MAP, key, mutate)  # writes only on a change
         return Result()
+
+
+def still_wanted(client: ClientInterface, request: Request) -> bool:
+    """Whether the Deployment, read live, exists and is not being deleted. The cache can
+    lag a foreground delete: the collector's delete of the ConfigMap brings a reconcile
+    that may still see the Deployment as it was before its deletionTimestamp."""
+    try:
+        deployment = client.live.get(DEPLOYMENT, request.name, request.namespace)
+    except NotFound:
+        return False
+    return not deployment["metadata"].get("deletionTimestamp")
 
 
 def parse(raw: str, request: Request) -> dict[str, Any]:

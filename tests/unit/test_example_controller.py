@@ -150,6 +150,42 @@ def test_a_deployment_being_deleted_gets_no_new_config_map(client: FakeClient) -
     assert client.list(CONFIG_MAP) == []
 
 
+class LaggingCache:
+    """The fake client, except that cached reads of the Deployment return it as it was:
+    a cache that has seen the ConfigMap's delete but not yet the Deployment's own."""
+
+    def __init__(self, client: FakeClient, deployment: objects.Obj) -> None:
+        self._client = client
+        self._deployment = deployment
+        self.live = client
+
+    def get(self, kind: Any, name: str, namespace: str | None = None) -> objects.Obj:
+        if kind == DEPLOYMENT:
+            return self._deployment
+        return self._client.get(kind, name, namespace)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_cache_behind_a_foreground_delete_gets_no_new_config_map(client: FakeClient) -> None:
+    """The collector's delete of the ConfigMap can reach the cache before the Deployment's
+    deletionTimestamp does (each kind has its own watch); the live read before a create
+    sees the delete. Failed before the live read: the ConfigMap was created again."""
+    reconcile(client)
+    as_cached = client.get(DEPLOYMENT, "web", NS)
+    body = objects.thaw(as_cached)
+    body["metadata"]["finalizers"] = ["foregroundDeletion"]
+    client.update(DEPLOYMENT, body)
+    client.delete(DEPLOYMENT, "web", namespace=NS, propagation=Propagation.ORPHAN)
+    client.delete(CONFIG_MAP, "web-config", namespace=NS)  # the collector's delete
+    writes = len(client.writes)
+    lagging = LaggingCache(client, as_cached)
+    ConfigFromAnnotation(lagging).reconcile(Request(NS, "web"))  # type: ignore[arg-type]
+    assert client.writes[writes:] == []
+    assert client.list(CONFIG_MAP) == []
+
+
 def test_bad_annotation_is_terminal_and_names_the_fix() -> None:
     client = FakeClientBuilder().with_objects(deployment("color=blue")).build()
     with pytest.raises(TerminalError, match=r"metadata\.annotations\['example\.com/config'\]"):

@@ -34,8 +34,9 @@ MODULES = (
     "cronjob_operator.runtime.controllerutil",
     "cronjob_operator.runtime.clock",
     "cronjob_operator.envtest",
+    "examples.config_from_annotation",
 )
-"""Where a name the guide mentions may live: the facade and the public modules."""
+"""Where a name the guide mentions may live: the facade, the public modules, the example."""
 
 INSTANCES = {"client", "manager"}
 """Words the guide uses for an instance (``client.live.get``, ``manager.run``)."""
