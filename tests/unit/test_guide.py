@@ -75,7 +75,7 @@ def quoted_blocks() -> list[str]:
     blocks = []
     for block in PYTHON_BLOCK.findall(GUIDE.read_text()):
         lines = [line for line in block.splitlines() if line.strip()]
-        if lines and lines[0].strip() in example and "def " in block + "import":
+        if lines and lines[0].strip() in example:
             blocks.append(block)
     return blocks
 
