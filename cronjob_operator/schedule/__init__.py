@@ -26,12 +26,16 @@ docstrings:
 * ``_times``: :class:`Schedule`, the schedule times walked through DST transitions, and
   :func:`parse_schedule`;
 * ``_due``: :func:`most_recent_due` (the run due now, missed times, the next time) and
-  :func:`requeue_after`.
+  :func:`requeue_after`;
+* ``_catchup``: :func:`missed_times` (every missed time in reach, for
+  ``catchUpPolicy: All``) and :func:`times_between` (the bounded walk that accounts for
+  skipped runs).
 
 Each imports only those above it in this list; nothing here imports the rest of the
 operator.
 """
 
+from cronjob_operator.schedule._catchup import missed_times, times_between
 from cronjob_operator.schedule._due import MAX_MISSED, Due, most_recent_due, requeue_after
 from cronjob_operator.schedule._errors import (
     SCHEDULE_FIELD,
@@ -52,9 +56,11 @@ __all__ = [
     "Reason",
     "Schedule",
     "ScheduleError",
+    "missed_times",
     "most_recent_due",
     "parse_schedule",
     "requeue_after",
+    "times_between",
     "validate_schedule",
     "validate_time_zone",
 ]

@@ -66,9 +66,11 @@ def test_public_names() -> None:
             "Reason",
             "Schedule",
             "ScheduleError",
+            "missed_times",
             "most_recent_due",
             "parse_schedule",
             "requeue_after",
+            "times_between",
             "validate_schedule",
             "validate_time_zone",
         ]
