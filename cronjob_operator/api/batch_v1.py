@@ -46,10 +46,12 @@ __all__ = [
     "CRONJOB",
     "CRONJOB_NAME_RULE",
     "CRONJOB_RESOURCE",
+    "MAX_CATCH_UP",
     "MAX_NAME_LENGTH",
     "MAX_RUN_TOKEN_LENGTH",
     "MAX_STAGGER_SECONDS",
     "RUN_ANNOTATION",
+    "CatchUpPolicy",
     "ConcurrencyPolicy",
     "CronJob",
     "CronJobSettings",
@@ -57,6 +59,8 @@ __all__ = [
     "CronJobStatus",
     "FailurePolicy",
     "ObservedSchedule",
+    "SkipReason",
+    "SkippedRuns",
     "read_settings",
 ]
 
@@ -117,11 +121,50 @@ class ConcurrencyPolicy(StrEnum):
     - "Allow" (default): allows CronJobs to run concurrently;
     - "Forbid": forbids concurrent runs, skipping next run if previous run hasn't
       finished yet;
-    - "Replace": cancels currently running job and replaces it with a new one"""
+    - "Replace": cancels currently running job and replaces it with a new one;
+    - "BufferOne": a time that comes due while a run is active starts as soon as that
+      run finishes; at most one waits (status.bufferedRun), later ones are skipped"""
 
     ALLOW = "Allow"
     FORBID = "Forbid"
     REPLACE = "Replace"
+    BUFFER_ONE = "BufferOne"
+
+
+MAX_CATCH_UP = 100
+"""The most missed times ``catchUpPolicy: All`` runs after an outage: the newest 100 in
+reach (the built-in's bound on missed times); older ones are skipped (CatchUpBound)."""
+
+
+class CatchUpPolicy(StrEnum):
+    """Which missed scheduled times run after the controller could not start them (it
+    was down, or behind). Valid values are:
+
+    - "Latest" (the default when unset): the newest missed time within
+      startingDeadlineSeconds, as the built-in CronJob;
+    - "All": every missed time within startingDeadlineSeconds, oldest first, each once,
+      at most the newest 100"""
+
+    LATEST = "Latest"
+    ALL = "All"
+
+
+class SkipReason(StrEnum):
+    """Why a scheduled time did not run: the reason label of
+    cronjob_operator_runs_skipped_total and, with a lower-case first letter, its count in
+    status.skippedRuns."""
+
+    DEADLINE_PASSED = "DeadlinePassed"
+    FORBID_WHILE_ACTIVE = "ForbidWhileActive"
+    SUSPENDED = "Suspended"
+    PAUSED_AFTER_FAILURES = "PausedAfterFailures"
+    CATCH_UP_BOUND = "CatchUpBound"
+    BUFFER_FULL = "BufferFull"
+
+    @property
+    def status_key(self) -> str:
+        """The key of this reason's count in status.skippedRuns (``deadlinePassed``)."""
+        return self.value[0].lower() + self.value[1:]
 
 
 class FailurePolicy(KubeModel):
@@ -184,6 +227,11 @@ class CronJobSpec(KubeModel):
     failure_policy: FailurePolicy | None = None
     """What to do about runs that keep failing. Unset: nothing (failures are counted in
     status.consecutiveFailures either way)."""
+    catch_up_policy: CatchUpPolicy | None = None
+    """Which missed scheduled times run after an outage: "Latest" (unset: the newest
+    within startingDeadlineSeconds, as the built-in) or "All" (every one within
+    startingDeadlineSeconds, oldest first, each once, at most the newest 100). A schedule
+    edit never starts a run for a time before the edit, with either."""
 
     @field_validator("schedule")
     @classmethod
@@ -224,6 +272,32 @@ class ObservedSchedule(KubeModel):
     since: datetime
     """When the controller first saw this schedule and time zone: the creation time, or
     the first reconcile after an edit of either."""
+
+
+class SkippedRuns(KubeModel):
+    """Scheduled times that did not run, counted once each by reason.
+
+    Every scheduled time up to accountedThrough has been accounted for: it ran, waits in
+    status.bufferedRun, or is counted here. A time is counted when it can no longer run,
+    with what kept it from running at that moment."""
+
+    accounted_through: datetime | None = None
+    """The scheduled time up to which every time is accounted for (kept across restarts,
+    so no time is counted twice)."""
+    deadline_passed: NonNegativeInt64 | None = None
+    """Times whose startingDeadlineSeconds passed before they could start."""
+    forbid_while_active: NonNegativeInt64 | None = None
+    """Times skipped by concurrencyPolicy Forbid because a run was active."""
+    suspended: NonNegativeInt64 | None = None
+    """Times that came while spec.suspend was true."""
+    paused_after_failures: NonNegativeInt64 | None = None
+    """Times that came while paused by spec.failurePolicy."""
+    catch_up_bound: NonNegativeInt64 | None = None
+    """Missed times beyond what catchUpPolicy runs (Latest: all but the newest; All: all
+    but the newest 100)."""
+    buffer_full: NonNegativeInt64 | None = None
+    """Times that came while a run was active and another already waited
+    (concurrencyPolicy BufferOne)."""
 
 
 class CronJobStatus(KubeModel):
@@ -272,6 +346,11 @@ class CronJobStatus(KubeModel):
     consecutive_failures: NonNegativeInt32 | None = None
     """Failed runs since the last successful one (or since the spec edit that resumed a
     CronJob paused by failurePolicy). Each failed Job counts once."""
+    buffered_run: datetime | None = None
+    """concurrencyPolicy BufferOne: the scheduled time that came due while a run was
+    active; its Job starts as soon as no run is active."""
+    skipped_runs: SkippedRuns | None = None
+    """Scheduled times that did not run, by reason, each counted once."""
 
 
 class CronJob(KubeModel):
@@ -307,6 +386,7 @@ class CronJobSettings(KubeModel):
     suspend: bool = False
     successful_jobs_history_limit: int | None = 3
     failed_jobs_history_limit: int | None = 1
+    catch_up_policy: CatchUpPolicy | None = None
 
 
 def read_settings(cronjob: Mapping[str, Any]) -> CronJobSettings:

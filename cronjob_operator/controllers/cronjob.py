@@ -48,14 +48,15 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from prometheus_client import Histogram
 
 from cronjob_operator import schedule as schedules
-from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
+from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH, ConcurrencyPolicy, SkipReason
 from cronjob_operator.controllers import cronjob_features as features
+from cronjob_operator.controllers import cronjob_policies as policies
 from cronjob_operator.controllers import cronjob_state as state
 from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
@@ -156,7 +157,7 @@ class CronJobReconciler:
         observed = status.get("observedSchedule")
         try:
             manual = self._run_requested(cronjob, status, jobs)
-            requeue, problem = self._schedule(cronjob, status, now, started)
+            requeue, problem, accounting = self._schedule(cronjob, status, now, started, jobs)
         except errors.ApiError:
             self._record(cronjob, status, notices)  # keep what this reconcile learned
             raise
@@ -172,7 +173,7 @@ class CronJobReconciler:
             # the notices of this one).
             return Result(follow_up=True)
         self._set_conditions(cronjob, status, problem, now)
-        self._record(cronjob, status, notices)
+        self._record(cronjob, status, notices, accounting)
         self._metrics.active_jobs.labels(request.namespace, request.name).set(
             len(status.get("active") or ())
         )
@@ -272,9 +273,10 @@ class CronJobReconciler:
         status: dict[str, Any],
         now: datetime,
         started: list[objects.Obj],
-    ) -> tuple[timedelta | None, _Problem | None]:
+        jobs: state.JobSets,
+    ) -> tuple[timedelta | None, _Problem | None, policies.Accounting | None]:
         """Steps 5-9: maybe create a Job (appended to ``started``); returns when to look
-        again and any problem.
+        again, any problem, and the skipped runs this reconcile accounted for.
 
         Sets ``status.nextScheduleTime``, or removes it when no scheduled run will start.
         """
@@ -282,57 +284,141 @@ class CronJobReconciler:
         spec = cronjob.get("spec") or {}
         created = parse_time(cronjob["metadata"].get("creationTimestamp")) or now
         since = state.observe_schedule(status, spec, created=created, now=now)
-        if cronjob["metadata"].get("deletionTimestamp") or spec.get("suspend"):
-            return None, None
-        if features.paused(spec, status):
-            return None, None
+        if cronjob["metadata"].get("deletionTimestamp"):
+            return None, None, None
+        # Suspended or paused: nothing starts, but the times that come are accounted for.
+        holding = bool(spec.get("suspend")) or features.paused(spec, status)
         try:
             schedule = schedules.parse_schedule(spec.get("schedule", ""), spec.get("timeZone"))
         except schedules.ScheduleError as exc:
+            if holding:
+                return None, None, None
             self._recorder.event(cronjob, "Warning", exc.reason, str(exc))
-            return None, _Problem(exc.reason, str(exc))
+            return None, _Problem(exc.reason, str(exc)), None
         name = cronjob["metadata"]["name"]
-        if len(name) > MAX_NAME_LENGTH:  # stored past validation: no Job name could fit
+        if len(name) > MAX_NAME_LENGTH and not holding:  # stored past validation
             message = (
                 f"metadata.name: {len(name)} characters, at most {MAX_NAME_LENGTH} leave room "
                 "for the Job name suffix (Job names must fit 63); recreate with a shorter name"
             )
             self._recorder.event(cronjob, "Warning", "FailedCreate", message)
-            return None, _Problem("NameTooLong", message)
+            return None, _Problem("NameTooLong", message), None
         offset = self._stagger(cronjob, schedule)
         if isinstance(offset, _Problem):
-            return None, offset
+            return None, (None if holding else offset), None
         # Stagger: a nominal time t is due at t + offset, so the schedule is asked about
         # now - offset; the deadline then counts from the staggered time. Never a run due
-        # before the last edit of the schedule or time zone (observedSchedule.since).
+        # before the last edit of the schedule or time zone (observedSchedule.since), nor
+        # one the skip accounting has counted (skippedRuns.accountedThrough).
         shifted = now - offset
-        earliest = max(parse_time(status.get("lastScheduleTime")) or created, since) - offset
+        last = parse_time(status.get("lastScheduleTime"))
+        accounted = parse_time((status.get("skippedRuns") or {}).get("accountedThrough"))
+        earliest = max(last or created, since) - offset
+        if accounted is not None and accounted > earliest:
+            earliest = accounted
+        deadline = spec.get("startingDeadlineSeconds")
         due = schedules.most_recent_due(
+            schedule, earliest=earliest, now=shifted, starting_deadline_seconds=deadline
+        )
+        queue = policies.due_queue(
+            policies.catch_up_policy(spec),
             schedule,
+            due,
             earliest=earliest,
             now=shifted,
-            starting_deadline_seconds=spec.get("startingDeadlineSeconds"),
+            starting_deadline_seconds=deadline,
         )
+        reach = schedules.reach_of(shifted, deadline)
+        ran = _ran(name, jobs, status)
+        target, pending, buffer_skip = self._buffer(cronjob, status, queue, ran, reach, holding)
+        block = policies.blocked_by(
+            suspended=bool(spec.get("suspend")),
+            paused=features.paused(spec, status),
+            active=bool(status.get("active")),
+            policy=spec.get("concurrencyPolicy"),
+        )
+        buffered = parse_time(status.get("bufferedRun"))
+        accounting = policies.account(
+            status,
+            schedule,
+            initial=max(last or created, since) - offset,
+            floor=since - offset,
+            now=shifted,
+            reach=reach,
+            ran=ran if buffered is None else {*ran, buffered},
+            pending=pending,
+            block=block,
+        )
+        if buffer_skip is not None:  # counted in status by _buffer, reported with the rest
+            accounting = policies.with_skip(accounting, SkipReason.DEADLINE_PASSED, buffer_skip)
         requeue = schedules.requeue_after(due, shifted)
+        if accounting.more or len(queue) > 1:
+            requeue = _SOON  # more times to run (catch-up All) or to account for
+        if holding:
+            return requeue, None, accounting
         features.set_next_schedule_time(
             status, None if due.next_time is None else due.next_time + offset
         )
-        if due.scheduled is None:
-            if due.next_time is None:
+        if target is None:
+            if due.scheduled is None and due.next_time is None:
                 message = f"spec.schedule: {spec.get('schedule')!r} never fires; fix the schedule"
                 self._recorder.event(cronjob, "Warning", "InvalidSchedule", message)
-                return None, _Problem("InvalidSchedule", message)
-            return requeue, None
+                return None, _Problem("InvalidSchedule", message), accounting
+            return requeue, None, accounting
         if due.too_many_missed:
             self._recorder.event(
                 cronjob,
                 "Warning",
                 "TooManyMissedTimes",
                 f"too many missed start times ({due.missed}+): running only the most recent, "
-                f"{rfc3339(due.scheduled)}; set or check spec.startingDeadlineSeconds",
+                f"{rfc3339(due.scheduled or target)}; set or check spec.startingDeadlineSeconds",
             )
-        problem = self._run(cronjob, status, due.scheduled, schedule.zone, offset, started)
-        return (requeue if problem is None or problem.retry else None), problem
+        late = target not in queue  # the buffered run: its lateness is no creation skew
+        problem = self._run(
+            cronjob, status, target, schedule.zone, None if late else offset, started
+        )
+        return (requeue if problem is None or problem.retry else None), problem, accounting
+
+    def _buffer(
+        self,
+        cronjob: objects.Obj,
+        status: dict[str, Any],
+        queue: tuple[datetime, ...],
+        ran: set[datetime],
+        reach: datetime | None,
+        holding: bool,
+    ) -> tuple[datetime | None, tuple[datetime, ...], datetime | None]:
+        """concurrencyPolicy BufferOne: (the time to run now, the times that may still run,
+        a buffered time dropped because its deadline passed). Other policies: the oldest of
+        ``queue`` runs now and all of it may still run."""
+        spec = cronjob.get("spec") or {}
+        buffered = parse_time(status.get("bufferedRun"))
+        if buffered is not None and buffered in ran:  # its Job exists: it started
+            status.pop("bufferedRun", None)
+            buffered = None
+        if spec.get("concurrencyPolicy") != ConcurrencyPolicy.BUFFER_ONE:
+            return (queue[0] if queue else None), queue, None
+        if holding:
+            return None, queue, None
+        if status.get("active"):
+            fresh = [moment for moment in queue if moment not in ran]
+            if buffered is None and fresh:
+                status["bufferedRun"] = rfc3339(fresh[0])
+                self._recorder.event(
+                    cronjob,
+                    "Normal",
+                    "RunBuffered",
+                    f"the run scheduled at {rfc3339(fresh[0])} waits: a job is active and "
+                    "concurrencyPolicy is BufferOne; it starts when no job is active",
+                )
+            return None, (), None  # while a run is active, nothing else waits
+        if buffered is None:
+            return (queue[0] if queue else None), queue, None
+        if reach is not None and buffered <= reach:
+            status.pop("bufferedRun", None)
+            policies.count_skip(status, SkipReason.DEADLINE_PASSED)
+            return (queue[0] if queue else None), queue, buffered
+        return buffered, queue, None
 
     def _stagger(self, cronjob: objects.Obj, schedule: schedules.Schedule) -> timedelta | _Problem:
         """The CronJob's stagger offset, or why its stored staggerSeconds cannot be used."""
@@ -404,7 +490,7 @@ class CronJobReconciler:
         """Apply concurrencyPolicy before a new run: False if Forbid says wait."""
         active = status.get("active") or []
         policy = (cronjob.get("spec") or {}).get("concurrencyPolicy") or "Allow"
-        if policy == "Forbid" and active:
+        if policy in (ConcurrencyPolicy.FORBID, ConcurrencyPolicy.BUFFER_ONE) and active:
             return False
         if policy == "Replace":
             self._replace_active(cronjob, status)
@@ -416,9 +502,11 @@ class CronJobReconciler:
         status: dict[str, Any],
         scheduled: datetime,
         zone: ZoneInfo,
-        offset: timedelta,
+        offset: timedelta | None,
         started: list[objects.Obj],
     ) -> _Problem | None:
+        """Create the Job of ``scheduled`` unless it exists; ``offset`` is the stagger
+        (None: the run is late by design, a buffered one, and feeds no skew)."""
         name = state.job_name(cronjob["metadata"]["name"], scheduled)
         active = status.get("active") or []
         if parse_time(status.get("lastScheduleTime")) == scheduled:
@@ -436,9 +524,8 @@ class CronJobReconciler:
             )
             return None
         job = state.build_job(cronjob, scheduled, zone)
-        return self._create(
-            cronjob, status, job, scheduled=scheduled, due=scheduled + offset, started=started
-        )
+        due = None if offset is None else scheduled + offset
+        return self._create(cronjob, status, job, scheduled=scheduled, due=due, started=started)
 
     def _replace_active(self, cronjob: objects.Obj, status: dict[str, Any]) -> None:
         """Delete every active Job before the new run is created.
@@ -504,7 +591,8 @@ class CronJobReconciler:
         running = state.finished_state(created) is None  # an existing Job may be done already
         if running and all(entry.get("uid") != ref["uid"] for entry in active):
             active.append(ref)
-        if scheduled is not None:
+        last = parse_time(status.get("lastScheduleTime"))
+        if scheduled is not None and (last is None or scheduled > last):  # never backwards
             status["lastScheduleTime"] = rfc3339(scheduled)
         return None
 
@@ -536,19 +624,51 @@ class CronJobReconciler:
         status["observedGeneration"] = generation
 
     def _record(
-        self, cronjob: objects.Obj, status: dict[str, Any], notices: list[state.Notice]
+        self,
+        cronjob: objects.Obj,
+        status: dict[str, Any],
+        notices: list[state.Notice],
+        accounting: policies.Accounting | None = None,
     ) -> None:
-        """Write ``status``, then report its notices: each is reported once, by the
-        reconcile whose write records it (none when the server had it already)."""
+        """Write ``status``, then report its notices and skipped runs: each is reported
+        once, by the reconcile whose write records it (none when the server had it)."""
         if not write_status(self._client, CRONJOB, cronjob, status):
             return
         metadata = cronjob["metadata"]
+        if accounting is not None and accounting.skipped:
+            self._report_skips(cronjob, accounting)
         for notice in notices:
             self._recorder.event(cronjob, notice.type, notice.reason, notice.message)
             if notice.finished is not None:
                 self._metrics.jobs_finished.labels(
                     metadata["namespace"], metadata["name"], notice.finished
                 ).inc()
+
+    def _report_skips(self, cronjob: objects.Obj, accounting: policies.Accounting) -> None:
+        """The Warning event (the recorder aggregates repeats) and the skipped counter."""
+        metadata = cronjob["metadata"]
+        for reason, count in accounting.skipped.items():
+            self._metrics.runs_skipped.labels(metadata["namespace"], metadata["name"], reason).inc(
+                count
+            )
+        message = policies.skipped_message(accounting)
+        self._recorder.event(cronjob, "Warning", "RunsSkipped", message)
+
+
+_SOON: Final = timedelta(seconds=1)
+"""How soon to look again when catch-up All has more times to run or the accounting more
+times to walk."""
+
+
+def _ran(cronjob_name: str, jobs: state.JobSets, status: Mapping[str, Any]) -> set[datetime]:
+    """The scheduled times that ran: their Jobs exist, or the latest is recorded."""
+    times = {
+        moment
+        for job in (*jobs.active, *jobs.successful, *jobs.failed)
+        if (moment := state.scheduled_time(cronjob_name, objects.name_of(job))) is not None
+    }
+    last = parse_time(status.get("lastScheduleTime"))
+    return times if last is None else {*times, last}
 
 
 def _namespace_terminating(cronjob: objects.Obj) -> _Problem:

@@ -36,7 +36,13 @@ operator.
 """
 
 from cronjob_operator.schedule._catchup import missed_times, times_between
-from cronjob_operator.schedule._due import MAX_MISSED, Due, most_recent_due, requeue_after
+from cronjob_operator.schedule._due import (
+    MAX_MISSED,
+    Due,
+    most_recent_due,
+    reach_of,
+    requeue_after,
+)
 from cronjob_operator.schedule._errors import (
     SCHEDULE_FIELD,
     TIME_ZONE_FIELD,
@@ -59,6 +65,7 @@ __all__ = [
     "missed_times",
     "most_recent_due",
     "parse_schedule",
+    "reach_of",
     "requeue_after",
     "times_between",
     "validate_schedule",

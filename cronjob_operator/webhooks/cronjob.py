@@ -168,6 +168,10 @@ def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) ->
     policies = [p.value for p in batch_v1.ConcurrencyPolicy]
     if policy is not None and policy not in policies:
         errors.append(admission.not_supported("spec.concurrencyPolicy", policy, policies))
+    catch_up = spec.get("catchUpPolicy")
+    catch_ups = [p.value for p in batch_v1.CatchUpPolicy]
+    if catch_up is not None and catch_up not in catch_ups:
+        errors.append(admission.not_supported("spec.catchUpPolicy", catch_up, catch_ups))
     suspend = spec.get("suspend")
     if suspend is not None and not isinstance(suspend, bool):
         errors.append(admission.invalid("spec.suspend", suspend, "must be true or false"))

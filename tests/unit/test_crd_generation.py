@@ -231,7 +231,13 @@ def test_cronjob_defaults_minimums_and_formats() -> None:
 
 def test_cronjob_enums() -> None:
     schema = schema_of("CronJob")
-    assert at(schema, "spec.concurrencyPolicy")["enum"] == ["Allow", "Forbid", "Replace"]
+    assert at(schema, "spec.concurrencyPolicy")["enum"] == [
+        "Allow",
+        "Forbid",
+        "Replace",
+        "BufferOne",
+    ]
+    assert at(schema, "spec.catchUpPolicy")["enum"] == ["Latest", "All"]
     pod = "spec.jobTemplate.spec.template.spec"
     assert at(schema, f"{pod}.restartPolicy")["enum"] == ["Always", "OnFailure", "Never"]
     assert at(schema, "status.conditions[].status")["enum"] == ["True", "False", "Unknown"]

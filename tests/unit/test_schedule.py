@@ -69,6 +69,7 @@ def test_public_names() -> None:
             "missed_times",
             "most_recent_due",
             "parse_schedule",
+            "reach_of",
             "requeue_after",
             "times_between",
             "validate_schedule",

@@ -169,7 +169,7 @@ def test_messages_are_the_api_servers_field_errors() -> None:
     (error,) = cronjob.validate_create(a_cronjob(concurrencyPolicy="Sometimes"))
     assert str(error) == (
         'spec.concurrencyPolicy: Unsupported value: "Sometimes": supported values: '
-        '"Allow", "Forbid", "Replace"'
+        '"Allow", "Forbid", "Replace", "BufferOne"'
     )
     (error,) = cronjob.validate_create(a_cronjob(failedJobsHistoryLimit=-1))
     assert str(error) == (
@@ -243,6 +243,11 @@ BAD_INPUTS = [
         {"concurrencyPolicy": "Sometimes"},
         'spec.concurrencyPolicy: Unsupported value: "Sometimes"',
         id="unknown-policy",
+    ),
+    pytest.param(
+        {"catchUpPolicy": "Some"},
+        'spec.catchUpPolicy: Unsupported value: "Some": supported values: "Latest", "All"',
+        id="unknown-catch-up-policy",
     ),
     pytest.param(
         {"suspend": "yes"},

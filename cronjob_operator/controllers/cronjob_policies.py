@@ -1,0 +1,201 @@
+"""Which scheduled times run, wait or are skipped: catch-up, BufferOne, skip accounting.
+
+Pure rules, no I/O and no clock (docs/beyond-builtin.md has the user's view); the
+reconciler calls them in its scheduling step. Each is opt-in except the accounting, which
+only records.
+
+* Catch-up (``spec.catchUpPolicy``): ``Latest`` (unset) runs the newest missed time in
+  reach, as the built-in; ``All`` runs every missed time in reach, oldest first, at most
+  the newest ``MAX_CATCH_UP`` (``schedule.missed_times``). Either way a time runs at most
+  once: its Job is named by it, and ``lastScheduleTime`` (which only moves forward)
+  bounds what is due next.
+* ``BufferOne``: a time that comes due while a run is active waits in
+  ``status.bufferedRun`` (one at most) and starts as soon as no run is active, if its
+  deadline has not passed; later times that come meanwhile are skipped (BufferFull).
+* Skip accounting: every scheduled time up to ``status.skippedRuns.accountedThrough`` is
+  accounted for exactly once: it ran (a Job of its name exists, or it is
+  ``lastScheduleTime``), it waits in ``bufferedRun``, or it is counted by reason. A time is
+  counted when it can no longer run, so the watermark never passes a time that still may
+  (the one Forbid waits on, the ones All still has to run), and the scheduler never runs
+  a time at or before the watermark. The walk is bounded (``ACCOUNT_STEP`` times per
+  reconcile) and resumes where it stopped, so a long outage costs bounded steps per
+  reconcile. The reason is what keeps the time from running when it is counted
+  (suspended, paused, Forbid or BufferOne with a run active), else DeadlinePassed for a
+  time out of reach, else CatchUpBound (a time the catch-up policy does not run).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from cronjob_operator import schedule as schedules
+from cronjob_operator.api.batch_v1 import (
+    MAX_CATCH_UP,
+    CatchUpPolicy,
+    ConcurrencyPolicy,
+    SkipReason,
+)
+from cronjob_operator.runtime.conditions import parse_time, rfc3339
+
+__all__ = [
+    "ACCOUNT_STEP",
+    "Accounting",
+    "account",
+    "blocked_by",
+    "catch_up_policy",
+    "count_skip",
+    "due_queue",
+    "skipped_message",
+    "with_skip",
+]
+
+ACCOUNT_STEP: Final = 1000
+"""The most scheduled times one reconcile accounts for; more wait for the next one."""
+
+
+def catch_up_policy(spec: Mapping[str, Any]) -> CatchUpPolicy:
+    """``spec.catchUpPolicy`` (unset, or a value stored past validation: Latest)."""
+    try:
+        return CatchUpPolicy(spec.get("catchUpPolicy") or CatchUpPolicy.LATEST)
+    except ValueError:
+        return CatchUpPolicy.LATEST
+
+
+def due_queue(
+    policy: CatchUpPolicy,
+    schedule: schedules.Schedule,
+    due: schedules.Due,
+    *,
+    earliest: datetime,
+    now: datetime,
+    starting_deadline_seconds: int | None,
+) -> tuple[datetime, ...]:
+    """The unmet times the catch-up policy still runs, oldest first (the first is the
+    one to run now): Latest, the newest in reach; All, every one in reach, bounded."""
+    if due.scheduled is None:
+        return ()
+    if policy is CatchUpPolicy.LATEST:
+        return (due.scheduled,)
+    return schedules.missed_times(
+        schedule,
+        earliest=earliest,
+        now=now,
+        starting_deadline_seconds=starting_deadline_seconds,
+        limit=MAX_CATCH_UP,
+    )
+
+
+def blocked_by(
+    *, suspended: bool, paused: bool, active: bool, policy: str | None
+) -> SkipReason | None:
+    """What keeps a time that is due now from starting, most fundamental first (None:
+    nothing). BufferOne's is BufferFull: while a run is active, any time other than the
+    buffered one is skipped."""
+    if suspended:
+        return SkipReason.SUSPENDED
+    if paused:
+        return SkipReason.PAUSED_AFTER_FAILURES
+    if active and policy == ConcurrencyPolicy.FORBID:
+        return SkipReason.FORBID_WHILE_ACTIVE
+    if active and policy == ConcurrencyPolicy.BUFFER_ONE:
+        return SkipReason.BUFFER_FULL
+    return None
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """What one accounting walk found: the counts it added, and whether it stopped at
+    its step bound with times still to account for (look again soon)."""
+
+    skipped: Counter[SkipReason]
+    newest_skipped: datetime | None
+    more: bool
+
+
+def account(
+    status: dict[str, Any],
+    schedule: schedules.Schedule,
+    *,
+    initial: datetime,
+    floor: datetime,
+    now: datetime,
+    reach: datetime | None,
+    ran: Collection[datetime],
+    pending: Collection[datetime],
+    block: SkipReason | None,
+) -> Accounting:
+    """Account for the times in (accountedThrough, now], updating ``status.skippedRuns``.
+
+    Without a watermark yet the walk starts at ``initial`` (``lastScheduleTime``, else the
+    creation time: a CronJob from before the accounting counts nothing older); never
+    before ``floor`` (``observedSchedule.since``: times before a schedule edit belong to
+    the old schedule). ``ran``: the times that ran (their Jobs exist,
+    ``lastScheduleTime``) or wait in ``bufferedRun``; ``pending``: the times that may
+    still run (the walk stops before the oldest); ``reach``: ``now -
+    startingDeadlineSeconds`` (None: no deadline).
+    """
+    through = parse_time((status.get("skippedRuns") or {}).get("accountedThrough"))
+    mark = max(initial if through is None else through, floor)
+    counts: Counter[SkipReason] = Counter()
+    newest: datetime | None = None
+    walked = 0
+    stopped = False
+    for moment in schedules.times_between(schedule, mark, now, limit=ACCOUNT_STEP):
+        walked += 1
+        if moment in pending:
+            stopped = True
+            break
+        mark = moment
+        if moment in ran:
+            continue
+        reason = block or (
+            SkipReason.DEADLINE_PASSED
+            if reach is not None and moment <= reach
+            else SkipReason.CATCH_UP_BOUND
+        )
+        counts[reason] += 1
+        newest = moment
+    if through is None or mark != through:
+        _write(status, mark, counts)
+    return Accounting(counts, newest, more=not stopped and walked == ACCOUNT_STEP)
+
+
+def count_skip(status: dict[str, Any], reason: SkipReason) -> None:
+    """Count one skipped time outside the walk (a buffered time whose deadline passed)."""
+    skipped_runs = status.setdefault("skippedRuns", {})
+    skipped_runs[reason.status_key] = int(skipped_runs.get(reason.status_key) or 0) + 1
+
+
+def _write(status: dict[str, Any], through: datetime, counts: Counter[SkipReason]) -> None:
+    skipped_runs = dict(status.get("skippedRuns") or {})
+    skipped_runs["accountedThrough"] = rfc3339(through)
+    for reason, count in counts.items():
+        skipped_runs[reason.status_key] = int(skipped_runs.get(reason.status_key) or 0) + count
+    status["skippedRuns"] = skipped_runs
+
+
+def with_skip(accounting: Accounting, reason: SkipReason, moment: datetime) -> Accounting:
+    """``accounting`` with one more skipped time (counted in status by the caller)."""
+    skipped = Counter(accounting.skipped)
+    skipped[reason] += 1
+    newest = accounting.newest_skipped
+    return Accounting(
+        skipped, moment if newest is None or moment > newest else newest, accounting.more
+    )
+
+
+def skipped_message(accounting: Accounting) -> str:
+    """The Warning event's message: how many times were skipped, why, and the newest."""
+    counts = accounting.skipped
+    total = sum(counts.values())
+    reasons = ", ".join(f"{count} {reason.value}" for reason, count in sorted(counts.items()))
+    newest = (
+        ""
+        if accounting.newest_skipped is None
+        else f", the newest at {rfc3339(accounting.newest_skipped)}"
+    )
+    return f"{total} scheduled run(s) skipped ({reasons}){newest}; status.skippedRuns counts them"
