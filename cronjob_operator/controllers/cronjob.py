@@ -159,14 +159,17 @@ class CronJobReconciler:
             manual = self._run_requested(cronjob, status, jobs)
             requeue, problem, accounting = self._schedule(cronjob, status, now, started, jobs)
         except errors.ApiError:
-            self._record(cronjob, status, notices)  # keep what this reconcile learned
+            # Keep what this reconcile learned, but not its skip accounting: the retry
+            # does it again and reports it with the write that records it.
+            _restore(status, stored, "skippedRuns")
+            self._record(cronjob, status, notices)
             raise
         if problem is None:
             problem = self._stored_problem(cronjob) or manual
         if started:
             if status.get("observedSchedule") != observed:
                 # An edit's ``since`` is this reconcile's ``now``: record it with the run.
-                self._record(cronjob, status, notices)
+                self._record(cronjob, status, notices, accounting)
             # Jobs first: this reconcile created a Job. Its status is written by a
             # follow-up reconcile queued behind every other due run; that one finds the
             # Job (which records the run) and the unchanged stored status (so it reports
@@ -338,10 +341,13 @@ class CronJobReconciler:
             policy=spec.get("concurrencyPolicy"),
         )
         buffered = parse_time(status.get("bufferedRun"))
+        stored_last = (cronjob.get("status") or {}).get("lastScheduleTime")
         accounting = policies.account(
             status,
             schedule,
-            initial=max(last or created, since) - offset,
+            # No watermark yet (an older operator's CronJob): nothing before the stored
+            # lastScheduleTime counts (a run whose Job is gone cannot be told from a skip).
+            initial=max(parse_time(stored_last) or created, since) - offset,
             floor=since - offset,
             now=shifted,
             reach=reach,
@@ -658,6 +664,14 @@ class CronJobReconciler:
 _SOON: Final = timedelta(seconds=1)
 """How soon to look again when catch-up All has more times to run or the accounting more
 times to walk."""
+
+
+def _restore(status: dict[str, Any], stored: Mapping[str, Any], key: str) -> None:
+    """Put ``status[key]`` back as ``stored`` has it (absent if absent)."""
+    if key in stored:
+        status[key] = objects.thaw(stored[key])
+    else:
+        status.pop(key, None)
 
 
 def _ran(cronjob_name: str, jobs: state.JobSets, status: Mapping[str, Any]) -> set[datetime]:
