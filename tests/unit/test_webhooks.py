@@ -815,3 +815,20 @@ def test_a_bad_webhook_port_is_refused(port: str, capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["run", f"--webhook-port={port}"])
     assert "--webhook-port" in capsys.readouterr().err
+
+
+def test_catch_up_buffer_one_and_the_skip_accounting_convert_losslessly() -> None:
+    """Issue 23's fields are the same in both versions: copied, never touched."""
+    v1 = a_stored_cronjob("*/5 * * * *")
+    v1["spec"].update(catchUpPolicy="All", concurrencyPolicy="BufferOne")
+    v1["status"].update(
+        bufferedRun="2026-01-02T03:05:00Z",
+        skippedRuns={"accountedThrough": "2026-01-02T03:00:00Z", "bufferFull": 2},
+    )
+    v2 = conversion.convert(v1, V2)
+    assert v2["spec"]["catchUpPolicy"] == "All"
+    assert v2["spec"]["concurrencyPolicy"] == "BufferOne"
+    assert v2["status"]["skippedRuns"] == v1["status"]["skippedRuns"]
+    assert conversion.convert(v2, V1) == v1
+    v2_native = conversion.convert(v1, V2)
+    assert conversion.convert(conversion.convert(v2_native, V1), V2) == v2_native
