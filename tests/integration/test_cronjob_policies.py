@@ -79,7 +79,9 @@ def test_catch_up_all_runs_every_missed_time_once_across_a_restart(
     control_plane: ControlPlane, clock: FakeClock, world: World
 ) -> None:
     with manager(control_plane, clock) as operator:
-        apply(world.cp, cronjob_object("all", world.ns, catchUpPolicy="All"))
+        # A history of 10: the four Jobs finish at once and 3 would prune the oldest.
+        all_ = cronjob_object("all", world.ns, catchUpPolicy="All", successfulJobsHistoryLimit=10)
+        apply(world.cp, all_)
         wait_for(lambda: world.condition("all", "Available"), 30, message="first reconcile")
         ticks = [tick_after(created_at(world, "all"), n) for n in (1, 2, 3, 4)]
         run_at(operator, clock, world, "all", ticks[-1])  # down through four ticks
