@@ -358,8 +358,10 @@ class CronJobReconciler:
         if buffer_skip is not None:  # counted in status by _buffer, reported with the rest
             accounting = policies.with_skip(accounting, SkipReason.DEADLINE_PASSED, buffer_skip)
         requeue = schedules.requeue_after(due, shifted)
-        if accounting.more or len(queue) > 1:
-            requeue = _SOON  # more times to run (catch-up All) or to account for
+        if accounting.more or (len(queue) > 1 and block is None):
+            # More times to account for, or catch-up All has more to run and nothing
+            # stops them (an active run under Forbid reconciles again when it finishes).
+            requeue = _SOON
         if holding:
             return requeue, None, accounting
         features.set_next_schedule_time(
@@ -371,7 +373,7 @@ class CronJobReconciler:
                 self._recorder.event(cronjob, "Warning", "InvalidSchedule", message)
                 return None, _Problem("InvalidSchedule", message), accounting
             return requeue, None, accounting
-        if due.too_many_missed:
+        if due.too_many_missed and len(queue) == 1:  # Latest; All counts CatchUpBound
             self._recorder.event(
                 cronjob,
                 "Warning",

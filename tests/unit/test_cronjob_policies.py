@@ -134,6 +134,25 @@ def test_all_never_runs_a_time_before_a_schedule_edit() -> None:
     assert counts(world) == {}
 
 
+def test_all_under_forbid_runs_one_at_a_time_in_order_without_a_hot_loop() -> None:
+    world = world_of(catchUpPolicy="All", concurrencyPolicy="Forbid")
+    settle(world, at(3.5))  # 01:00 starts; 02:00 and 03:00 wait for it
+    assert created_order(world) == [job_name(NAME, at(1))]
+    result = world.reconcile_once_at(at(3.5))
+    assert result.requeue_after > 60, "no prompt requeue while the active run blocks"
+    for hour in (1, 2):
+        world.finish(job_name(NAME, at(hour)))
+        settle(world, at(3.5))
+    assert created_order(world) == [job_name(NAME, at(h)) for h in (1, 2, 3)]
+    assert counts(world) == {}
+
+
+def test_all_does_not_warn_too_many_missed_times() -> None:
+    world = world_of(schedule="* * * * *", catchUpPolicy="All")
+    settle(world, at(2))
+    assert "TooManyMissedTimes" not in world.recorder.reasons()
+
+
 # --- skipped-run accounting ---------------------------------------------------------
 
 
