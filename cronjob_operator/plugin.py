@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any, NoReturn, TypeVar
@@ -254,8 +254,23 @@ def _parse(expression: str, zone: str | None) -> schedules.Schedule:
         raise PluginError(str(exc)) from None
 
 
+def _parse_spec(spec: Mapping[str, Any]) -> schedules.AnySchedule:
+    try:
+        return features.parse_spec_schedule(spec)
+    except schedules.ScheduleError as exc:
+        raise PluginError(str(exc)) from None
+
+
+def _schedule_text(spec: Mapping[str, Any]) -> str:
+    """spec.schedule, or spec.schedules joined by "; "."""
+    many = spec.get("schedules")
+    if spec.get("schedule") is None and isinstance(many, (list, tuple)):
+        return "; ".join(str(entry) for entry in many)
+    return str(spec.get("schedule"))
+
+
 def next_times(
-    schedule: schedules.Schedule, after: datetime, offset: timedelta = timedelta(0)
+    schedule: schedules.AnySchedule, after: datetime, offset: timedelta = timedelta(0)
 ) -> Iterator[datetime]:
     """The schedule's times after ``after`` (``@every`` anchored there), plus ``offset``."""
     return (t + offset for t in schedule.times_after(after - offset))
@@ -305,7 +320,7 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
                     meta["namespace"],
                     meta["name"],
                     status.get("nextScheduleTime") or "<none>",
-                    str(spec.get("schedule")),
+                    _schedule_text(spec),
                 )
             )
         for line in _table(rows):
@@ -315,14 +330,14 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         raise PluginError("a CronJob NAME needs one namespace: use -n, not -A")
     item = cluster.cronjob(target)
     spec = item.get("spec") or {}
-    schedule = _parse(str(spec.get("schedule", "")), spec.get("timeZone"))
+    spec_schedule = _parse_spec(spec)
     offset = features.stagger_offset(
         item["metadata"]["namespace"], target, int(spec.get("staggerSeconds") or 0)
     )
     if spec.get("suspend"):
         out("# suspended: these times will not run until resumed")
-    times = list(islice(next_times(schedule, now, offset), args.count))
-    for line in format_times(times, schedule.zone):
+    times = list(islice(next_times(spec_schedule, now, offset), args.count))
+    for line in format_times(times, spec_schedule.zone):
         out(line)
 
 

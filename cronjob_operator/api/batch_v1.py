@@ -49,7 +49,9 @@ __all__ = [
     "MAX_CATCH_UP",
     "MAX_NAME_LENGTH",
     "MAX_RUN_TOKEN_LENGTH",
+    "MAX_SCHEDULES",
     "MAX_STAGGER_SECONDS",
+    "ONE_SCHEDULE_RULE",
     "RUN_ANNOTATION",
     "CatchUpPolicy",
     "ConcurrencyPolicy",
@@ -82,6 +84,23 @@ _SCHEDULE_RULES = (
         "schedule: a TZ= or CRON_TZ= prefix is not supported; set spec.timeZone instead",
     ),
     ("self != '@reboot'", "schedule: @reboot is not supported; there is no machine to reboot"),
+)
+MAX_SCHEDULES = 10
+"""The most schedules spec.schedules lists."""
+_SCHEDULES_RULES = (
+    (
+        "self.all(s, !s.startsWith('TZ=') && !s.startsWith('CRON_TZ='))",
+        "schedules: a TZ= or CRON_TZ= prefix is not supported; set spec.timeZone instead",
+    ),
+    (
+        "self.all(s, s != '@reboot' && !s.startsWith('@every'))",
+        "schedules: @reboot and @every are not supported here (@every is a delay from the "
+        "last run, not times; use spec.schedule for it)",
+    ),
+)
+ONE_SCHEDULE_RULE = ValidationRule(
+    rule="has(self.spec.schedule) != has(self.spec.schedules)",
+    message="spec: set exactly one of spec.schedule and spec.schedules",
 )
 _TIME_ZONE_PATTERN = r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$"
 _TIME_ZONE_RULES = (
@@ -179,12 +198,29 @@ class FailurePolicy(KubeModel):
 class CronJobSpec(KubeModel):
     """CronJobSpec defines the desired state of CronJob."""
 
-    schedule: Annotated[str, StringConstraints(min_length=1, max_length=1024)] = Field(
-        json_schema_extra=_cel(_SCHEDULE_RULES)
+    schedule: Annotated[str, StringConstraints(min_length=1, max_length=1024)] | None = Field(
+        default=None, json_schema_extra=_cel(_SCHEDULE_RULES)
     )
     """The schedule in Cron format (minute hour day-of-month month day-of-week), see
     https://en.wikipedia.org/wiki/Cron. Names, ranges, lists, steps, and the macros
-    @yearly, @monthly, @weekly, @daily, @hourly and "@every <duration>" are accepted."""
+    @yearly, @monthly, @weekly, @daily, @hourly and "@every <duration>" are accepted.
+    Exactly one of schedule and schedules is set."""
+    schedules: list[Annotated[str, StringConstraints(min_length=1, max_length=1024)]] | None = (
+        Field(
+            default=None,
+            min_length=1,
+            max_length=MAX_SCHEDULES,
+            json_schema_extra={
+                **_cel(_SCHEDULES_RULES),
+                "x-kubernetes-list-type": "atomic",
+            },
+        )
+    )
+    """Several schedules in Cron format (as schedule, but not "@every"), all in timeZone:
+    the CronJob runs at every time of any of them, and a time two of them share runs
+    once. nextScheduleTime, startingDeadlineSeconds, staggerSeconds, catchUpPolicy and
+    the skipped-run counts all work over the union. At most 10. Exactly one of schedule
+    and schedules is set."""
     time_zone: (
         Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=_TIME_ZONE_PATTERN)]
         | None
@@ -235,12 +271,30 @@ class CronJobSpec(KubeModel):
 
     @field_validator("schedule")
     @classmethod
-    def _schedule_is_supported(cls, schedule: str) -> str:
+    def _schedule_is_supported(cls, schedule: str | None) -> str | None:
+        if schedule is None:
+            return None
         if schedule.startswith(("TZ=", "CRON_TZ=")):
             raise ValueError(_SCHEDULE_RULES[0][1])
         if schedule == "@reboot":
             raise ValueError(_SCHEDULE_RULES[1][1])
         return schedule
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedules_are_supported(cls, schedules: list[str] | None) -> list[str] | None:
+        for schedule in schedules or ():
+            if schedule.startswith(("TZ=", "CRON_TZ=")):
+                raise ValueError(_SCHEDULES_RULES[0][1])
+            if schedule == "@reboot" or schedule.startswith("@every"):
+                raise ValueError(_SCHEDULES_RULES[1][1])
+        return schedules
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> Self:
+        if (self.schedule is None) == (self.schedules is None):
+            raise ValueError(ONE_SCHEDULE_RULE.message)
+        return self
 
     @field_validator("time_zone")
     @classmethod
@@ -265,8 +319,11 @@ class ObservedSchedule(KubeModel):
     string in both API versions (five v2 fields cannot say every schedule, @every for one,
     and status cannot carry the annotation that conversion uses for those)."""
 
-    schedule: str
-    """spec.schedule as the controller last read it."""
+    schedule: str | None = None
+    """spec.schedule as the controller last read it (unset with spec.schedules)."""
+    schedules: str | None = None
+    """spec.schedules as the controller last read them, joined by "; " (unset with
+    spec.schedule): what the SCHEDULES column shows."""
     time_zone: str | None = None
     """spec.timeZone as the controller last read it (unset: UTC)."""
     since: datetime
@@ -379,7 +436,8 @@ class CronJobSettings(KubeModel):
 
     model_config = ConfigDict(frozen=True)
 
-    schedule: str
+    schedule: str | None = None
+    schedules: list[str] | None = None
     time_zone: str | None = None
     starting_deadline_seconds: int | None = None
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
@@ -408,6 +466,14 @@ CRONJOB_RESOURCE = Resource(
     short_names=("cjt",),
     printer_columns=(
         PrinterColumn("Schedule", "string", ".spec.schedule", "The cron schedule."),
+        # spec.schedules is a list, which a column would print as Go's [a b c]: this one
+        # shows them joined by "; " as the controller last read them.
+        PrinterColumn(
+            "Schedules",
+            "string",
+            ".status.observedSchedule.schedules",
+            "spec.schedules, joined by '; ' (empty with spec.schedule).",
+        ),
         PrinterColumn("TimeZone", "string", ".spec.timeZone", "The schedule's time zone."),
         PrinterColumn("Suspend", "boolean", ".spec.suspend", "Whether runs are suspended."),
         # CRD printer columns cannot count a list (the built-in CronJob's ACTIVE is a
@@ -438,5 +504,5 @@ CRONJOB_RESOURCE = Resource(
         ),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Age of the CronJob."),
     ),
-    validations=(CRONJOB_NAME_RULE,),
+    validations=(CRONJOB_NAME_RULE, ONE_SCHEDULE_RULE),
 )

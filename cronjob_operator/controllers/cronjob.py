@@ -292,7 +292,7 @@ class CronJobReconciler:
         # Suspended or paused: nothing starts, but the times that come are accounted for.
         holding = bool(spec.get("suspend")) or features.paused(spec, status)
         try:
-            schedule = schedules.parse_schedule(spec.get("schedule", ""), spec.get("timeZone"))
+            schedule = features.parse_spec_schedule(spec)
         except schedules.ScheduleError as exc:
             if holding:
                 return None, None, None
@@ -428,7 +428,9 @@ class CronJobReconciler:
             return (queue[0] if queue else None), queue, buffered
         return buffered, queue, None
 
-    def _stagger(self, cronjob: objects.Obj, schedule: schedules.Schedule) -> timedelta | _Problem:
+    def _stagger(
+        self, cronjob: objects.Obj, schedule: schedules.AnySchedule
+    ) -> timedelta | _Problem:
         """The CronJob's stagger offset, or why its stored staggerSeconds cannot be used."""
         metadata = cronjob["metadata"]
         seconds = (cronjob.get("spec") or {}).get("staggerSeconds")

@@ -67,7 +67,7 @@ def catch_up_policy(spec: Mapping[str, Any]) -> CatchUpPolicy:
 
 def due_queue(
     policy: CatchUpPolicy,
-    schedule: schedules.Schedule,
+    schedule: schedules.AnySchedule,
     due: schedules.Due,
     *,
     earliest: datetime,
@@ -118,7 +118,7 @@ class Accounting:
 
 def account(
     status: dict[str, Any],
-    schedule: schedules.Schedule,
+    schedule: schedules.AnySchedule,
     *,
     initial: datetime,
     floor: datetime,

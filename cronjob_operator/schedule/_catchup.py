@@ -21,13 +21,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from itertools import islice, takewhile
+from typing import Protocol
 
 from cronjob_operator.schedule._due import MAX_MISSED, reach_of
 from cronjob_operator.schedule._grammar import Every
 from cronjob_operator.schedule._times import Schedule, once_per_wall_time
 from cronjob_operator.schedule._zones import as_utc, floor_second
 
-__all__ = ["missed_times", "times_between"]
+__all__ = ["Timed", "missed_times", "times_between"]
 
 
 def missed_times(
@@ -67,8 +68,14 @@ def _every_missed(
     return tuple(anchor + k * delay for k in range(first, newest + 1))
 
 
+class Timed(Protocol):
+    """Anything with schedule times: a :class:`Schedule`, or a union of them."""
+
+    def times_after(self, t: datetime) -> Iterator[datetime]: ...
+
+
 def times_between(
-    schedule: Schedule, after: datetime, through: datetime, *, limit: int
+    schedule: Timed, after: datetime, through: datetime, *, limit: int
 ) -> Iterator[datetime]:
     """Schedule times in (after, through], ascending, at most ``limit`` of them.
 

@@ -67,6 +67,7 @@ _COUNTS: Final = (
 _SCHEDULE_HINT: Final = (
     "use 5 fields (minute hour day-of-month month day-of-week) or a macro such as @hourly"
 )
+_BOTH_SCHEDULES: Final = "cannot be set with spec.schedule; set exactly one of the two"
 _BOTH_ZONES: Final = (
     f"cannot use both {schedule.TIME_ZONE_FIELD} and a TZ or CRON_TZ prefix in the schedule"
 )
@@ -116,8 +117,13 @@ def _schedule_errors(
 ) -> list[FieldError]:
     field = schedule.SCHEDULE_FIELD
     value = spec.get("schedule")
+    many = spec.get("schedules")
+    if many is not None:
+        if value is not None:
+            return [admission.invalid(schedule.SCHEDULES_FIELD, _count(many), _BOTH_SCHEDULES)]
+        return _schedules_errors(many)
     if value is None or value == "":
-        return [admission.required(field, _SCHEDULE_HINT)]
+        return [admission.required(field, f"{_SCHEDULE_HINT}; or set spec.schedules")]
     if not isinstance(value, str):
         return [admission.invalid(field, value, "must be a string")]
     if len(value) > MAX_SCHEDULE_LENGTH:
@@ -144,6 +150,54 @@ def _schedule_errors(
         )
     if spec.get("timeZone") is not None:
         errors.append(admission.invalid(field, value, _BOTH_ZONES))
+    return errors
+
+
+def _count(many: Any) -> str:
+    return f"<{len(many)} schedules>" if isinstance(many, list) else repr(many)
+
+
+def _schedules_errors(many: Any) -> list[FieldError]:
+    """spec.schedules: 1 to MAX_SCHEDULES strings, each a schedule as spec.schedule
+    accepts it, except @every (a delay from the last run, not times)."""
+    field = schedule.SCHEDULES_FIELD
+    if not isinstance(many, list):
+        return [admission.invalid(field, many, "must be a list of schedules")]
+    if not 1 <= len(many) <= batch_v1.MAX_SCHEDULES:
+        return [
+            admission.invalid(
+                field,
+                _count(many),
+                f"must list 1 to {batch_v1.MAX_SCHEDULES} schedules (or use spec.schedule for one)",
+            )
+        ]
+    errors = []
+    for index, value in enumerate(many):
+        entry = f"{field}[{index}]"
+        if not isinstance(value, str) or not value:
+            errors.append(admission.invalid(entry, value, "must be a non-empty string"))
+        elif len(value) > MAX_SCHEDULE_LENGTH:
+            errors.append(admission.invalid(entry, f"{value[:40]}...", _TOO_LONG))
+        elif value.startswith(_TZ_PREFIXES):
+            errors.append(
+                admission.invalid(
+                    entry, value, "a TZ= or CRON_TZ= prefix is not supported; set spec.timeZone"
+                )
+            )
+        elif value.startswith("@every"):
+            errors.append(
+                admission.invalid(
+                    entry,
+                    value,
+                    "@every is a delay from the last run, not times, so it cannot be one of "
+                    "several schedules; use spec.schedule for it",
+                )
+            )
+        else:
+            errors += [
+                admission.invalid(entry, value, _detail(m))
+                for m in schedule.validate_schedule(value)
+            ]
     return errors
 
 
@@ -201,7 +255,7 @@ def _stagger_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     if not _is_count(value):
         return [admission.invalid(features.STAGGER_FIELD, value, "must be a whole number")]
     try:
-        parsed = schedule.parse_schedule(str(spec.get("schedule", "")), spec.get("timeZone"))
+        parsed = features.parse_spec_schedule(spec)
     except (schedule.ScheduleError, TypeError):
         parsed = None  # reported as a schedule error; only the range can be checked
     detail = features.stagger_problem(parsed, value)

@@ -35,9 +35,9 @@ def at(hours: float) -> datetime:
 
 
 def world_of(**spec: Any) -> Harness:
-    body = cronjob_harness.cronjob(
-        NAME, NS, created=CREATED, spec={"schedule": "0 * * * *", **spec}
-    )
+    """A CronJob created at CREATED: hourly, unless ``spec`` says schedule or schedules."""
+    default = {} if "schedules" in spec else {"schedule": "0 * * * *"}
+    body = cronjob_harness.cronjob(NAME, NS, created=CREATED, spec={**default, **spec})
     return Harness(body, start=CREATED, namespace=NS, name=NAME)
 
 
@@ -352,3 +352,48 @@ def test_the_walk_never_passes_a_time_that_may_still_run() -> None:
 @pytest.mark.parametrize("value", [None, "Latest", "Sometimes"])
 def test_anything_but_all_catches_up_latest(value: str | None) -> None:
     assert policies.catch_up_policy({"catchUpPolicy": value}) is CatchUpPolicy.LATEST
+
+
+# --- several schedules ----------------------------------------------------------------
+
+
+def test_several_schedules_run_the_union_and_a_shared_time_once() -> None:
+    world = world_of(schedules=["0 * * * *", "0 */2 * * *", "30 1 * * *"])
+    for moment in (at(1), at(1.5), at(2), at(3)):
+        settle(world, moment)
+    assert created_order(world) == [job_name(NAME, at(h)) for h in (1, 1.5, 2, 3)]
+    status = world.status()
+    assert status["nextScheduleTime"] == rfc3339(at(4))
+    assert status["observedSchedule"]["schedules"] == "0 * * * *; 0 */2 * * *; 30 1 * * *"
+    assert "schedule" not in status["observedSchedule"]
+
+
+def test_catch_up_all_and_skip_accounting_work_over_the_union() -> None:
+    world = world_of(schedules=["0 */2 * * *", "30 * * * *"], catchUpPolicy="All")
+    settle(world, at(2.75))
+    expected = [at(h) for h in (0.5, 1.5, 2, 2.5)]
+    assert created_order(world) == [job_name(NAME, t) for t in expected]
+    world.edit(lambda body: body["spec"].pop("catchUpPolicy"))
+    settle(world, at(5))  # 03:30, 04:00, 04:30 missed: Latest runs 04:30
+    assert created_order(world)[-1] == job_name(NAME, at(4.5))
+    assert counts(world) == {"CatchUpBound": 2}
+
+
+def test_editing_the_schedules_never_runs_a_time_before_the_edit() -> None:
+    world = world_of(schedules=["0 0 1 1 *"])
+    settle(world, at(0.5))
+    world.clock.set(at(3.5))
+    world.edit(lambda body: body["spec"].update(schedules=["0 0 1 1 *", "0 * * * *"]))
+    settle(world, at(3.5))
+    assert created_order(world) == []
+    settle(world, at(4))
+    assert created_order(world) == [job_name(NAME, at(4))]
+
+
+def test_a_stored_bad_entry_is_reported_by_its_index() -> None:
+    world = world_of(schedules=["0 * * * *", "61 * * * *"])
+    settle(world, at(1))
+    degraded = world.condition("Degraded")
+    assert degraded["reason"] == "UnparseableSchedule"
+    assert degraded["message"].startswith('spec.schedules[1]: "61 * * * *": ')
+    assert created_order(world) == []
