@@ -8,6 +8,7 @@ under kwok. Everything is read back through kubectl, as a user would.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -69,6 +70,10 @@ def scheduled_jobs(world: World, name: str) -> list[str]:
 
 def job_of(name: str, moment: datetime) -> str:
     return f"{name}-{int(moment.timestamp())}"
+
+
+def has_job(world: World, job: str) -> bool:
+    return job in world.jobs()
 
 
 def accounted_to(world: World, name: str, moment: str) -> bool:
@@ -169,3 +174,34 @@ def test_forbid_counts_a_skipped_time_once(
     operator.kick_and_wait("cronjob", world.ns, "fbd")
     assert world.status("fbd")["skippedRuns"].get("forbidWhileActive") == 1
     assert scheduled_jobs(world, "fbd") == [job_of("fbd", ticks[0])]
+
+
+def test_several_schedules_run_their_union_and_show_in_kubectl_get(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    both = cronjob_object("both", world.ns, schedules=["*/10 * * * *"])
+    refused = world.cp.kubectl("apply", "-f", "-", input=json.dumps(both))
+    assert refused.returncode != 0
+    assert "spec: set exactly one of spec.schedule and spec.schedules" in refused.stderr
+    union = cronjob_object("union", world.ns)
+    union["spec"].pop("schedule")
+    union["spec"]["schedules"] = ["*/10 * * * *", "*/15 * * * *"]
+    apply(world.cp, union)
+    wait_for(lambda: world.condition("union", "Available"), 30, message="first reconcile")
+    created = created_at(world, "union")
+    ticks = [tick_after(created, n) for n in range(1, 13)]
+    due = [t for t in ticks if t.minute % 10 == 0 or t.minute % 15 == 0]
+    # Walk the clock over each union time: a time both schedules share runs once.
+    for moment in due[:4]:
+        job = run_at(operator, clock, world, "union", moment)
+        wait_for(functools.partial(has_job, world, job), 30, message=f"job {job}")
+    assert scheduled_jobs(world, "union") == [job_of("union", t) for t in due[:4]]
+    wait_for(
+        lambda: world.status("union").get("nextScheduleTime") == rfc3339(due[4]),
+        30,
+        message="the next time is the union's",
+    )
+    table = world.cp.kubectl("get", "cjt", "union", "-n", world.ns, check=True).stdout
+    header, row = table.splitlines()
+    assert "SCHEDULES" in header
+    assert "*/10 * * * *; */15 * * * *" in row
