@@ -13,6 +13,10 @@ for a custom resource:
   CronJob's next scheduled time.
 - ``suspend NAME`` / ``resume NAME``: set ``spec.suspend``.
 - ``history NAME``: the CronJob's Jobs, newest first, with outcome and duration.
+- ``backfill NAME --from T1 --to T2 [--wait]``: ask for every scheduled time in [T1, T2)
+  to run once (the backfill annotation, a fresh token), after counting them with the
+  controller's schedule code (more than the bound is refused here already);
+  ``backfill NAME``: its progress; ``backfill NAME --cancel``: stop it.
 
 ``--kubeconfig``, ``--context``, ``-n/--namespace`` and ``-A/--all-namespaces`` mean what
 they mean to kubectl, before or after the verb. ``-n`` is always the namespace, so the
@@ -23,6 +27,7 @@ non-zero with one line on stderr naming what failed and what to do.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,7 +40,8 @@ from kubernetes import config as k8s_config
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator._flags import positive_int
-from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
+from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
+from cronjob_operator.controllers import cronjob_backfill as backfills
 from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.runtime import (
     JOB,
@@ -46,7 +52,7 @@ from cronjob_operator.runtime import (
     errors,
     load_configuration,
 )
-from cronjob_operator.runtime.conditions import parse_time
+from cronjob_operator.runtime.conditions import parse_time, rfc3339
 
 __all__ = ["main"]
 
@@ -127,6 +133,20 @@ def _parser() -> argparse.ArgumentParser:
         verb(name, help_).add_argument("name", metavar="NAME")
     history = verb("history", "List a CronJob's Jobs, newest first, with outcome and duration.")
     history.add_argument("name", metavar="NAME", nargs="?")
+    backfill = verb(
+        "backfill",
+        "Run every scheduled time in [--from, --to) once; without them, show the progress.",
+    )
+    backfill.add_argument("name", metavar="NAME")
+    backfill.add_argument("--from", dest="start", type=_instant, help="first time (RFC 3339)")
+    backfill.add_argument("--to", dest="end", type=_instant, help="end, exclusive (RFC 3339)")
+    backfill.add_argument("--cancel", action="store_true", help="stop the running backfill")
+    backfill.add_argument(
+        "--wait", action="store_true", help="print the progress until it is complete"
+    )
+    backfill.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds --wait waits (default 600)"
+    )
     return parser
 
 
@@ -407,6 +427,67 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
+def backfill(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    cluster = Cluster(args)
+    item = cluster.cronjob(args.name)
+    if args.cancel:
+        annotations = {BACKFILL_ANNOTATION: None}
+        cluster.patch_cronjob(args.name, {"metadata": {"annotations": annotations}})
+        out(f"cronjobs.{CRONJOB.group}/{args.name} backfill cancelled")
+        return
+    if (args.start is None) != (args.end is None):
+        raise PluginError("--from and --to go together")
+    if args.start is None:
+        out(_progress(item.get("status") or {}))
+        return
+    token = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    raw = json.dumps({"token": token, "from": rfc3339(args.start), "to": rfc3339(args.end)})
+    schedule = _parse_spec(item.get("spec") or {})
+    problem = backfills.request_problem(raw, schedule)
+    if problem is not None:
+        raise PluginError(f"cronjob {cluster.namespace}/{args.name}: {problem}")
+    request = backfills.Request(token, args.start, args.end)
+    count = len(backfills.times_of(schedule, request))
+    cluster.patch_cronjob(args.name, {"metadata": {"annotations": {BACKFILL_ANNOTATION: raw}}})
+    span = f"[{rfc3339(args.start)}, {rfc3339(args.end)})"
+    out(f"backfill {token}: {count} scheduled time(s) in {span}")
+    if args.wait:
+        _wait_for_backfill(cluster, args, token, out)
+
+
+def _progress(status: Mapping[str, Any]) -> str:
+    progress = status.get("backfill")
+    if not progress:
+        return "no backfill"
+    return (
+        f"backfill {progress.get('token')}: {progress.get('state')}, "
+        f"{progress.get('done')}/{progress.get('requested')} done"
+        + (f", next {progress['next']}" if progress.get("next") else "")
+        + f" ([{progress.get('from')}, {progress.get('to')}))"
+    )
+
+
+def _wait_for_backfill(
+    cluster: Cluster, args: argparse.Namespace, token: str, out: Callable[[str], None]
+) -> None:
+    deadline = time.monotonic() + args.timeout
+    said = ""
+    while time.monotonic() < deadline:
+        status = cluster.cronjob(args.name).get("status") or {}
+        progress = status.get("backfill") or {}
+        if progress.get("token") == token:
+            line = _progress(status)
+            if line != said:
+                out(line)
+                said = line
+            if progress.get("state") != "Running":
+                return
+        time.sleep(0.5)
+    raise PluginError(
+        f"cronjob {cluster.namespace}/{args.name}: backfill not done after {args.timeout:g}s"
+    )
+
+
 # --- entry point ----------------------------------------------------------------------
 
 
@@ -423,6 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "suspend": lambda a, o: set_suspend(a, o, suspend=True),
         "resume": lambda a, o: set_suspend(a, o, suspend=False),
         "history": history,
+        "backfill": backfill,
     }
     try:
         verbs[args.verb](args, out)

@@ -43,9 +43,11 @@ from cronjob_operator.api.meta import (
 from cronjob_operator.runtime.kinds import Kind
 
 __all__ = [
+    "BACKFILL_ANNOTATION",
     "CRONJOB",
     "CRONJOB_NAME_RULE",
     "CRONJOB_RESOURCE",
+    "MAX_BACKFILL",
     "MAX_CATCH_UP",
     "MAX_NAME_LENGTH",
     "MAX_RUN_TOKEN_LENGTH",
@@ -53,6 +55,8 @@ __all__ = [
     "MAX_STAGGER_SECONDS",
     "ONE_SCHEDULE_RULE",
     "RUN_ANNOTATION",
+    "Backfill",
+    "BackfillState",
     "CatchUpPolicy",
     "ConcurrencyPolicy",
     "CronJob",
@@ -125,6 +129,13 @@ RUN_ANNOTATION = "batch.tutorial.kubebuilder.io/run-requested-at"
 asking for one manual run; ``status.lastHandledRunRequest`` records the last one handled."""
 MAX_RUN_TOKEN_LENGTH = 256
 """The longest run request token accepted."""
+
+BACKFILL_ANNOTATION = "batch.tutorial.kubebuilder.io/backfill"
+"""On a CronJob: a backfill request, JSON ``{"token": ..., "from": T1, "to": T2}`` (RFC 3339
+times), asking to run every scheduled time in [T1, T2) once; ``status.backfill`` shows
+its progress. A new token starts a new backfill; removing the annotation cancels one."""
+MAX_BACKFILL = 1000
+"""The most scheduled times one backfill request may cover."""
 
 MAX_STAGGER_SECONDS = 3600
 """The largest staggerSeconds the schema accepts (an hour)."""
@@ -357,6 +368,35 @@ class SkippedRuns(KubeModel):
     (concurrencyPolicy BufferOne)."""
 
 
+class BackfillState(StrEnum):
+    """Where a backfill is: Running (times still to run), Complete, or Cancelled (its
+    annotation was removed or replaced by another token)."""
+
+    RUNNING = "Running"
+    COMPLETE = "Complete"
+    CANCELLED = "Cancelled"
+
+
+class Backfill(KubeModel):
+    """The progress of the latest backfill request (annotation
+    batch.tutorial.kubebuilder.io/backfill)."""
+
+    token: Annotated[str, StringConstraints(max_length=MAX_RUN_TOKEN_LENGTH)]
+    """The request's token; the same token again does nothing."""
+    from_: datetime = Field(alias="from")
+    """The first scheduled time it covers (inclusive)."""
+    to: datetime
+    """The end of the times it covers (exclusive)."""
+    requested: NonNegativeInt32
+    """How many scheduled times are in [from, to)."""
+    done: NonNegativeInt32
+    """How many of them are handled: run by this backfill, or had a Job already."""
+    next: datetime | None = None
+    """The next time it runs (unset once Complete or Cancelled)."""
+    state: BackfillState
+    """Running, Complete or Cancelled."""
+
+
 class CronJobStatus(KubeModel):
     """CronJobStatus defines the observed state of CronJob."""
 
@@ -408,6 +448,8 @@ class CronJobStatus(KubeModel):
     active; its Job starts as soon as no run is active."""
     skipped_runs: SkippedRuns | None = None
     """Scheduled times that did not run, by reason, each counted once."""
+    backfill: Backfill | None = None
+    """The progress of the latest backfill request."""
 
 
 class CronJob(KubeModel):

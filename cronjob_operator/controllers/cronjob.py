@@ -54,7 +54,15 @@ from zoneinfo import ZoneInfo
 from prometheus_client import Histogram
 
 from cronjob_operator import schedule as schedules
-from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH, ConcurrencyPolicy, SkipReason
+from cronjob_operator.api.batch_v1 import (
+    BACKFILL_ANNOTATION,
+    CRONJOB,
+    MAX_NAME_LENGTH,
+    BackfillState,
+    ConcurrencyPolicy,
+    SkipReason,
+)
+from cronjob_operator.controllers import cronjob_backfill as backfills
 from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.controllers import cronjob_policies as policies
 from cronjob_operator.controllers import cronjob_state as state
@@ -157,6 +165,7 @@ class CronJobReconciler:
         observed = status.get("observedSchedule")
         try:
             manual = self._run_requested(cronjob, status, jobs)
+            filled, filling = self._backfill(cronjob, status, jobs, now, started)
             requeue, problem, accounting = self._schedule(cronjob, status, now, started, jobs)
         except errors.ApiError:
             # Keep what this reconcile learned, but not its skip accounting: the retry
@@ -165,10 +174,16 @@ class CronJobReconciler:
             self._record(cronjob, status, notices)
             raise
         if problem is None:
-            problem = self._stored_problem(cronjob) or manual
+            problem = self._stored_problem(cronjob) or manual or filled
+        if filling is not None and (requeue is None or filling < requeue):
+            requeue = filling
         if started:
-            if status.get("observedSchedule") != observed:
-                # An edit's ``since`` is this reconcile's ``now``: record it with the run.
+            started_backfill = (status.get("backfill") or {}).get("token") != (
+                stored.get("backfill") or {}
+            ).get("token")
+            if status.get("observedSchedule") != observed or started_backfill:
+                # An edit's ``since`` is this reconcile's ``now``, and a new backfill was
+                # announced: record either with the run.
                 self._record(cronjob, status, notices, accounting)
             # Jobs first: this reconcile created a Job. Its status is written by a
             # follow-up reconcile queued behind every other due run; that one finds the
@@ -235,9 +250,14 @@ class CronJobReconciler:
 
         def recorded(finished: list[objects.Obj]) -> list[objects.Obj]:
             # Only a run the stored status records may go: pruning one it does not would
-            # make the run due again (the same Job created twice).
+            # make the run due again (the same Job created twice); nor one a running
+            # backfill has still to reach.
             kept = state.recorded_by(stored, name, finished)
-            return [job for job in kept if objects.name_of(job) != unrecorded]
+            return [
+                job
+                for job in kept
+                if objects.name_of(job) != unrecorded and not _backfill_keeps(stored, name, job)
+            ]
 
         # A failed Job goes only once the stored status counts it (never lose a failure).
         doomed = [
@@ -496,6 +516,68 @@ class CronJobReconciler:
         status["lastHandledRunRequest"] = token
         return None
 
+    def _backfill(
+        self,
+        cronjob: objects.Obj,
+        status: dict[str, Any],
+        jobs: state.JobSets,
+        now: datetime,
+        started: list[objects.Obj],
+    ) -> tuple[_Problem | None, timedelta | None]:
+        """Backfill: start, cancel or advance the requested backfill, and create the Job of
+        its next time when it is due and concurrencyPolicy makes room (one per
+        reconcile, in order). Returns any problem and when to look again."""
+        metadata = cronjob["metadata"]
+        raw = (metadata.get("annotations") or {}).get(BACKFILL_ANNOTATION)
+        progress = status.get("backfill")
+        running = (progress or {}).get("state") == BackfillState.RUNNING
+        if raw is None or metadata.get("deletionTimestamp"):
+            if running and raw is None:
+                backfills.cancel(status["backfill"])
+                self._recorder.event(
+                    cronjob, "Normal", "BackfillCancelled", _backfill_message(status)
+                )
+            return None, None
+        try:
+            schedule = features.parse_spec_schedule(cronjob.get("spec") or {})
+        except schedules.ScheduleError:
+            return None, None  # reported by the scheduling step
+        problem = backfills.request_problem(raw, schedule)
+        if problem is not None:
+            self._recorder.event(cronjob, "Warning", "InvalidBackfill", problem)
+            return _Problem("InvalidBackfill", problem, stops_schedule=False), None
+        request = backfills.parse_request(raw)
+        assert isinstance(request, backfills.Request)
+        times = backfills.times_of(schedule, request)
+        if progress is None or progress.get("token") != request.token:
+            if running:
+                backfills.cancel(status["backfill"])
+                self._recorder.event(
+                    cronjob, "Normal", "BackfillCancelled", _backfill_message(status)
+                )
+            status["backfill"] = backfills.start(request, times)
+            self._recorder.event(cronjob, "Normal", "BackfillStarted", _backfill_message(status))
+        progress = status["backfill"]
+        if progress.get("state") != BackfillState.RUNNING:
+            return None, None
+        backfills.advance(progress, times, _ran(metadata["name"], jobs, {}))
+        upcoming = parse_time(progress.get("next"))
+        if upcoming is None:
+            self._recorder.event(cronjob, "Normal", "BackfillComplete", _backfill_message(status))
+            return None, None
+        if upcoming > now:
+            return None, upcoming - now + timedelta(milliseconds=100)
+        if not self._make_room(cronjob, status):
+            return None, None  # the active Job's end reconciles again
+        job = state.build_job(cronjob, upcoming, schedule.zone)
+        job["metadata"].setdefault("annotations", {})[backfills.BACKFILL_TOKEN_ANNOTATION] = (
+            request.token
+        )
+        failed = self._create(cronjob, status, job, started=started)
+        return (None if failed is None else dataclasses.replace(failed, stops_schedule=False)), (
+            _SOON
+        )
+
     def _make_room(self, cronjob: objects.Obj, status: dict[str, Any]) -> bool:
         """Apply concurrencyPolicy before a new run: False if Forbid says wait."""
         active = status.get("active") or []
@@ -668,6 +750,19 @@ class CronJobReconciler:
 _SOON: Final = timedelta(seconds=1)
 """How soon to look again when catch-up All has more times to run or the accounting more
 times to walk."""
+
+
+def _backfill_keeps(stored: Mapping[str, Any], cronjob_name: str, job: objects.Obj) -> bool:
+    moment = state.scheduled_time(cronjob_name, objects.name_of(job))
+    return moment is not None and backfills.protected(stored, moment)
+
+
+def _backfill_message(status: Mapping[str, Any]) -> str:
+    progress = status.get("backfill") or {}
+    return (
+        f"backfill {progress.get('token')!r} of [{progress.get('from')}, {progress.get('to')}): "
+        f"{progress.get('done')}/{progress.get('requested')} done, {progress.get('state')}"
+    )
 
 
 def _restore(status: dict[str, Any], stored: Mapping[str, Any], key: str) -> None:

@@ -31,6 +31,7 @@ from pydantic_core import PydanticUndefined
 
 from cronjob_operator import schedule
 from cronjob_operator.api import batch_v1
+from cronjob_operator.controllers import cronjob_backfill as backfills
 from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.webhooks import admission
 from cronjob_operator.webhooks.admission import AdmissionRequest, FieldError
@@ -293,11 +294,32 @@ def _run_request_errors(cronjob: Mapping[str, Any]) -> list[FieldError]:
     return [admission.invalid(features.TOKEN_FIELD, f"<{len(token)} characters>", detail)]
 
 
+def _backfill_errors(cronjob: Mapping[str, Any], spec: Mapping[str, Any]) -> list[FieldError]:
+    """The backfill annotation: its shape, and at most MAX_BACKFILL times of the schedule."""
+    annotations = (cronjob.get("metadata") or {}).get("annotations") or {}
+    raw = annotations.get(batch_v1.BACKFILL_ANNOTATION)
+    if raw is None:
+        return []
+    try:
+        parsed = features.parse_spec_schedule(spec)
+    except (schedule.ScheduleError, TypeError):
+        parsed = None  # reported as a schedule error; only the shape can be checked
+    problem = backfills.request_problem(raw, parsed)
+    if problem is None:
+        return []
+    shown = raw if isinstance(raw, str) and len(raw) <= 200 else f"<{len(str(raw))} characters>"
+    return [admission.invalid(backfills.BACKFILL_FIELD, shown, problem.partition(": ")[2])]
+
+
 def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:
     spec = _spec(cronjob)
     if spec is None:
         return [admission.required("spec")]
-    return _spec_errors(spec, None if old is None else _spec(old)) + _run_request_errors(cronjob)
+    return (
+        _spec_errors(spec, None if old is None else _spec(old))
+        + _run_request_errors(cronjob)
+        + _backfill_errors(cronjob, spec)
+    )
 
 
 def validate_create(cronjob: Mapping[str, Any]) -> list[FieldError]:
