@@ -11,7 +11,7 @@ import functools
 import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -30,6 +30,7 @@ from tests.integration.test_cronjob_controller import (
     run_at,
     tick_after,
 )
+from tests.integration.test_cronjob_features import kubectl_cjt
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -205,3 +206,58 @@ def test_several_schedules_run_their_union_and_show_in_kubectl_get(
     header, row = table.splitlines()
     assert "SCHEDULES" in header
     assert "*/10 * * * *; */15 * * * *" in row
+
+
+def test_a_backfill_through_the_plugin_runs_each_time_once_in_order(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    bf = cronjob_object(
+        "bf",
+        world.ns,
+        schedule="0 * * * *",
+        concurrencyPolicy="Forbid",
+        successfulJobsHistoryLimit=10,
+    )
+    apply(world.cp, bf)
+    wait_for(lambda: world.condition("bf", "Available"), 30, message="first reconcile")
+    clock.set(created_at(world, "bf") + timedelta(minutes=1))
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    too_many = kubectl_cjt(
+        world,
+        "backfill",
+        "bf",
+        "-n",
+        world.ns,
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-03-01T00:00:00Z",
+    )
+    assert too_many.returncode == 1
+    assert "more than 1000 scheduled times" in too_many.stderr
+    asked = kubectl_cjt(
+        world,
+        "backfill",
+        "bf",
+        "-n",
+        world.ns,
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-01T03:00:00Z",
+        "--wait",
+        "--timeout",
+        "120",
+    )
+    assert asked.returncode == 0, asked.stderr
+    assert "3 scheduled time(s)" in asked.stdout
+    assert "Complete, 3/3 done" in asked.stdout.splitlines()[-1]
+    expected = [job_of("bf", start + timedelta(hours=h)) for h in range(3)]
+    assert scheduled_jobs(world, "bf") == expected
+    created = sorted(expected, key=lambda name: world.jobs()[name]["metadata"]["creationTimestamp"])
+    assert created == expected, "in order"
+    # Unset before: it moves forward to the newest Job there is, as for any Job of its name.
+    assert world.status("bf")["lastScheduleTime"] == rfc3339(start + timedelta(hours=2))
+    shown = kubectl_cjt(world, "backfill", "bf", "-n", world.ns)
+    assert "Complete, 3/3 done" in shown.stdout
+    assert "BackfillComplete" in world.event_reasons("bf")
