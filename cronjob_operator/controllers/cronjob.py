@@ -47,7 +47,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
@@ -357,7 +357,7 @@ class CronJobReconciler:
         block = policies.blocked_by(
             suspended=bool(spec.get("suspend")),
             paused=features.paused(spec, status),
-            active=bool(status.get("active")),
+            active_since=_active_since(name, status, jobs),
             policy=spec.get("concurrencyPolicy"),
         )
         buffered = parse_time(status.get("bufferedRun"))
@@ -763,6 +763,23 @@ def _backfill_message(status: Mapping[str, Any]) -> str:
         f"backfill {progress.get('token')!r} of [{progress.get('from')}, {progress.get('to')}): "
         f"{progress.get('done')}/{progress.get('requested')} done, {progress.get('state')}"
     )
+
+
+def _active_since(
+    cronjob_name: str, status: Mapping[str, Any], jobs: state.JobSets
+) -> datetime | None:
+    """When the oldest active run began: its scheduled time (a manual run's creation);
+    None when no run is active, the minimum time when one's start is unknown."""
+    created = {
+        objects.name_of(job): parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+        for job in jobs.active
+    }
+    starts = []
+    for ref in status.get("active") or ():
+        name = str(ref.get("name"))
+        start = state.scheduled_time(cronjob_name, name) or created.get(name)
+        starts.append(start or datetime.min.replace(tzinfo=UTC))
+    return min(starts, default=None)
 
 
 def _restore(status: dict[str, Any], stored: Mapping[str, Any], key: str) -> None:

@@ -44,6 +44,7 @@ from cronjob_operator.runtime.conditions import parse_time, rfc3339
 __all__ = [
     "ACCOUNT_STEP",
     "Accounting",
+    "Block",
     "account",
     "blocked_by",
     "catch_up_policy",
@@ -89,20 +90,34 @@ def due_queue(
     )
 
 
+@dataclass(frozen=True)
+class Block:
+    """What keeps due times from starting: ``reason`` counts the times at or after
+    ``since`` (None: every time). A run that is active blocks only the times after the
+    run's own (a catch-up run for 03:00 does not explain why 01:00 did not run)."""
+
+    reason: SkipReason
+    since: datetime | None = None
+
+    def applies(self, moment: datetime) -> bool:
+        return self.since is None or moment >= self.since
+
+
 def blocked_by(
-    *, suspended: bool, paused: bool, active: bool, policy: str | None
-) -> SkipReason | None:
+    *, suspended: bool, paused: bool, active_since: datetime | None, policy: str | None
+) -> Block | None:
     """What keeps a time that is due now from starting, most fundamental first (None:
-    nothing). BufferOne's is BufferFull: while a run is active, any time other than the
+    nothing). ``active_since``: the time of the oldest active run (None: none is
+    active). BufferOne's is BufferFull: while a run is active, any time other than the
     buffered one is skipped."""
     if suspended:
-        return SkipReason.SUSPENDED
+        return Block(SkipReason.SUSPENDED)
     if paused:
-        return SkipReason.PAUSED_AFTER_FAILURES
-    if active and policy == ConcurrencyPolicy.FORBID:
-        return SkipReason.FORBID_WHILE_ACTIVE
-    if active and policy == ConcurrencyPolicy.BUFFER_ONE:
-        return SkipReason.BUFFER_FULL
+        return Block(SkipReason.PAUSED_AFTER_FAILURES)
+    if active_since is not None and policy == ConcurrencyPolicy.FORBID:
+        return Block(SkipReason.FORBID_WHILE_ACTIVE, active_since)
+    if active_since is not None and policy == ConcurrencyPolicy.BUFFER_ONE:
+        return Block(SkipReason.BUFFER_FULL, active_since)
     return None
 
 
@@ -126,7 +141,7 @@ def account(
     reach: datetime | None,
     ran: Collection[datetime],
     pending: Collection[datetime],
-    block: SkipReason | None,
+    block: Block | None,
 ) -> Accounting:
     """Account for the times in (accountedThrough, now], updating ``status.skippedRuns``.
 
@@ -152,11 +167,12 @@ def account(
         mark = moment
         if moment in ran:
             continue
-        reason = block or (
-            SkipReason.DEADLINE_PASSED
-            if reach is not None and moment <= reach
-            else SkipReason.CATCH_UP_BOUND
-        )
+        if block is not None and block.applies(moment):
+            reason = block.reason
+        elif reach is not None and moment <= reach:
+            reason = SkipReason.DEADLINE_PASSED
+        else:
+            reason = SkipReason.CATCH_UP_BOUND
         counts[reason] += 1
         newest = moment
     if through is None or mark != through:

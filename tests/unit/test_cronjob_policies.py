@@ -307,28 +307,45 @@ def test_buffer_one_waits_for_a_manual_run_too() -> None:
 @pytest.mark.parametrize(
     ("flags", "reason"),
     [
-        ({"suspended": True, "paused": True, "active": True}, SkipReason.SUSPENDED),
-        ({"suspended": False, "paused": True, "active": True}, SkipReason.PAUSED_AFTER_FAILURES),
-        ({"suspended": False, "paused": False, "active": True}, None),
+        ({"suspended": True, "paused": True}, SkipReason.SUSPENDED),
+        ({"suspended": False, "paused": True}, SkipReason.PAUSED_AFTER_FAILURES),
+        ({"suspended": False, "paused": False}, None),
     ],
 )
 def test_the_most_fundamental_block_names_the_skip(
     flags: dict[str, bool], reason: SkipReason | None
 ) -> None:
-    assert policies.blocked_by(policy="Allow", **flags) == reason
+    block = policies.blocked_by(policy="Allow", active_since=at(1), **flags)
+    assert (block and block.reason) == reason
 
 
-def test_forbid_and_buffer_one_block_only_while_a_run_is_active() -> None:
+def test_forbid_and_buffer_one_block_only_the_times_after_the_active_run() -> None:
     for policy, reason in (
         ("Forbid", SkipReason.FORBID_WHILE_ACTIVE),
         ("BufferOne", SkipReason.BUFFER_FULL),
     ):
-        assert policies.blocked_by(suspended=False, paused=False, active=True, policy=policy) == (
-            reason
+        block = policies.blocked_by(
+            suspended=False, paused=False, active_since=at(2), policy=policy
         )
-        assert policies.blocked_by(suspended=False, paused=False, active=False, policy=policy) is (
-            None
+        assert block is not None
+        assert block.reason == reason
+        assert block.applies(at(3))
+        assert not block.applies(at(1))
+        assert (
+            policies.blocked_by(suspended=False, paused=False, active_since=None, policy=policy)
+            is None
         )
+
+
+def test_after_an_outage_the_older_times_are_catch_up_not_the_active_runs_fault() -> None:
+    """The run Latest starts for 03:00 is active in the follow-up that counts 01:00 and
+    02:00: they were skipped by the catch-up policy, not by Forbid or BufferOne."""
+    for policy in ("Forbid", "BufferOne"):
+        world = world_of(concurrencyPolicy=policy)
+        settle(world, at(0.5))  # seen once before the outage: the run's status is its follow-up's
+        settle(world, at(3.5))
+        assert created_order(world) == [job_name(NAME, at(3))]
+        assert counts(world) == {"CatchUpBound": 2}, policy
 
 
 def test_the_walk_never_passes_a_time_that_may_still_run() -> None:
