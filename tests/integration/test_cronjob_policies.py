@@ -183,7 +183,10 @@ def test_several_schedules_run_their_union_and_show_in_kubectl_get(
     both = cronjob_object("both", world.ns, schedules=["*/10 * * * *"])
     refused = world.cp.kubectl("apply", "-f", "-", input=json.dumps(both))
     assert refused.returncode != 0
-    assert "spec: set exactly one of spec.schedule and spec.schedules" in refused.stderr
+    assert (
+        'spec: Invalid value: "object": set exactly one of spec.schedule and spec.schedules'
+        in refused.stderr
+    )
     union = cronjob_object("union", world.ns)
     union["spec"].pop("schedule")
     union["spec"]["schedules"] = ["*/10 * * * *", "*/15 * * * *"]

@@ -251,10 +251,12 @@ def test_cronjob_cel_rules() -> None:
             "message": "metadata.name: must be no more than 52 characters (the Job name "
             "appends an 11-character suffix and must fit 63)",
         },
+    ]
+    assert at(schema, "spec")["x-kubernetes-validations"] == [
         {
-            "rule": "has(self.spec.schedule) != has(self.spec.schedules)",
-            "message": "spec: set exactly one of spec.schedule and spec.schedules",
-        },
+            "rule": "has(self.schedule) != has(self.schedules)",
+            "message": "set exactly one of spec.schedule and spec.schedules",
+        }
     ]
     schedules_rules = [
         rule["rule"] for rule in at(schema, "spec.schedules")["x-kubernetes-validations"]
