@@ -184,8 +184,7 @@ def test_several_schedules_run_their_union_and_show_in_kubectl_get(
     refused = world.cp.kubectl("apply", "-f", "-", input=json.dumps(both))
     assert refused.returncode != 0
     assert (
-        'spec: Invalid value: "object": set exactly one of spec.schedule and spec.schedules'
-        in refused.stderr
+        "spec: Invalid value: set exactly one of spec.schedule and spec.schedules" in refused.stderr
     )
     union = cronjob_object("union", world.ns)
     union["spec"].pop("schedule")
