@@ -69,12 +69,19 @@ class _Listener:
             handler.on_update,
             handler.on_delete,
         )
-        pending: queue.SimpleQueue[_Notification | None] = queue.SimpleQueue()
-        self._pending = pending
-        self.put = pending.put
+        self._pending: queue.SimpleQueue[_Notification | None] = queue.SimpleQueue()
         self._stopped = False
+        # Handed over (written only under the informer's handlers lock) and finished
+        # (written only by this listener's thread): equal when the handler is idle.
+        self.sent = 0
+        self.handled = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+
+    def put(self, notification: _Notification) -> None:
+        """Buffer one call; the caller holds the informer's handlers lock."""
+        self.sent += 1
+        self._pending.put(notification)
 
     def stop(self) -> None:
         """Drop what is still buffered and end the thread after its current call."""
@@ -92,6 +99,8 @@ class _Listener:
                 method(*args)
             except Exception:
                 log.exception("event handler %r failed", method)
+            finally:
+                self.handled += 1
 
 
 class Informer:
@@ -127,6 +136,13 @@ class Informer:
     def last_error(self) -> Exception | None:
         """The reflector's latest list/watch failure, cleared by the next success."""
         return self._reflector.last_error
+
+    def handlers_idle(self) -> bool:
+        """True when every handler has finished every event the store has passed on so
+        far: the store and the handlers' view agree. Quiescence checks need it, because
+        the store is updated before a handler's thread sees the event (module doc)."""
+        with self._handlers_lock:
+            return all(listener.sent == listener.handled for listener in self._listeners)
 
     def add_handler(self, handler: EventHandler) -> None:
         """Give ``handler`` its own thread, first replaying it the cache (module doc)."""

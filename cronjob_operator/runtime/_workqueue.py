@@ -272,6 +272,11 @@ class WorkQueue(Generic[T]):
         """True once ``shut_down`` or ``shut_down_with_drain`` was called."""
         return self._shutting_down
 
+    def in_flight(self) -> int:
+        """The number of items handed out by ``get`` and not yet ``done``."""
+        with self._ready:
+            return len(self._processing)
+
     def __len__(self) -> int:
         """The number of items ready to be handed out (the depth)."""
         return len(self._queued)

@@ -10,9 +10,11 @@ waits for "the reconcile after my action": every reconciler is wrapped in a
 a reconcile that started after the call has finished, never on a state an earlier
 reconcile already produced. ``RunningManager.settle`` is how a test waits for
 quiescence before measuring a quiet window: the controller has observed the API
-server's current version of each object (its own last write included), then has nothing
-queued and nothing running; an empty queue alone is not quiet while the watch event of
-the controller's own write is still on its way. ``RunningManager.events`` notes every
+server's current version of each object (its own last write included), then its event
+handlers have passed on every event the cache holds (the store is updated before a
+handler's thread sees the event), and it has nothing queued and nothing running; an
+empty queue alone is not quiet while the watch event of the controller's own write is
+still on its way. ``RunningManager.events`` notes every
 event a reconciler asks the recorder for, before the recorder's thread posts it (or the
 API server refuses it), so a test can say what the controller reported and when.
 """
@@ -192,11 +194,23 @@ class RunningManager:
         witness = self.controllers[controller].reconciler
         assert isinstance(witness, ReconcileWitness), "running_manager wraps every reconciler"
         queue = self.controllers[controller].queue
+        informer = cache.informer(kind)
+
+        def quiet() -> bool:
+            # In this order: a handler that is done has enqueued, and an item handed to
+            # a worker counts as in flight until its reconcile is done.
+            return (
+                informer.handlers_idle()
+                and len(queue) == 0
+                and queue.in_flight() == 0
+                and witness.running == 0
+            )
+
         wait_for(
-            lambda: len(queue) == 0 and witness.running == 0,
+            quiet,
             timeout,
             interval=0.5,
-            message=f"the {controller} queue empty and no reconcile running",
+            message=f"the {controller} handlers idle, queue empty and no reconcile running",
         )
 
 

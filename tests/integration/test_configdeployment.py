@@ -102,7 +102,8 @@ class Operator:
     writes: list[tuple[str, str, str]] = field(default_factory=list)
     """Every write the controller sent, in order: (method, kind, name)."""
     conflicts: list[tuple[str, str, str]] = field(default_factory=list)
-    """The writes among them that the API server refused with a Conflict (a stale cache)."""
+    """The writes among them that the API server refused as conflicting with what it
+    holds (a stale cache): an update's Conflict, a create's AlreadyExists."""
 
 
 def count_writes(client: Client, operator: Operator) -> None:
@@ -117,7 +118,7 @@ def count_writes(client: Client, operator: Operator) -> None:
             operator.writes.append((_m, kind.kind, name))
             try:
                 return _inner(kind, *args, **kw)
-            except errors.Conflict:
+            except (errors.Conflict, errors.AlreadyExists):
                 operator.conflicts.append((_m, kind.kind, name))
                 raise
 
@@ -692,8 +693,9 @@ def reconciled_after(operator: Operator, name: str, since: float) -> Callable[[]
 
 def deployment_writes(operator: Operator) -> list[tuple[str, str, str]]:
     """The Deployment writes the API server took: a write that a cache lagging the
-    controller's own last write sent with a stale resourceVersion was refused (Conflict)
-    and changed nothing, so it is no rollout."""
+    controller's own last write sent was refused (an update with a stale resourceVersion:
+    Conflict; a create of the Deployment the cache did not hold yet: AlreadyExists) and
+    changed nothing, so it is no rollout."""
     refused = list(operator.conflicts)
     taken = []
     for write in operator.writes:

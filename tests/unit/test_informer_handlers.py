@@ -121,6 +121,41 @@ def test_a_handler_added_late_is_replayed_the_cache_on_its_own_thread(
     assert replayed[2] == ("update", "a", "3"), "the replay comes before later events"
 
 
+class Failing(Recorder):
+    def _record(self, kind: str, obj: objects.Obj) -> None:
+        super()._record(kind, obj)
+        raise RuntimeError("handler bug")
+
+
+def wait_idle(informer: Informer) -> None:
+    deadline = threading.Event()
+    for _ in range(int(DEADLINE / 0.01)):
+        if informer.handlers_idle():
+            return
+        deadline.wait(0.01)
+    raise AssertionError("the handlers never became idle")
+
+
+def test_handlers_are_idle_only_once_each_has_finished_every_event_it_was_given(
+    informers: tuple[Informer, Informer],
+) -> None:
+    informer, _ = informers
+    assert informer.handlers_idle(), "no handler, nothing pending"
+    gate = threading.Event()
+    held, failing = Recorder(gate), Failing()
+    informer.add_handler(held)
+    informer.add_handler(failing)
+    feed(informer, event("ADDED", "a", "1"))
+    failing.wait_for(1)
+    assert not informer.handlers_idle(), "the store holds an event a handler has not finished"
+    gate.set()
+    held.wait_for(1)
+    wait_idle(informer)
+    feed(informer, event("MODIFIED", "a", "2"))
+    assert failing.wait_for(2)[-1] == ("update", "a", "2")
+    wait_idle(informer)  # a handler that raised still finished its event
+
+
 def test_stop_ends_the_handler_threads_and_drops_what_is_buffered(
     informers: tuple[Informer, Informer],
 ) -> None:

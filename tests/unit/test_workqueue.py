@@ -90,6 +90,19 @@ class TestDeduplication:
         queue.done("a")
         assert queue.get(timeout=0) is None
 
+    def test_an_item_handed_out_is_in_flight_until_done(self) -> None:
+        queue = new_queue()
+        queue.add("a")
+        queue.add("b")
+        assert queue.in_flight() == 0
+        assert queue.get(timeout=0) == "a"
+        assert (len(queue), queue.in_flight()) == (1, 1)
+        assert queue.get(timeout=0) == "b"
+        assert (len(queue), queue.in_flight()) == (0, 2), "empty, yet not idle"
+        queue.done("a")
+        queue.done("b")
+        assert queue.in_flight() == 0
+
     def test_done_of_an_item_not_handed_out_is_ignored(self) -> None:
         queue = new_queue()
         queue.done("a")
