@@ -171,6 +171,7 @@ class CronJobReconciler:
             # Keep what this reconcile learned, but not its skip accounting: the retry
             # does it again and reports it with the write that records it.
             _restore(status, stored, "skippedRuns")
+            _restore(status, stored, "bufferedRun")  # a dropped one is counted again
             self._record(cronjob, status, notices)
             raise
         if problem is None:
@@ -178,12 +179,7 @@ class CronJobReconciler:
         if filling is not None and (requeue is None or filling < requeue):
             requeue = filling
         if started:
-            started_backfill = (status.get("backfill") or {}).get("token") != (
-                stored.get("backfill") or {}
-            ).get("token")
-            if status.get("observedSchedule") != observed or started_backfill:
-                # An edit's ``since`` is this reconcile's ``now``, and a new backfill was
-                # announced: record either with the run.
+            if _record_with_the_run(status, stored, observed):
                 self._record(cronjob, status, notices, accounting)
             # Jobs first: this reconcile created a Job. Its status is written by a
             # follow-up reconcile queued behind every other due run; that one finds the
@@ -389,7 +385,8 @@ class CronJobReconciler:
         )
         if target is None:
             if due.scheduled is None and due.next_time is None:
-                message = f"spec.schedule: {spec.get('schedule')!r} never fires; fix the schedule"
+                field = "spec.schedule" if spec.get("schedule") is not None else "spec.schedules"
+                message = f"{field}: {schedule.expression!r} never fires; fix the schedule"
                 self._recorder.event(cronjob, "Warning", "InvalidSchedule", message)
                 return None, _Problem("InvalidSchedule", message), accounting
             return requeue, None, accounting
@@ -762,6 +759,23 @@ def _backfill_message(status: Mapping[str, Any]) -> str:
     return (
         f"backfill {progress.get('token')!r} of [{progress.get('from')}, {progress.get('to')}): "
         f"{progress.get('done')}/{progress.get('requested')} done, {progress.get('state')}"
+    )
+
+
+def _record_with_the_run(
+    status: Mapping[str, Any], stored: Mapping[str, Any], observed: Any
+) -> bool:
+    """Whether a reconcile that created a Job must write status now rather than leave it
+    to the follow-up: it holds what the follow-up cannot learn again. A schedule edit's
+    ``since`` (this reconcile's now), a new backfill (announced by its event), a buffered
+    time dropped or taken (the follow-up sees the new run active and would keep it)."""
+    new_backfill = (status.get("backfill") or {}).get("token") != (
+        stored.get("backfill") or {}
+    ).get("token")
+    return (
+        status.get("observedSchedule") != observed
+        or new_backfill
+        or status.get("bufferedRun") != stored.get("bufferedRun")
     )
 
 

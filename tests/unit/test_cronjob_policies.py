@@ -287,6 +287,20 @@ def test_a_buffered_time_past_its_deadline_is_dropped_and_counted() -> None:
     assert counter(world, SkipReason.DEADLINE_PASSED) == 1
 
 
+def test_a_dropped_buffered_time_is_counted_even_when_the_next_create_fails() -> None:
+    world = world_of(concurrencyPolicy="BufferOne", startingDeadlineSeconds=600)
+    settle(world, at(1))
+    settle(world, at(2))  # 02:00 waits
+    world.finish(job_name(NAME, at(1)), at=at(2.9))
+    failures = [errors.api_error(500, {"reason": "InternalError", "message": "etcd is sad"})]
+    world.client.prepend_reactor("create", JOB, lambda _: failures.pop() if failures else None)
+    with pytest.raises(errors.ApiError):
+        world.reconcile_once_at(at(3.05))  # 02:00 expired; creating 03:00 fails
+    settle(world, at(3.05))
+    assert counts(world) == {"DeadlinePassed": 1}
+    assert created_order(world)[-1] == job_name(NAME, at(3))
+
+
 def test_buffer_one_waits_for_a_manual_run_too() -> None:
     world = world_of(concurrencyPolicy="BufferOne")
     settle(world, at(1))
