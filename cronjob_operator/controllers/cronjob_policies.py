@@ -20,8 +20,9 @@ only records.
   a time at or before the watermark. The walk is bounded (``ACCOUNT_STEP`` times per
   reconcile) and resumes where it stopped, so a long outage costs bounded steps per
   reconcile. The reason is what keeps the time from running when it is counted
-  (suspended, paused, Forbid or BufferOne with a run active), else DeadlinePassed for a
-  time out of reach, else CatchUpBound (a time the catch-up policy does not run).
+  (suspended, paused, Forbid or BufferOne with a run active since before it: a
+  :class:`Block`), else DeadlinePassed for a time out of reach, else CatchUpBound (a
+  time the catch-up policy does not run).
 """
 
 from __future__ import annotations
