@@ -376,14 +376,13 @@ def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     now = datetime.now(UTC)
     for job in jobs:
         meta = job["metadata"]
-        manual = (meta.get("annotations") or {}).get(features.INSTANTIATE_ANNOTATION) == "manual"
         outcome, ended = _outcome(job)
         started = parse_time((job.get("status") or {}).get("startTime"))
         rows.append(
             (
                 meta["namespace"],
                 meta["name"],
-                "manual" if manual else "scheduled",
+                _kind(meta.get("annotations") or {}),
                 outcome,
                 meta.get("creationTimestamp") or "",
                 _duration(started, ended or now) if started else "-",
@@ -394,6 +393,15 @@ def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         return
     for line in _table(rows):
         out(line)
+
+
+def _kind(annotations: Mapping[str, Any]) -> str:
+    """manual (run now), backfill, or scheduled."""
+    if annotations.get(features.INSTANTIATE_ANNOTATION) == "manual":
+        return "manual"
+    if backfills.BACKFILL_TOKEN_ANNOTATION in annotations:
+        return "backfill"
+    return "scheduled"
 
 
 def _owner_uid(job: Obj) -> str | None:

@@ -263,3 +263,7 @@ def test_a_backfill_through_the_plugin_runs_each_time_once_in_order(
     shown = kubectl_cjt(world, "backfill", "bf", "-n", world.ns)
     assert "Complete, 3/3 done" in shown.stdout
     assert "BackfillComplete" in world.event_reasons("bf")
+    history = kubectl_cjt(world, "history", "bf", "-n", world.ns).stdout.splitlines()[1:]
+    assert {line.split()[1]: line.split()[2] for line in history} == dict.fromkeys(
+        expected, "backfill"
+    )
