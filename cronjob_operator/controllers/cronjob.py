@@ -366,6 +366,7 @@ class CronJobReconciler:
             initial=max(parse_time(stored_last) or created, since) - offset,
             floor=since - offset,
             now=shifted,
+            latest=due.latest,
             reach=reach,
             ran=ran if buffered is None else {*ran, buffered},
             pending=pending,

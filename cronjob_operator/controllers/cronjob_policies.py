@@ -139,6 +139,7 @@ def account(
     initial: datetime,
     floor: datetime,
     now: datetime,
+    latest: datetime | None,
     reach: datetime | None,
     ran: Collection[datetime],
     pending: Collection[datetime],
@@ -152,9 +153,13 @@ def account(
     the old schedule). ``ran``: the times that ran (their Jobs exist,
     ``lastScheduleTime``) or wait in ``bufferedRun``; ``pending``: the times that may
     still run (the walk stops before the oldest); ``reach``: ``now -
-    startingDeadlineSeconds`` (None: no deadline).
+    startingDeadlineSeconds`` (None: no deadline). ``latest``: the newest schedule time at
+    or before ``now`` (``Due.latest``); with the watermark at or after it there is nothing
+    to walk, which is every reconcile between two times (no walk, no cost).
     """
     through = parse_time((status.get("skippedRuns") or {}).get("accountedThrough"))
+    if through is not None and through >= floor and (latest is None or latest <= through):
+        return Accounting(Counter(), None, more=False)
     mark = max(initial if through is None else through, floor)
     counts: Counter[SkipReason] = Counter()
     newest: datetime | None = None

@@ -47,6 +47,10 @@ class Due:
     """``missed > MAX_MISSED``: record TooManyMissedTimes, and still run ``scheduled``."""
     next_time: datetime | None
     """The first schedule time strictly after ``now``; None if there is none."""
+    latest: datetime | None = None
+    """The newest schedule time at or before ``now``, met, missed or out of reach (None
+    when there is none): the skip accounting has nothing to walk while its watermark is
+    at or after it."""
 
 
 def most_recent_due(
@@ -77,7 +81,7 @@ def most_recent_due(
         in_window = takewhile(lambda t: t <= now, schedule._fires_after(lower, twice))
         missed = sum(1 for _ in islice(in_window, MAX_MISSED + 1))
     next_time = next(schedule._fires_after(now, twice), None)
-    return Due(scheduled, missed, missed > MAX_MISSED, next_time)
+    return Due(scheduled, missed, missed > MAX_MISSED, next_time, latest)
 
 
 def reach_of(now: datetime, starting_deadline_seconds: int | None) -> datetime | None:
@@ -101,7 +105,8 @@ def _every_due(delay: timedelta, earliest: datetime, lower: datetime, now: datet
         next_time: datetime | None = anchor + max(newest + 1, 1) * delay
     except OverflowError:
         next_time = None
-    return Due(scheduled, missed, missed > MAX_MISSED, next_time)
+    latest = anchor + newest * delay if newest >= 1 else None
+    return Due(scheduled, missed, missed > MAX_MISSED, next_time, latest)
 
 
 def requeue_after(

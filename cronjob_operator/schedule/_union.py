@@ -109,6 +109,7 @@ def most_recent_due(
         missed,
         missed > MAX_MISSED,
         min((due.next_time for due in dues if due.next_time is not None), default=None),
+        max((due.latest for due in dues if due.latest is not None), default=None),
     )
 
 

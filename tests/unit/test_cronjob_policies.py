@@ -211,6 +211,24 @@ def test_a_long_outage_is_accounted_in_bounded_steps_each_time_once() -> None:
     assert counter(world, SkipReason.CATCH_UP_BOUND) == 3000 - 1
 
 
+def test_a_reconcile_between_two_times_walks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = world_of()
+    settle(world, at(1))
+    walks = 0
+    walk = schedules.times_between
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal walks
+        walks += 1
+        return walk(*args, **kwargs)
+
+    monkeypatch.setattr(schedules, "times_between", counting)
+    settle(world, at(1.5))
+    assert walks == 0
+    settle(world, at(2))
+    assert walks == 2  # the reconcile that creates 02:00's Job, and its follow-up
+
+
 def test_an_upgraded_cronjob_counts_nothing_from_before_the_accounting() -> None:
     world = world_of()
     settle(world, at(1))
@@ -370,6 +388,7 @@ def test_the_walk_never_passes_a_time_that_may_still_run() -> None:
         initial=at(0),
         floor=at(0),
         now=at(5),
+        latest=at(5),
         reach=None,
         ran={at(1)},
         pending={at(3), at(4)},
