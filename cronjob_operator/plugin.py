@@ -13,6 +13,10 @@ for a custom resource:
   CronJob's next scheduled time.
 - ``suspend NAME`` / ``resume NAME``: set ``spec.suspend``.
 - ``history NAME``: the CronJob's Jobs, newest first, with outcome and duration.
+- ``backfill NAME --from T1 --to T2 [--wait]``: ask for every scheduled time in [T1, T2)
+  to run once (the backfill annotation, a fresh token), after counting them with the
+  controller's schedule code (more than the bound is refused here already);
+  ``backfill NAME``: its progress; ``backfill NAME --cancel``: stop it.
 
 ``--kubeconfig``, ``--context``, ``-n/--namespace`` and ``-A/--all-namespaces`` mean what
 they mean to kubectl, before or after the verb. ``-n`` is always the namespace, so the
@@ -23,9 +27,10 @@ non-zero with one line on stderr naming what failed and what to do.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any, NoReturn, TypeVar
@@ -35,7 +40,8 @@ from kubernetes import config as k8s_config
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator._flags import positive_int
-from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
+from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
+from cronjob_operator.controllers import cronjob_backfill as backfills
 from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.runtime import (
     JOB,
@@ -46,7 +52,7 @@ from cronjob_operator.runtime import (
     errors,
     load_configuration,
 )
-from cronjob_operator.runtime.conditions import parse_time
+from cronjob_operator.runtime.conditions import parse_time, rfc3339
 
 __all__ = ["main"]
 
@@ -127,6 +133,20 @@ def _parser() -> argparse.ArgumentParser:
         verb(name, help_).add_argument("name", metavar="NAME")
     history = verb("history", "List a CronJob's Jobs, newest first, with outcome and duration.")
     history.add_argument("name", metavar="NAME", nargs="?")
+    backfill = verb(
+        "backfill",
+        "Run every scheduled time in [--from, --to) once; without them, show the progress.",
+    )
+    backfill.add_argument("name", metavar="NAME")
+    backfill.add_argument("--from", dest="start", type=_instant, help="first time (RFC 3339)")
+    backfill.add_argument("--to", dest="end", type=_instant, help="end, exclusive (RFC 3339)")
+    backfill.add_argument("--cancel", action="store_true", help="stop the running backfill")
+    backfill.add_argument(
+        "--wait", action="store_true", help="print the progress until it is complete"
+    )
+    backfill.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds --wait waits (default 600)"
+    )
     return parser
 
 
@@ -254,8 +274,23 @@ def _parse(expression: str, zone: str | None) -> schedules.Schedule:
         raise PluginError(str(exc)) from None
 
 
+def _parse_spec(spec: Mapping[str, Any]) -> schedules.AnySchedule:
+    try:
+        return features.parse_spec_schedule(spec)
+    except schedules.ScheduleError as exc:
+        raise PluginError(str(exc)) from None
+
+
+def _schedule_text(spec: Mapping[str, Any]) -> str:
+    """spec.schedule, or spec.schedules joined by "; "."""
+    many = spec.get("schedules")
+    if spec.get("schedule") is None and isinstance(many, (list, tuple)):
+        return "; ".join(str(entry) for entry in many)
+    return str(spec.get("schedule"))
+
+
 def next_times(
-    schedule: schedules.Schedule, after: datetime, offset: timedelta = timedelta(0)
+    schedule: schedules.AnySchedule, after: datetime, offset: timedelta = timedelta(0)
 ) -> Iterator[datetime]:
     """The schedule's times after ``after`` (``@every`` anchored there), plus ``offset``."""
     return (t + offset for t in schedule.times_after(after - offset))
@@ -305,7 +340,7 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
                     meta["namespace"],
                     meta["name"],
                     status.get("nextScheduleTime") or "<none>",
-                    str(spec.get("schedule")),
+                    _schedule_text(spec),
                 )
             )
         for line in _table(rows):
@@ -315,14 +350,14 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         raise PluginError("a CronJob NAME needs one namespace: use -n, not -A")
     item = cluster.cronjob(target)
     spec = item.get("spec") or {}
-    schedule = _parse(str(spec.get("schedule", "")), spec.get("timeZone"))
+    spec_schedule = _parse_spec(spec)
     offset = features.stagger_offset(
         item["metadata"]["namespace"], target, int(spec.get("staggerSeconds") or 0)
     )
     if spec.get("suspend"):
         out("# suspended: these times will not run until resumed")
-    times = list(islice(next_times(schedule, now, offset), args.count))
-    for line in format_times(times, schedule.zone):
+    times = list(islice(next_times(spec_schedule, now, offset), args.count))
+    for line in format_times(times, spec_schedule.zone):
         out(line)
 
 
@@ -341,14 +376,13 @@ def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     now = datetime.now(UTC)
     for job in jobs:
         meta = job["metadata"]
-        manual = (meta.get("annotations") or {}).get(features.INSTANTIATE_ANNOTATION) == "manual"
         outcome, ended = _outcome(job)
         started = parse_time((job.get("status") or {}).get("startTime"))
         rows.append(
             (
                 meta["namespace"],
                 meta["name"],
-                "manual" if manual else "scheduled",
+                _kind(meta.get("annotations") or {}),
                 outcome,
                 meta.get("creationTimestamp") or "",
                 _duration(started, ended or now) if started else "-",
@@ -359,6 +393,15 @@ def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         return
     for line in _table(rows):
         out(line)
+
+
+def _kind(annotations: Mapping[str, Any]) -> str:
+    """manual (run now), backfill, or scheduled."""
+    if annotations.get(features.INSTANTIATE_ANNOTATION) == "manual":
+        return "manual"
+    if backfills.BACKFILL_TOKEN_ANNOTATION in annotations:
+        return "backfill"
+    return "scheduled"
 
 
 def _owner_uid(job: Obj) -> str | None:
@@ -392,6 +435,67 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
+def backfill(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    cluster = Cluster(args)
+    item = cluster.cronjob(args.name)
+    if args.cancel:
+        annotations = {BACKFILL_ANNOTATION: None}
+        cluster.patch_cronjob(args.name, {"metadata": {"annotations": annotations}})
+        out(f"cronjobs.{CRONJOB.group}/{args.name} backfill cancelled")
+        return
+    if (args.start is None) != (args.end is None):
+        raise PluginError("--from and --to go together")
+    if args.start is None:
+        out(_progress(item.get("status") or {}))
+        return
+    token = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    raw = json.dumps({"token": token, "from": rfc3339(args.start), "to": rfc3339(args.end)})
+    schedule = _parse_spec(item.get("spec") or {})
+    problem = backfills.request_problem(raw, schedule)
+    if problem is not None:
+        raise PluginError(f"cronjob {cluster.namespace}/{args.name}: {problem}")
+    request = backfills.Request(token, args.start, args.end)
+    count = len(backfills.times_of(schedule, request))
+    cluster.patch_cronjob(args.name, {"metadata": {"annotations": {BACKFILL_ANNOTATION: raw}}})
+    span = f"[{rfc3339(args.start)}, {rfc3339(args.end)})"
+    out(f"backfill {token}: {count} scheduled time(s) in {span}")
+    if args.wait:
+        _wait_for_backfill(cluster, args, token, out)
+
+
+def _progress(status: Mapping[str, Any]) -> str:
+    progress = status.get("backfill")
+    if not progress:
+        return "no backfill"
+    return (
+        f"backfill {progress.get('token')}: {progress.get('state')}, "
+        f"{progress.get('done')}/{progress.get('requested')} done"
+        + (f", next {progress['next']}" if progress.get("next") else "")
+        + f" ([{progress.get('from')}, {progress.get('to')}))"
+    )
+
+
+def _wait_for_backfill(
+    cluster: Cluster, args: argparse.Namespace, token: str, out: Callable[[str], None]
+) -> None:
+    deadline = time.monotonic() + args.timeout
+    said = ""
+    while time.monotonic() < deadline:
+        status = cluster.cronjob(args.name).get("status") or {}
+        progress = status.get("backfill") or {}
+        if progress.get("token") == token:
+            line = _progress(status)
+            if line != said:
+                out(line)
+                said = line
+            if progress.get("state") != "Running":
+                return
+        time.sleep(0.5)
+    raise PluginError(
+        f"cronjob {cluster.namespace}/{args.name}: backfill not done after {args.timeout:g}s"
+    )
+
+
 # --- entry point ----------------------------------------------------------------------
 
 
@@ -408,6 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "suspend": lambda a, o: set_suspend(a, o, suspend=True),
         "resume": lambda a, o: set_suspend(a, o, suspend=False),
         "history": history,
+        "backfill": backfill,
     }
     try:
         verbs[args.verb](args, out)

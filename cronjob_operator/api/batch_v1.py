@@ -43,13 +43,21 @@ from cronjob_operator.api.meta import (
 from cronjob_operator.runtime.kinds import Kind
 
 __all__ = [
+    "BACKFILL_ANNOTATION",
     "CRONJOB",
     "CRONJOB_NAME_RULE",
     "CRONJOB_RESOURCE",
+    "MAX_BACKFILL",
+    "MAX_CATCH_UP",
     "MAX_NAME_LENGTH",
     "MAX_RUN_TOKEN_LENGTH",
+    "MAX_SCHEDULES",
     "MAX_STAGGER_SECONDS",
+    "ONE_SCHEDULE_RULE",
     "RUN_ANNOTATION",
+    "Backfill",
+    "BackfillState",
+    "CatchUpPolicy",
     "ConcurrencyPolicy",
     "CronJob",
     "CronJobSettings",
@@ -57,6 +65,8 @@ __all__ = [
     "CronJobStatus",
     "FailurePolicy",
     "ObservedSchedule",
+    "SkipReason",
+    "SkippedRuns",
     "read_settings",
 ]
 
@@ -79,6 +89,24 @@ _SCHEDULE_RULES = (
     ),
     ("self != '@reboot'", "schedule: @reboot is not supported; there is no machine to reboot"),
 )
+MAX_SCHEDULES = 10
+"""The most schedules spec.schedules lists."""
+_SCHEDULES_RULES = (
+    (
+        "self.all(s, !s.startsWith('TZ=') && !s.startsWith('CRON_TZ='))",
+        "schedules: a TZ= or CRON_TZ= prefix is not supported; set spec.timeZone instead",
+    ),
+    (
+        "self.all(s, s != '@reboot' && !s.startsWith('@every'))",
+        "schedules: @reboot and @every are not supported here (@every is a delay from the "
+        "last run, not times; use spec.schedule for it)",
+    ),
+)
+ONE_SCHEDULE_RULE = ValidationRule(
+    rule="has(self.schedule) != has(self.schedules)",
+    message="set exactly one of spec.schedule and spec.schedules",
+)
+"""On spec (so the API server names the field ``spec``), in both versions."""
 _TIME_ZONE_PATTERN = r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$"
 _TIME_ZONE_RULES = (
     (
@@ -103,6 +131,13 @@ asking for one manual run; ``status.lastHandledRunRequest`` records the last one
 MAX_RUN_TOKEN_LENGTH = 256
 """The longest run request token accepted."""
 
+BACKFILL_ANNOTATION = "batch.tutorial.kubebuilder.io/backfill"
+"""On a CronJob: a backfill request, JSON ``{"token": ..., "from": T1, "to": T2}`` (RFC 3339
+times), asking to run every scheduled time in [T1, T2) once; ``status.backfill`` shows
+its progress. A new token starts a new backfill; removing the annotation cancels one."""
+MAX_BACKFILL = 1000
+"""The most scheduled times one backfill request may cover."""
+
 MAX_STAGGER_SECONDS = 3600
 """The largest staggerSeconds the schema accepts (an hour)."""
 
@@ -117,11 +152,50 @@ class ConcurrencyPolicy(StrEnum):
     - "Allow" (default): allows CronJobs to run concurrently;
     - "Forbid": forbids concurrent runs, skipping next run if previous run hasn't
       finished yet;
-    - "Replace": cancels currently running job and replaces it with a new one"""
+    - "Replace": cancels currently running job and replaces it with a new one;
+    - "BufferOne": a time that comes due while a run is active starts as soon as that
+      run finishes; at most one waits (status.bufferedRun), later ones are skipped"""
 
     ALLOW = "Allow"
     FORBID = "Forbid"
     REPLACE = "Replace"
+    BUFFER_ONE = "BufferOne"
+
+
+MAX_CATCH_UP = 100
+"""The most missed times ``catchUpPolicy: All`` runs after an outage: the newest 100 in
+reach (the built-in's bound on missed times); older ones are skipped (CatchUpBound)."""
+
+
+class CatchUpPolicy(StrEnum):
+    """Which missed scheduled times run after the controller could not start them (it
+    was down, or behind). Valid values are:
+
+    - "Latest" (the default when unset): the newest missed time within
+      startingDeadlineSeconds, as the built-in CronJob;
+    - "All": every missed time within startingDeadlineSeconds, oldest first, each once,
+      at most the newest 100"""
+
+    LATEST = "Latest"
+    ALL = "All"
+
+
+class SkipReason(StrEnum):
+    """Why a scheduled time did not run: the reason label of
+    cronjob_operator_runs_skipped_total and, with a lower-case first letter, its count in
+    status.skippedRuns."""
+
+    DEADLINE_PASSED = "DeadlinePassed"
+    FORBID_WHILE_ACTIVE = "ForbidWhileActive"
+    SUSPENDED = "Suspended"
+    PAUSED_AFTER_FAILURES = "PausedAfterFailures"
+    CATCH_UP_BOUND = "CatchUpBound"
+    BUFFER_FULL = "BufferFull"
+
+    @property
+    def status_key(self) -> str:
+        """The key of this reason's count in status.skippedRuns (``deadlinePassed``)."""
+        return self.value[0].lower() + self.value[1:]
 
 
 class FailurePolicy(KubeModel):
@@ -136,12 +210,37 @@ class FailurePolicy(KubeModel):
 class CronJobSpec(KubeModel):
     """CronJobSpec defines the desired state of CronJob."""
 
-    schedule: Annotated[str, StringConstraints(min_length=1, max_length=1024)] = Field(
-        json_schema_extra=_cel(_SCHEDULE_RULES)
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": ONE_SCHEDULE_RULE.rule, "message": ONE_SCHEDULE_RULE.message}
+            ]
+        }
+    )
+
+    schedule: Annotated[str, StringConstraints(min_length=1, max_length=1024)] | None = Field(
+        default=None, json_schema_extra=_cel(_SCHEDULE_RULES)
     )
     """The schedule in Cron format (minute hour day-of-month month day-of-week), see
     https://en.wikipedia.org/wiki/Cron. Names, ranges, lists, steps, and the macros
-    @yearly, @monthly, @weekly, @daily, @hourly and "@every <duration>" are accepted."""
+    @yearly, @monthly, @weekly, @daily, @hourly and "@every <duration>" are accepted.
+    Exactly one of schedule and schedules is set."""
+    schedules: list[Annotated[str, StringConstraints(min_length=1, max_length=1024)]] | None = (
+        Field(
+            default=None,
+            min_length=1,
+            max_length=MAX_SCHEDULES,
+            json_schema_extra={
+                **_cel(_SCHEDULES_RULES),
+                "x-kubernetes-list-type": "atomic",
+            },
+        )
+    )
+    """Several schedules in Cron format (as schedule, but not "@every"), all in timeZone:
+    the CronJob runs at every time of any of them, and a time two of them share runs
+    once. nextScheduleTime, startingDeadlineSeconds, staggerSeconds, catchUpPolicy and
+    the skipped-run counts all work over the union. At most 10. Exactly one of schedule
+    and schedules is set."""
     time_zone: (
         Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=_TIME_ZONE_PATTERN)]
         | None
@@ -184,15 +283,38 @@ class CronJobSpec(KubeModel):
     failure_policy: FailurePolicy | None = None
     """What to do about runs that keep failing. Unset: nothing (failures are counted in
     status.consecutiveFailures either way)."""
+    catch_up_policy: CatchUpPolicy | None = None
+    """Which missed scheduled times run after an outage: "Latest" (unset: the newest
+    within startingDeadlineSeconds, as the built-in) or "All" (every one within
+    startingDeadlineSeconds, oldest first, each once, at most the newest 100). A schedule
+    edit never starts a run for a time before the edit, with either."""
 
     @field_validator("schedule")
     @classmethod
-    def _schedule_is_supported(cls, schedule: str) -> str:
+    def _schedule_is_supported(cls, schedule: str | None) -> str | None:
+        if schedule is None:
+            return None
         if schedule.startswith(("TZ=", "CRON_TZ=")):
             raise ValueError(_SCHEDULE_RULES[0][1])
         if schedule == "@reboot":
             raise ValueError(_SCHEDULE_RULES[1][1])
         return schedule
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedules_are_supported(cls, schedules: list[str] | None) -> list[str] | None:
+        for schedule in schedules or ():
+            if schedule.startswith(("TZ=", "CRON_TZ=")):
+                raise ValueError(_SCHEDULES_RULES[0][1])
+            if schedule == "@reboot" or schedule.startswith("@every"):
+                raise ValueError(_SCHEDULES_RULES[1][1])
+        return schedules
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> Self:
+        if (self.schedule is None) == (self.schedules is None):
+            raise ValueError(ONE_SCHEDULE_RULE.message)
+        return self
 
     @field_validator("time_zone")
     @classmethod
@@ -217,13 +339,72 @@ class ObservedSchedule(KubeModel):
     string in both API versions (five v2 fields cannot say every schedule, @every for one,
     and status cannot carry the annotation that conversion uses for those)."""
 
-    schedule: str
-    """spec.schedule as the controller last read it."""
+    schedule: str | None = None
+    """spec.schedule as the controller last read it (unset with spec.schedules)."""
+    schedules: str | None = None
+    """spec.schedules as the controller last read them, joined by "; " (unset with
+    spec.schedule): what the SCHEDULES column shows."""
     time_zone: str | None = None
     """spec.timeZone as the controller last read it (unset: UTC)."""
     since: datetime
     """When the controller first saw this schedule and time zone: the creation time, or
     the first reconcile after an edit of either."""
+
+
+class SkippedRuns(KubeModel):
+    """Scheduled times that did not run, counted once each by reason.
+
+    Every scheduled time up to accountedThrough has been accounted for: it ran, waits in
+    status.bufferedRun, or is counted here. A time is counted when it can no longer run,
+    with what kept it from running at that moment."""
+
+    accounted_through: datetime | None = None
+    """The scheduled time up to which every time is accounted for (kept across restarts,
+    so no time is counted twice)."""
+    deadline_passed: NonNegativeInt64 | None = None
+    """Times whose startingDeadlineSeconds passed before they could start."""
+    forbid_while_active: NonNegativeInt64 | None = None
+    """Times skipped by concurrencyPolicy Forbid because a run was active."""
+    suspended: NonNegativeInt64 | None = None
+    """Times that came while spec.suspend was true."""
+    paused_after_failures: NonNegativeInt64 | None = None
+    """Times that came while paused by spec.failurePolicy."""
+    catch_up_bound: NonNegativeInt64 | None = None
+    """Missed times beyond what catchUpPolicy runs (Latest: all but the newest; All: all
+    but the newest 100)."""
+    buffer_full: NonNegativeInt64 | None = None
+    """Times that came while a run was active and another already waited
+    (concurrencyPolicy BufferOne)."""
+
+
+class BackfillState(StrEnum):
+    """Where a backfill is: Running (times still to run), Complete, or Cancelled (its
+    annotation was removed or replaced by another token)."""
+
+    RUNNING = "Running"
+    COMPLETE = "Complete"
+    CANCELLED = "Cancelled"
+
+
+class Backfill(KubeModel):
+    """The progress of the latest backfill request (annotation
+    batch.tutorial.kubebuilder.io/backfill)."""
+
+    token: Annotated[str, StringConstraints(max_length=MAX_RUN_TOKEN_LENGTH)]
+    """The request's token; the same token again does nothing."""
+    from_: datetime = Field(alias="from")
+    """The first scheduled time it covers (inclusive)."""
+    to: datetime
+    """The end of the times it covers (exclusive)."""
+    requested: NonNegativeInt32
+    """How many scheduled times are in [from, to)."""
+    done: NonNegativeInt32
+    """How many of them have their Job: started by this backfill (it may still be
+    running), or there already. Complete once every one has."""
+    next: datetime | None = None
+    """The next time it runs (unset once Complete or Cancelled)."""
+    state: BackfillState
+    """Running, Complete or Cancelled."""
 
 
 class CronJobStatus(KubeModel):
@@ -272,6 +453,13 @@ class CronJobStatus(KubeModel):
     consecutive_failures: NonNegativeInt32 | None = None
     """Failed runs since the last successful one (or since the spec edit that resumed a
     CronJob paused by failurePolicy). Each failed Job counts once."""
+    buffered_run: datetime | None = None
+    """concurrencyPolicy BufferOne: the scheduled time that came due while a run was
+    active; its Job starts as soon as no run is active."""
+    skipped_runs: SkippedRuns | None = None
+    """Scheduled times that did not run, by reason, each counted once."""
+    backfill: Backfill | None = None
+    """The progress of the latest backfill request."""
 
 
 class CronJob(KubeModel):
@@ -300,13 +488,15 @@ class CronJobSettings(KubeModel):
 
     model_config = ConfigDict(frozen=True)
 
-    schedule: str
+    schedule: str | None = None
+    schedules: list[str] | None = None
     time_zone: str | None = None
     starting_deadline_seconds: int | None = None
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
     suspend: bool = False
     successful_jobs_history_limit: int | None = 3
     failed_jobs_history_limit: int | None = 1
+    catch_up_policy: CatchUpPolicy | None = None
 
 
 def read_settings(cronjob: Mapping[str, Any]) -> CronJobSettings:
@@ -328,6 +518,14 @@ CRONJOB_RESOURCE = Resource(
     short_names=("cjt",),
     printer_columns=(
         PrinterColumn("Schedule", "string", ".spec.schedule", "The cron schedule."),
+        # spec.schedules is a list, which a column would print as Go's [a b c]: this one
+        # shows them joined by "; " as the controller last read them.
+        PrinterColumn(
+            "Schedules",
+            "string",
+            ".status.observedSchedule.schedules",
+            "spec.schedules, joined by '; ' (empty with spec.schedule).",
+        ),
         PrinterColumn("TimeZone", "string", ".spec.timeZone", "The schedule's time zone."),
         PrinterColumn("Suspend", "boolean", ".spec.suspend", "Whether runs are suspended."),
         # CRD printer columns cannot count a list (the built-in CronJob's ACTIVE is a

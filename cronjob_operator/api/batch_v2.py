@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Annotated, Final
 
-from pydantic import StringConstraints, field_validator
+from pydantic import Field, StringConstraints, field_validator
 
 from cronjob_operator.api import batch_v1
 from cronjob_operator.api.markers import ConversionWebhook, PrinterColumn, Resource
@@ -31,6 +31,7 @@ __all__ = [
     "CRONJOB",
     "CRONJOB_RESOURCE",
     "SCHEDULE_FIELDS",
+    "V1_SCHEDULES_ANNOTATION",
     "V1_SCHEDULE_ANNOTATION",
     "CronJob",
     "CronJobSchedule",
@@ -46,6 +47,11 @@ V1_SCHEDULE_ANNOTATION: Final = f"{CRONJOB.group}/v1-schedule"
 """On a v2 object: the v1 schedule its ``spec.schedule`` stands for, when the five fields
 cannot say it exactly (``@hourly``, ``@every 90m``, unusual spacing). Conversion back to
 v1 uses it while ``spec.schedule`` still matches it, and drops it otherwise."""
+
+V1_SCHEDULES_ANNOTATION: Final = f"{CRONJOB.group}/v1-schedules"
+"""On a v2 object: the v1 ``spec.schedules`` (a JSON list of strings) its
+``spec.schedules`` stands for, when the fields cannot say one of them exactly (a macro);
+used and dropped as ``V1_SCHEDULE_ANNOTATION`` is."""
 
 SCHEDULE_FIELDS: Final = ("minute", "hour", "dayOfMonth", "month", "dayOfWeek")
 """The wire names of the schedule's fields, in cron order."""
@@ -76,19 +82,39 @@ class CronJobSchedule(KubeModel):
 class CronJobSpec(batch_v1.CronJobSpec):
     """CronJobSpec defines the desired state of CronJob."""
 
-    schedule: CronJobSchedule  # type: ignore[assignment]
+    schedule: CronJobSchedule | None = None  # type: ignore[assignment]
     """The schedule as cron fields (minute hour day-of-month month day-of-week), see
     https://en.wikipedia.org/wiki/Cron. A v1 schedule these fields cannot express (a
     macro such as @hourly, or @every) is kept in an annotation,
-    batch.tutorial.kubebuilder.io/v1-schedule."""
+    batch.tutorial.kubebuilder.io/v1-schedule. Exactly one of schedule and schedules is
+    set."""
+    schedules: list[CronJobSchedule] | None = Field(  # type: ignore[assignment]
+        default=None,
+        min_length=1,
+        max_length=batch_v1.MAX_SCHEDULES,
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    """Several schedules as cron fields, all in timeZone: the CronJob runs at every time
+    of any of them, and a time two of them share runs once. At most 10. v1 schedules these
+    fields cannot express (a macro) are kept in an annotation,
+    batch.tutorial.kubebuilder.io/v1-schedules. Exactly one of schedule and schedules is
+    set."""
 
     @field_validator("schedule")
     @classmethod
     def _schedule_is_supported(  # type: ignore[override]
-        cls, schedule: CronJobSchedule
-    ) -> CronJobSchedule:
+        cls, schedule: CronJobSchedule | None
+    ) -> CronJobSchedule | None:
         """Overrides v1's check of the schedule string, which does not apply here."""
         return schedule
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedules_are_supported(  # type: ignore[override]
+        cls, schedules: list[CronJobSchedule] | None
+    ) -> list[CronJobSchedule] | None:
+        """Overrides v1's check of the schedule strings, which does not apply here."""
+        return schedules
 
 
 class CronJob(batch_v1.CronJob):

@@ -47,15 +47,24 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from prometheus_client import Histogram
 
 from cronjob_operator import schedule as schedules
-from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
+from cronjob_operator.api.batch_v1 import (
+    BACKFILL_ANNOTATION,
+    CRONJOB,
+    MAX_NAME_LENGTH,
+    BackfillState,
+    ConcurrencyPolicy,
+    SkipReason,
+)
+from cronjob_operator.controllers import cronjob_backfill as backfills
 from cronjob_operator.controllers import cronjob_features as features
+from cronjob_operator.controllers import cronjob_policies as policies
 from cronjob_operator.controllers import cronjob_state as state
 from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
@@ -156,23 +165,29 @@ class CronJobReconciler:
         observed = status.get("observedSchedule")
         try:
             manual = self._run_requested(cronjob, status, jobs)
-            requeue, problem = self._schedule(cronjob, status, now, started)
+            filled, filling = self._backfill(cronjob, status, jobs, now, started)
+            requeue, problem, accounting = self._schedule(cronjob, status, now, started, jobs)
         except errors.ApiError:
-            self._record(cronjob, status, notices)  # keep what this reconcile learned
+            # Keep what this reconcile learned, but not its skip accounting: the retry
+            # does it again and reports it with the write that records it.
+            _restore(status, stored, "skippedRuns")
+            _restore(status, stored, "bufferedRun")  # a dropped one is counted again
+            self._record(cronjob, status, notices)
             raise
         if problem is None:
-            problem = self._stored_problem(cronjob) or manual
+            problem = self._stored_problem(cronjob) or manual or filled
+        if filling is not None and (requeue is None or filling < requeue):
+            requeue = filling
         if started:
-            if status.get("observedSchedule") != observed:
-                # An edit's ``since`` is this reconcile's ``now``: record it with the run.
-                self._record(cronjob, status, notices)
+            if _record_with_the_run(status, stored, observed):
+                self._record(cronjob, status, notices, accounting)
             # Jobs first: this reconcile created a Job. Its status is written by a
             # follow-up reconcile queued behind every other due run; that one finds the
             # Job (which records the run) and the unchanged stored status (so it reports
             # the notices of this one).
             return Result(follow_up=True)
         self._set_conditions(cronjob, status, problem, now)
-        self._record(cronjob, status, notices)
+        self._record(cronjob, status, notices, accounting)
         self._metrics.active_jobs.labels(request.namespace, request.name).set(
             len(status.get("active") or ())
         )
@@ -231,9 +246,14 @@ class CronJobReconciler:
 
         def recorded(finished: list[objects.Obj]) -> list[objects.Obj]:
             # Only a run the stored status records may go: pruning one it does not would
-            # make the run due again (the same Job created twice).
+            # make the run due again (the same Job created twice); nor one a running
+            # backfill has still to reach.
             kept = state.recorded_by(stored, name, finished)
-            return [job for job in kept if objects.name_of(job) != unrecorded]
+            return [
+                job
+                for job in kept
+                if objects.name_of(job) != unrecorded and not _backfill_keeps(stored, name, job)
+            ]
 
         # A failed Job goes only once the stored status counts it (never lose a failure).
         doomed = [
@@ -272,9 +292,10 @@ class CronJobReconciler:
         status: dict[str, Any],
         now: datetime,
         started: list[objects.Obj],
-    ) -> tuple[timedelta | None, _Problem | None]:
+        jobs: state.JobSets,
+    ) -> tuple[timedelta | None, _Problem | None, policies.Accounting | None]:
         """Steps 5-9: maybe create a Job (appended to ``started``); returns when to look
-        again and any problem.
+        again, any problem, and the skipped runs this reconcile accounted for.
 
         Sets ``status.nextScheduleTime``, or removes it when no scheduled run will start.
         """
@@ -282,59 +303,152 @@ class CronJobReconciler:
         spec = cronjob.get("spec") or {}
         created = parse_time(cronjob["metadata"].get("creationTimestamp")) or now
         since = state.observe_schedule(status, spec, created=created, now=now)
-        if cronjob["metadata"].get("deletionTimestamp") or spec.get("suspend"):
-            return None, None
-        if features.paused(spec, status):
-            return None, None
+        if cronjob["metadata"].get("deletionTimestamp"):
+            return None, None, None
+        # Suspended or paused: nothing starts, but the times that come are accounted for.
+        holding = bool(spec.get("suspend")) or features.paused(spec, status)
         try:
-            schedule = schedules.parse_schedule(spec.get("schedule", ""), spec.get("timeZone"))
+            schedule = features.parse_spec_schedule(spec)
         except schedules.ScheduleError as exc:
+            if holding:
+                return None, None, None
             self._recorder.event(cronjob, "Warning", exc.reason, str(exc))
-            return None, _Problem(exc.reason, str(exc))
+            return None, _Problem(exc.reason, str(exc)), None
         name = cronjob["metadata"]["name"]
-        if len(name) > MAX_NAME_LENGTH:  # stored past validation: no Job name could fit
+        if len(name) > MAX_NAME_LENGTH and not holding:  # stored past validation
             message = (
                 f"metadata.name: {len(name)} characters, at most {MAX_NAME_LENGTH} leave room "
                 "for the Job name suffix (Job names must fit 63); recreate with a shorter name"
             )
             self._recorder.event(cronjob, "Warning", "FailedCreate", message)
-            return None, _Problem("NameTooLong", message)
+            return None, _Problem("NameTooLong", message), None
         offset = self._stagger(cronjob, schedule)
         if isinstance(offset, _Problem):
-            return None, offset
+            return None, (None if holding else offset), None
         # Stagger: a nominal time t is due at t + offset, so the schedule is asked about
         # now - offset; the deadline then counts from the staggered time. Never a run due
-        # before the last edit of the schedule or time zone (observedSchedule.since).
+        # before the last edit of the schedule or time zone (observedSchedule.since), nor
+        # one the skip accounting has counted (skippedRuns.accountedThrough).
         shifted = now - offset
-        earliest = max(parse_time(status.get("lastScheduleTime")) or created, since) - offset
+        last = parse_time(status.get("lastScheduleTime"))
+        accounted = parse_time((status.get("skippedRuns") or {}).get("accountedThrough"))
+        earliest = max(last or created, since) - offset
+        if accounted is not None and accounted > earliest:
+            earliest = accounted
+        deadline = spec.get("startingDeadlineSeconds")
         due = schedules.most_recent_due(
+            schedule, earliest=earliest, now=shifted, starting_deadline_seconds=deadline
+        )
+        queue = policies.due_queue(
+            policies.catch_up_policy(spec),
             schedule,
+            due,
             earliest=earliest,
             now=shifted,
-            starting_deadline_seconds=spec.get("startingDeadlineSeconds"),
+            starting_deadline_seconds=deadline,
         )
+        reach = schedules.reach_of(shifted, deadline)
+        ran = _ran(name, jobs, status)
+        target, pending, buffer_skip = self._buffer(cronjob, status, queue, ran, reach, holding)
+        block = policies.blocked_by(
+            suspended=bool(spec.get("suspend")),
+            paused=features.paused(spec, status),
+            active_since=_active_since(name, status, jobs),
+            policy=spec.get("concurrencyPolicy"),
+        )
+        buffered = parse_time(status.get("bufferedRun"))
+        stored_last = (cronjob.get("status") or {}).get("lastScheduleTime")
+        accounting = policies.account(
+            status,
+            schedule,
+            # No watermark yet (an older operator's CronJob): nothing before the stored
+            # lastScheduleTime counts (a run whose Job is gone cannot be told from a skip).
+            initial=max(parse_time(stored_last) or created, since) - offset,
+            floor=since - offset,
+            now=shifted,
+            latest=due.latest,
+            reach=reach,
+            ran=ran if buffered is None else {*ran, buffered},
+            pending=pending,
+            block=block,
+        )
+        if buffer_skip is not None:  # counted in status by _buffer, reported with the rest
+            accounting = policies.with_skip(accounting, SkipReason.DEADLINE_PASSED, buffer_skip)
         requeue = schedules.requeue_after(due, shifted)
+        if accounting.more or (len(queue) > 1 and block is None):
+            # More times to account for, or catch-up All has more to run and nothing
+            # stops them (an active run under Forbid reconciles again when it finishes).
+            requeue = _SOON
+        if holding:
+            return requeue, None, accounting
         features.set_next_schedule_time(
             status, None if due.next_time is None else due.next_time + offset
         )
-        if due.scheduled is None:
-            if due.next_time is None:
-                message = f"spec.schedule: {spec.get('schedule')!r} never fires; fix the schedule"
+        if target is None:
+            if due.scheduled is None and due.next_time is None:
+                field = "spec.schedule" if spec.get("schedule") is not None else "spec.schedules"
+                message = f"{field}: {schedule.expression!r} never fires; fix the schedule"
                 self._recorder.event(cronjob, "Warning", "InvalidSchedule", message)
-                return None, _Problem("InvalidSchedule", message)
-            return requeue, None
-        if due.too_many_missed:
+                return None, _Problem("InvalidSchedule", message), accounting
+            return requeue, None, accounting
+        if due.too_many_missed and len(queue) == 1:  # Latest; All counts CatchUpBound
             self._recorder.event(
                 cronjob,
                 "Warning",
                 "TooManyMissedTimes",
                 f"too many missed start times ({due.missed}+): running only the most recent, "
-                f"{rfc3339(due.scheduled)}; set or check spec.startingDeadlineSeconds",
+                f"{rfc3339(due.scheduled or target)}; set or check spec.startingDeadlineSeconds",
             )
-        problem = self._run(cronjob, status, due.scheduled, schedule.zone, offset, started)
-        return (requeue if problem is None or problem.retry else None), problem
+        late = target not in queue  # the buffered run: its lateness is no creation skew
+        problem = self._run(
+            cronjob, status, target, schedule.zone, None if late else offset, started
+        )
+        return (requeue if problem is None or problem.retry else None), problem, accounting
 
-    def _stagger(self, cronjob: objects.Obj, schedule: schedules.Schedule) -> timedelta | _Problem:
+    def _buffer(
+        self,
+        cronjob: objects.Obj,
+        status: dict[str, Any],
+        queue: tuple[datetime, ...],
+        ran: set[datetime],
+        reach: datetime | None,
+        holding: bool,
+    ) -> tuple[datetime | None, tuple[datetime, ...], datetime | None]:
+        """concurrencyPolicy BufferOne: (the time to run now, the times that may still run,
+        a buffered time dropped because its deadline passed). Other policies: the oldest of
+        ``queue`` runs now and all of it may still run."""
+        spec = cronjob.get("spec") or {}
+        buffered = parse_time(status.get("bufferedRun"))
+        if buffered is not None and buffered in ran:  # its Job exists: it started
+            status.pop("bufferedRun", None)
+            buffered = None
+        if spec.get("concurrencyPolicy") != ConcurrencyPolicy.BUFFER_ONE:
+            return (queue[0] if queue else None), queue, None
+        if holding:
+            return None, queue, None
+        if status.get("active"):
+            fresh = [moment for moment in queue if moment not in ran]
+            if buffered is None and fresh:
+                status["bufferedRun"] = rfc3339(fresh[0])
+                self._recorder.event(
+                    cronjob,
+                    "Normal",
+                    "RunBuffered",
+                    f"the run scheduled at {rfc3339(fresh[0])} waits: a job is active and "
+                    "concurrencyPolicy is BufferOne; it starts when no job is active",
+                )
+            return None, (), None  # while a run is active, nothing else waits
+        if buffered is None:
+            return (queue[0] if queue else None), queue, None
+        if reach is not None and buffered <= reach:
+            status.pop("bufferedRun", None)
+            policies.count_skip(status, SkipReason.DEADLINE_PASSED)
+            return (queue[0] if queue else None), queue, buffered
+        return buffered, queue, None
+
+    def _stagger(
+        self, cronjob: objects.Obj, schedule: schedules.AnySchedule
+    ) -> timedelta | _Problem:
         """The CronJob's stagger offset, or why its stored staggerSeconds cannot be used."""
         metadata = cronjob["metadata"]
         seconds = (cronjob.get("spec") or {}).get("staggerSeconds")
@@ -400,11 +514,73 @@ class CronJobReconciler:
         status["lastHandledRunRequest"] = token
         return None
 
+    def _backfill(
+        self,
+        cronjob: objects.Obj,
+        status: dict[str, Any],
+        jobs: state.JobSets,
+        now: datetime,
+        started: list[objects.Obj],
+    ) -> tuple[_Problem | None, timedelta | None]:
+        """Backfill: start, cancel or advance the requested backfill, and create the Job of
+        its next time when it is due and concurrencyPolicy makes room (one per
+        reconcile, in order). Returns any problem and when to look again."""
+        metadata = cronjob["metadata"]
+        raw = (metadata.get("annotations") or {}).get(BACKFILL_ANNOTATION)
+        progress = status.get("backfill")
+        running = (progress or {}).get("state") == BackfillState.RUNNING
+        if raw is None or metadata.get("deletionTimestamp"):
+            if running and raw is None:
+                backfills.cancel(status["backfill"])
+                self._recorder.event(
+                    cronjob, "Normal", "BackfillCancelled", _backfill_message(status)
+                )
+            return None, None
+        try:
+            schedule = features.parse_spec_schedule(cronjob.get("spec") or {})
+        except schedules.ScheduleError:
+            return None, None  # reported by the scheduling step
+        problem = backfills.request_problem(raw, schedule)
+        if problem is not None:
+            self._recorder.event(cronjob, "Warning", "InvalidBackfill", problem)
+            return _Problem("InvalidBackfill", problem, stops_schedule=False), None
+        request = backfills.parse_request(raw)
+        assert isinstance(request, backfills.Request)
+        times = backfills.times_of(schedule, request)
+        if progress is None or progress.get("token") != request.token:
+            if running:
+                backfills.cancel(status["backfill"])
+                self._recorder.event(
+                    cronjob, "Normal", "BackfillCancelled", _backfill_message(status)
+                )
+            status["backfill"] = backfills.start(request, times)
+            self._recorder.event(cronjob, "Normal", "BackfillStarted", _backfill_message(status))
+        progress = status["backfill"]
+        if progress.get("state") != BackfillState.RUNNING:
+            return None, None
+        backfills.advance(progress, times, _ran(metadata["name"], jobs, {}))
+        upcoming = parse_time(progress.get("next"))
+        if upcoming is None:
+            self._recorder.event(cronjob, "Normal", "BackfillComplete", _backfill_message(status))
+            return None, None
+        if upcoming > now:
+            return None, upcoming - now + timedelta(milliseconds=100)
+        if not self._make_room(cronjob, status):
+            return None, None  # the active Job's end reconciles again
+        job = state.build_job(cronjob, upcoming, schedule.zone)
+        job["metadata"].setdefault("annotations", {})[backfills.BACKFILL_TOKEN_ANNOTATION] = (
+            request.token
+        )
+        failed = self._create(cronjob, status, job, started=started)
+        return (None if failed is None else dataclasses.replace(failed, stops_schedule=False)), (
+            _SOON
+        )
+
     def _make_room(self, cronjob: objects.Obj, status: dict[str, Any]) -> bool:
         """Apply concurrencyPolicy before a new run: False if Forbid says wait."""
         active = status.get("active") or []
         policy = (cronjob.get("spec") or {}).get("concurrencyPolicy") or "Allow"
-        if policy == "Forbid" and active:
+        if policy in (ConcurrencyPolicy.FORBID, ConcurrencyPolicy.BUFFER_ONE) and active:
             return False
         if policy == "Replace":
             self._replace_active(cronjob, status)
@@ -416,9 +592,11 @@ class CronJobReconciler:
         status: dict[str, Any],
         scheduled: datetime,
         zone: ZoneInfo,
-        offset: timedelta,
+        offset: timedelta | None,
         started: list[objects.Obj],
     ) -> _Problem | None:
+        """Create the Job of ``scheduled`` unless it exists; ``offset`` is the stagger
+        (None: the run is late by design, a buffered one, and feeds no skew)."""
         name = state.job_name(cronjob["metadata"]["name"], scheduled)
         active = status.get("active") or []
         if parse_time(status.get("lastScheduleTime")) == scheduled:
@@ -436,9 +614,8 @@ class CronJobReconciler:
             )
             return None
         job = state.build_job(cronjob, scheduled, zone)
-        return self._create(
-            cronjob, status, job, scheduled=scheduled, due=scheduled + offset, started=started
-        )
+        due = None if offset is None else scheduled + offset
+        return self._create(cronjob, status, job, scheduled=scheduled, due=due, started=started)
 
     def _replace_active(self, cronjob: objects.Obj, status: dict[str, Any]) -> None:
         """Delete every active Job before the new run is created.
@@ -504,7 +681,8 @@ class CronJobReconciler:
         running = state.finished_state(created) is None  # an existing Job may be done already
         if running and all(entry.get("uid") != ref["uid"] for entry in active):
             active.append(ref)
-        if scheduled is not None:
+        last = parse_time(status.get("lastScheduleTime"))
+        if scheduled is not None and (last is None or scheduled > last):  # never backwards
             status["lastScheduleTime"] = rfc3339(scheduled)
         return None
 
@@ -536,19 +714,106 @@ class CronJobReconciler:
         status["observedGeneration"] = generation
 
     def _record(
-        self, cronjob: objects.Obj, status: dict[str, Any], notices: list[state.Notice]
+        self,
+        cronjob: objects.Obj,
+        status: dict[str, Any],
+        notices: list[state.Notice],
+        accounting: policies.Accounting | None = None,
     ) -> None:
-        """Write ``status``, then report its notices: each is reported once, by the
-        reconcile whose write records it (none when the server had it already)."""
+        """Write ``status``, then report its notices and skipped runs: each is reported
+        once, by the reconcile whose write records it (none when the server had it)."""
         if not write_status(self._client, CRONJOB, cronjob, status):
             return
         metadata = cronjob["metadata"]
+        if accounting is not None and accounting.skipped:
+            self._report_skips(cronjob, accounting)
         for notice in notices:
             self._recorder.event(cronjob, notice.type, notice.reason, notice.message)
             if notice.finished is not None:
                 self._metrics.jobs_finished.labels(
                     metadata["namespace"], metadata["name"], notice.finished
                 ).inc()
+
+    def _report_skips(self, cronjob: objects.Obj, accounting: policies.Accounting) -> None:
+        """The Warning event (the recorder aggregates repeats) and the skipped counter."""
+        metadata = cronjob["metadata"]
+        for reason, count in accounting.skipped.items():
+            self._metrics.runs_skipped.labels(metadata["namespace"], metadata["name"], reason).inc(
+                count
+            )
+        message = policies.skipped_message(accounting)
+        self._recorder.event(cronjob, "Warning", "RunsSkipped", message)
+
+
+_SOON: Final = timedelta(seconds=1)
+"""How soon to look again when catch-up All has more times to run or the accounting more
+times to walk."""
+
+
+def _backfill_keeps(stored: Mapping[str, Any], cronjob_name: str, job: objects.Obj) -> bool:
+    moment = state.scheduled_time(cronjob_name, objects.name_of(job))
+    return moment is not None and backfills.protected(stored, moment)
+
+
+def _backfill_message(status: Mapping[str, Any]) -> str:
+    progress = status.get("backfill") or {}
+    return (
+        f"backfill {progress.get('token')!r} of [{progress.get('from')}, {progress.get('to')}): "
+        f"{progress.get('done')}/{progress.get('requested')} done, {progress.get('state')}"
+    )
+
+
+def _record_with_the_run(
+    status: Mapping[str, Any], stored: Mapping[str, Any], observed: Any
+) -> bool:
+    """Whether a reconcile that created a Job must write status now rather than leave it
+    to the follow-up: it holds what the follow-up cannot learn again. A schedule edit's
+    ``since`` (this reconcile's now), a new backfill (announced by its event), a buffered
+    time dropped or taken (the follow-up sees the new run active and would keep it)."""
+    new_backfill = (status.get("backfill") or {}).get("token") != (
+        stored.get("backfill") or {}
+    ).get("token")
+    return (
+        status.get("observedSchedule") != observed
+        or new_backfill
+        or status.get("bufferedRun") != stored.get("bufferedRun")
+    )
+
+
+def _active_since(
+    cronjob_name: str, status: Mapping[str, Any], jobs: state.JobSets
+) -> datetime | None:
+    """When the oldest active run began: its scheduled time (a manual run's creation);
+    None when no run is active, the minimum time when one's start is unknown."""
+    created = {
+        objects.name_of(job): parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+        for job in jobs.active
+    }
+    starts = []
+    for ref in status.get("active") or ():
+        name = str(ref.get("name"))
+        start = state.scheduled_time(cronjob_name, name) or created.get(name)
+        starts.append(start or datetime.min.replace(tzinfo=UTC))
+    return min(starts, default=None)
+
+
+def _restore(status: dict[str, Any], stored: Mapping[str, Any], key: str) -> None:
+    """Put ``status[key]`` back as ``stored`` has it (absent if absent)."""
+    if key in stored:
+        status[key] = objects.thaw(stored[key])
+    else:
+        status.pop(key, None)
+
+
+def _ran(cronjob_name: str, jobs: state.JobSets, status: Mapping[str, Any]) -> set[datetime]:
+    """The scheduled times that ran: their Jobs exist, or the latest is recorded."""
+    times = {
+        moment
+        for job in (*jobs.active, *jobs.successful, *jobs.failed)
+        if (moment := state.scheduled_time(cronjob_name, objects.name_of(job))) is not None
+    }
+    last = parse_time(status.get("lastScheduleTime"))
+    return times if last is None else {*times, last}
 
 
 def _namespace_terminating(cronjob: objects.Obj) -> _Problem:

@@ -51,6 +51,7 @@ __all__ = [
     "counted",
     "failure_time",
     "manual_job_name",
+    "parse_spec_schedule",
     "pause_threshold",
     "paused",
     "record_failures",
@@ -79,6 +80,18 @@ _GAP_SCAN_START: Final = datetime(2025, 1, 1, tzinfo=UTC)
 _GAP_SCAN_SPAN: Final = timedelta(days=400)  # a year of DST transitions, and then some
 _SMALLEST_CRON_GAP: Final = timedelta(minutes=1)
 _NAME_HASH_CHARS: Final = 9  # "-m" + 9 = 11 characters, as "-<unix seconds>"
+
+
+# --- the schedule -----------------------------------------------------------------------
+
+
+def parse_spec_schedule(spec: Mapping[str, Any]) -> schedules.AnySchedule:
+    """``spec.schedule`` or, when it is unset, ``spec.schedules`` (their union), in
+    ``spec.timeZone``. Raises ``ScheduleError`` naming the field (``spec.schedules[1]``)."""
+    many = spec.get("schedules")
+    if spec.get("schedule") is None and isinstance(many, (list, tuple)):
+        return schedules.parse_schedules([str(entry) for entry in many], spec.get("timeZone"))
+    return schedules.parse_schedule(str(spec.get("schedule") or ""), spec.get("timeZone"))
 
 
 # --- next run -------------------------------------------------------------------------
@@ -229,7 +242,7 @@ def stagger_offset(namespace: str, name: str, stagger_seconds: int) -> timedelta
 
 
 @functools.lru_cache(maxsize=1024)
-def shortest_gap(schedule: schedules.Schedule) -> timedelta | None:
+def shortest_gap(schedule: schedules.AnySchedule) -> timedelta | None:
     """The shortest time between consecutive runs of ``schedule`` in its time zone.
 
     Looks at the first ``GAP_SCAN_LIMIT`` times from 2025-01-01 and at the times around
@@ -253,7 +266,7 @@ def shortest_gap(schedule: schedules.Schedule) -> timedelta | None:
     return shortest
 
 
-def _gaps(schedule: schedules.Schedule, start: datetime, limit: int) -> Iterator[timedelta]:
+def _gaps(schedule: schedules.AnySchedule, start: datetime, limit: int) -> Iterator[timedelta]:
     end = start + _GAP_SCAN_SPAN
     times = itertools.takewhile(lambda t: t <= end, schedule.times_after(start))
     previous: datetime | None = None
@@ -272,7 +285,7 @@ def _transitions(zone: ZoneInfo) -> list[datetime]:
     ]
 
 
-def stagger_problem(schedule: schedules.Schedule | None, stagger_seconds: int) -> str | None:
+def stagger_problem(schedule: schedules.AnySchedule | None, stagger_seconds: int) -> str | None:
     """Why ``stagger_seconds`` cannot be used with ``schedule`` (None if it can): the
     detail, after ``spec.staggerSeconds: <value>:`` (``STAGGER_FIELD``). Without a
     schedule (it is invalid, and reported as such) only the range is checked."""

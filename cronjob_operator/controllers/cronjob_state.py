@@ -277,11 +277,16 @@ def observe_schedule(
     """Bring ``status.observedSchedule`` in line with ``spec``; return its ``since``.
 
     First sight (a new CronJob, or one from before this field existed): ``since`` is the
-    creation time, so nothing changes for it. An edit of ``schedule`` or ``timeZone`` since
-    the record: ``since`` becomes ``now``, the first reconcile that sees the edit (later
-    than the edit itself, never earlier: a time between the two is not run).
+    creation time, so nothing changes for it. An edit of ``schedule``, ``schedules`` (kept
+    joined by ``"; "``, as the SCHEDULES column shows them) or ``timeZone`` since the
+    record: ``since`` becomes ``now``, the first reconcile that sees the edit (later than
+    the edit itself, never earlier: a time between the two is not run).
     """
-    current: dict[str, Any] = {"schedule": str(spec.get("schedule") or "")}
+    many = spec.get("schedules")
+    if spec.get("schedule") is None and isinstance(many, (list, tuple)):
+        current: dict[str, Any] = {"schedules": "; ".join(str(entry) for entry in many)}
+    else:
+        current = {"schedule": str(spec.get("schedule") or "")}
     if spec.get("timeZone") is not None:
         current["timeZone"] = spec["timeZone"]
     recorded = status.get("observedSchedule") or {}

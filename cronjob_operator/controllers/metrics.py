@@ -2,8 +2,8 @@
 
 The skew histogram is named as the built-in CronJob controller names it, so dashboards
 made for the built-in read ours. The per-CronJob series (runs created, runs finished by
-outcome, active runs) are what the CronJob dashboard and the failing-CronJob alert in
-config/grafana and config/prometheus read; the built-in has no equivalent, so they carry
+outcome, runs skipped by reason, active runs) are what the CronJob dashboard and the
+alerts in config/grafana and config/prometheus read; the built-in has no equivalent, so they carry
 our prefix. Their labels are the CronJob's namespace and name, as kube-state-metrics
 labels its CronJob series.
 
@@ -21,6 +21,7 @@ import contextlib
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from cronjob_operator.api.batch_v1 import SkipReason
 from cronjob_operator.controllers.cronjob_state import FINISHED_CONDITIONS
 
 __all__ = ["CronJobMetrics", "job_creation_skew"]
@@ -58,6 +59,13 @@ class CronJobMetrics:
             (*_CRONJOB_LABELS, "condition"),  # one of FINISHED_CONDITIONS
             registry=registry,
         )
+        self.runs_skipped = Counter(
+            "cronjob_operator_runs_skipped_total",
+            "Scheduled times of a CronJob that did not run, per CronJob and reason "
+            "(status.skippedRuns has the same counts)",
+            (*_CRONJOB_LABELS, "reason"),  # one of SkipReason
+            registry=registry,
+        )
         self.active_jobs = Gauge(
             "cronjob_operator_active_jobs",
             "Jobs a CronJob's status lists as active, as of its last reconcile",
@@ -72,6 +80,7 @@ class CronJobMetrics:
             (self.jobs_created, (namespace, name)),
             (self.active_jobs, (namespace, name)),
             *((self.jobs_finished, (namespace, name, end)) for end in FINISHED_CONDITIONS),
+            *((self.runs_skipped, (namespace, name, reason)) for reason in SkipReason),
         ]
         for metric, labels in series:
             with contextlib.suppress(KeyError):  # never set

@@ -26,13 +26,18 @@ docstrings:
 * ``_times``: :class:`Schedule`, the schedule times walked through DST transitions, and
   :func:`parse_schedule`;
 * ``_due``: :func:`most_recent_due` (the run due now, missed times, the next time) and
-  :func:`requeue_after`.
+  :func:`requeue_after`;
+* ``_catchup``: every missed time in reach (for ``catchUpPolicy: All``) and the bounded
+  walk that accounts for skipped runs;
+* ``_union``: :class:`ScheduleUnion` for ``spec.schedules`` (:func:`parse_schedules`),
+  and :func:`most_recent_due`, :func:`missed_times` and :func:`times_between` over one
+  schedule or a union.
 
 Each imports only those above it in this list; nothing here imports the rest of the
 operator.
 """
 
-from cronjob_operator.schedule._due import MAX_MISSED, Due, most_recent_due, requeue_after
+from cronjob_operator.schedule._due import MAX_MISSED, Due, reach_of, requeue_after
 from cronjob_operator.schedule._errors import (
     SCHEDULE_FIELD,
     TIME_ZONE_FIELD,
@@ -41,20 +46,36 @@ from cronjob_operator.schedule._errors import (
 )
 from cronjob_operator.schedule._grammar import MACROS, validate_schedule
 from cronjob_operator.schedule._times import Schedule, parse_schedule
+from cronjob_operator.schedule._union import (
+    SCHEDULES_FIELD,
+    AnySchedule,
+    ScheduleUnion,
+    missed_times,
+    most_recent_due,
+    parse_schedules,
+    times_between,
+)
 from cronjob_operator.schedule._zones import validate_time_zone
 
 __all__ = [
     "MACROS",
     "MAX_MISSED",
+    "SCHEDULES_FIELD",
     "SCHEDULE_FIELD",
     "TIME_ZONE_FIELD",
+    "AnySchedule",
     "Due",
     "Reason",
     "Schedule",
     "ScheduleError",
+    "ScheduleUnion",
+    "missed_times",
     "most_recent_due",
     "parse_schedule",
+    "parse_schedules",
+    "reach_of",
     "requeue_after",
+    "times_between",
     "validate_schedule",
     "validate_time_zone",
 ]

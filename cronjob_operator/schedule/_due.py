@@ -28,7 +28,7 @@ from cronjob_operator.schedule._grammar import Every
 from cronjob_operator.schedule._times import Schedule, once_per_wall_time
 from cronjob_operator.schedule._zones import add, as_utc, floor_second
 
-__all__ = ["MAX_MISSED", "Due", "most_recent_due", "requeue_after"]
+__all__ = ["MAX_MISSED", "Due", "most_recent_due", "reach_of", "requeue_after"]
 
 MAX_MISSED: Final = 100
 """More missed times than this is ``TooManyMissedTimes`` (the newest one still runs)."""
@@ -47,6 +47,10 @@ class Due:
     """``missed > MAX_MISSED``: record TooManyMissedTimes, and still run ``scheduled``."""
     next_time: datetime | None
     """The first schedule time strictly after ``now``; None if there is none."""
+    latest: datetime | None = None
+    """The newest schedule time at or before ``now``, met, missed or out of reach (None
+    when there is none): the skip accounting has nothing to walk while its watermark is
+    at or after it."""
 
 
 def most_recent_due(
@@ -64,11 +68,7 @@ def most_recent_due(
     older ones are skipped.
     """
     earliest, now = as_utc(earliest, "earliest"), as_utc(now, "now")
-    if starting_deadline_seconds is not None and starting_deadline_seconds < 0:
-        raise ValueError(f"starting_deadline_seconds must be >= 0, not {starting_deadline_seconds}")
-    reach = None
-    if starting_deadline_seconds is not None:
-        reach = add(now, -timedelta(seconds=min(starting_deadline_seconds, 10**13)))
+    reach = reach_of(now, starting_deadline_seconds)
     lower = max(earliest, reach) if reach is not None else earliest
     rule = schedule._rule
     if isinstance(rule, Every):
@@ -81,7 +81,17 @@ def most_recent_due(
         in_window = takewhile(lambda t: t <= now, schedule._fires_after(lower, twice))
         missed = sum(1 for _ in islice(in_window, MAX_MISSED + 1))
     next_time = next(schedule._fires_after(now, twice), None)
-    return Due(scheduled, missed, missed > MAX_MISSED, next_time)
+    return Due(scheduled, missed, missed > MAX_MISSED, next_time, latest)
+
+
+def reach_of(now: datetime, starting_deadline_seconds: int | None) -> datetime | None:
+    """``now - startingDeadlineSeconds``: times at or before it are out of reach (None:
+    no deadline, every time since ``earliest`` is in reach)."""
+    if starting_deadline_seconds is None:
+        return None
+    if starting_deadline_seconds < 0:
+        raise ValueError(f"starting_deadline_seconds must be >= 0, not {starting_deadline_seconds}")
+    return add(now, -timedelta(seconds=min(starting_deadline_seconds, 10**13)))
 
 
 def _every_due(delay: timedelta, earliest: datetime, lower: datetime, now: datetime) -> Due:
@@ -95,7 +105,8 @@ def _every_due(delay: timedelta, earliest: datetime, lower: datetime, now: datet
         next_time: datetime | None = anchor + max(newest + 1, 1) * delay
     except OverflowError:
         next_time = None
-    return Due(scheduled, missed, missed > MAX_MISSED, next_time)
+    latest = anchor + newest * delay if newest >= 1 else None
+    return Due(scheduled, missed, missed > MAX_MISSED, next_time, latest)
 
 
 def requeue_after(

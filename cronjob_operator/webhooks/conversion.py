@@ -15,7 +15,9 @@ fields (a macro's expansion, else every field unset) and the original string in 
 annotated string while the v2 fields still match it, so v1 -> v2 -> v1 returns what was
 stored; once a v2 client changes the fields, they win and the annotation is dropped.
 A v2 object converts to v1 and back unchanged, except that a field written as ``*`` reads
-back unset (the two mean the same and v1 cannot tell them apart).
+back unset (the two mean the same and v1 cannot tell them apart). ``spec.schedules`` (a
+list) converts entry by entry the same way; when an entry cannot be said exactly, the v1
+list is kept as JSON in ``batch.tutorial.kubebuilder.io/v1-schedules``.
 
 Objects are handled as JSON dicts, never through the models, so nothing is lost or
 normalised in passing. A conversion that cannot be done fails the whole review with a
@@ -25,6 +27,7 @@ message (``result.status: Failure``), as the API server expects.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -51,6 +54,7 @@ REVIEW_KIND: Final = "ConversionReview"
 _V1 = batch_v1.CRONJOB
 _V2 = batch_v2.CRONJOB
 _ANNOTATION = batch_v2.V1_SCHEDULE_ANNOTATION
+_SCHEDULES_ANNOTATION = batch_v2.V1_SCHEDULES_ANNOTATION
 
 
 class ConversionError(ValueError):
@@ -87,12 +91,12 @@ def _annotations(obj: dict[str, Any]) -> dict[str, Any]:
     return annotations
 
 
-def _pop_annotation(obj: dict[str, Any]) -> Any:
-    """Remove the v1-schedule annotation (and an annotations map it leaves empty)."""
+def _pop_annotation(obj: dict[str, Any], name: str = _ANNOTATION) -> Any:
+    """Remove a v1-schedule(s) annotation (and an annotations map it leaves empty)."""
     metadata = obj.get("metadata")
     if not isinstance(metadata, dict) or not isinstance(metadata.get("annotations"), dict):
         return None
-    value = metadata["annotations"].pop(_ANNOTATION, None)
+    value = metadata["annotations"].pop(name, None)
     if not metadata["annotations"]:
         del metadata["annotations"]
     return value
@@ -119,16 +123,29 @@ def to_v2(cronjob: Mapping[str, Any]) -> dict[str, Any]:
     """A v1 CronJob as v2 (a copy)."""
     result = copy.deepcopy(dict(cronjob))
     result["apiVersion"] = _V2.api_version
-    _pop_annotation(result)  # only conversion sets it; a stale one must not survive
+    # Only conversion sets these; a stale one must not survive.
+    _pop_annotation(result)
+    _pop_annotation(result, _SCHEDULES_ANNOTATION)
     spec = result.get("spec")
-    if not isinstance(spec, dict) or spec.get("schedule") is None:
+    if not isinstance(spec, dict):
         return result
-    expression = spec["schedule"]
-    if not isinstance(expression, str):
-        raise ConversionError(f"{_described(cronjob)}: spec.schedule must be a string in v1")
-    spec["schedule"], exact = schedule_to_v2(expression)
-    if not exact:
-        _annotations(result)[_ANNOTATION] = expression
+    if spec.get("schedule") is not None:
+        expression = spec["schedule"]
+        if not isinstance(expression, str):
+            raise ConversionError(f"{_described(cronjob)}: spec.schedule must be a string in v1")
+        spec["schedule"], exact = schedule_to_v2(expression)
+        if not exact:
+            _annotations(result)[_ANNOTATION] = expression
+    if spec.get("schedules") is not None:
+        expressions = spec["schedules"]
+        if not isinstance(expressions, list) or not all(isinstance(e, str) for e in expressions):
+            raise ConversionError(
+                f"{_described(cronjob)}: spec.schedules must be a list of strings in v1"
+            )
+        converted = [schedule_to_v2(expression) for expression in expressions]
+        spec["schedules"] = [fields for fields, _ in converted]
+        if not all(exact for _, exact in converted):
+            _annotations(result)[_SCHEDULES_ANNOTATION] = json.dumps(expressions)
     return result
 
 
@@ -137,15 +154,44 @@ def to_v1(cronjob: Mapping[str, Any]) -> dict[str, Any]:
     result = copy.deepcopy(dict(cronjob))
     result["apiVersion"] = _V1.api_version
     kept = _pop_annotation(result)
+    kept_list = _pop_annotation(result, _SCHEDULES_ANNOTATION)
     spec = result.get("spec")
-    if not isinstance(spec, dict) or "schedule" not in spec:
+    if not isinstance(spec, dict):
         return result
-    fields = _v2_fields(spec["schedule"], cronjob)
-    if isinstance(kept, str) and schedule_to_v2(kept)[0] == fields:
-        spec["schedule"] = kept
-    else:
-        spec["schedule"] = schedule_to_v1(fields)
+    if "schedule" in spec:
+        fields = _v2_fields(spec["schedule"], cronjob)
+        if isinstance(kept, str) and schedule_to_v2(kept)[0] == fields:
+            spec["schedule"] = kept
+        else:
+            spec["schedule"] = schedule_to_v1(fields)
+    if spec.get("schedules") is not None:
+        spec["schedules"] = _schedules_to_v1(spec["schedules"], kept_list, cronjob)
     return result
+
+
+def _schedules_to_v1(schedules: Any, kept: Any, obj: Mapping[str, Any]) -> list[str]:
+    """v2 ``spec.schedules`` as v1 strings: the annotated originals while the fields still
+    match them, else each entry's five fields."""
+    if not isinstance(schedules, list):
+        raise ConversionError(f"{_described(obj)}: spec.schedules must be a list in v2")
+    fields = [_v2_fields(entry, obj) for entry in schedules]
+    originals = _kept_schedules(kept)
+    if originals is not None and [schedule_to_v2(e)[0] for e in originals] == fields:
+        return originals
+    return [schedule_to_v1(entry) for entry in fields]
+
+
+def _kept_schedules(kept: Any) -> list[str] | None:
+    """The v1-schedules annotation's list, or None when absent or not a list of strings."""
+    if not isinstance(kept, str):
+        return None
+    try:
+        value = json.loads(kept)
+    except ValueError:
+        return None
+    if isinstance(value, list) and all(isinstance(entry, str) for entry in value):
+        return value
+    return None
 
 
 def convert(obj: Mapping[str, Any], desired_api_version: str) -> dict[str, Any]:

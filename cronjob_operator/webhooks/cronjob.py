@@ -31,6 +31,7 @@ from pydantic_core import PydanticUndefined
 
 from cronjob_operator import schedule
 from cronjob_operator.api import batch_v1
+from cronjob_operator.controllers import cronjob_backfill as backfills
 from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.webhooks import admission
 from cronjob_operator.webhooks.admission import AdmissionRequest, FieldError
@@ -67,6 +68,7 @@ _COUNTS: Final = (
 _SCHEDULE_HINT: Final = (
     "use 5 fields (minute hour day-of-month month day-of-week) or a macro such as @hourly"
 )
+_BOTH_SCHEDULES: Final = "cannot be set with spec.schedule; set exactly one of the two"
 _BOTH_ZONES: Final = (
     f"cannot use both {schedule.TIME_ZONE_FIELD} and a TZ or CRON_TZ prefix in the schedule"
 )
@@ -116,8 +118,13 @@ def _schedule_errors(
 ) -> list[FieldError]:
     field = schedule.SCHEDULE_FIELD
     value = spec.get("schedule")
+    many = spec.get("schedules")
+    if many is not None:
+        if value is not None:
+            return [admission.invalid(schedule.SCHEDULES_FIELD, _count(many), _BOTH_SCHEDULES)]
+        return _schedules_errors(many)
     if value is None or value == "":
-        return [admission.required(field, _SCHEDULE_HINT)]
+        return [admission.required(field, f"{_SCHEDULE_HINT}; or set spec.schedules")]
     if not isinstance(value, str):
         return [admission.invalid(field, value, "must be a string")]
     if len(value) > MAX_SCHEDULE_LENGTH:
@@ -147,6 +154,54 @@ def _schedule_errors(
     return errors
 
 
+def _count(many: Any) -> str:
+    return f"<{len(many)} schedules>" if isinstance(many, list) else repr(many)
+
+
+def _schedules_errors(many: Any) -> list[FieldError]:
+    """spec.schedules: 1 to MAX_SCHEDULES strings, each a schedule as spec.schedule
+    accepts it, except @every (a delay from the last run, not times)."""
+    field = schedule.SCHEDULES_FIELD
+    if not isinstance(many, list):
+        return [admission.invalid(field, many, "must be a list of schedules")]
+    if not 1 <= len(many) <= batch_v1.MAX_SCHEDULES:
+        return [
+            admission.invalid(
+                field,
+                _count(many),
+                f"must list 1 to {batch_v1.MAX_SCHEDULES} schedules (or use spec.schedule for one)",
+            )
+        ]
+    errors = []
+    for index, value in enumerate(many):
+        entry = f"{field}[{index}]"
+        if not isinstance(value, str) or not value:
+            errors.append(admission.invalid(entry, value, "must be a non-empty string"))
+        elif len(value) > MAX_SCHEDULE_LENGTH:
+            errors.append(admission.invalid(entry, f"{value[:40]}...", _TOO_LONG))
+        elif value.startswith(_TZ_PREFIXES):
+            errors.append(
+                admission.invalid(
+                    entry, value, "a TZ= or CRON_TZ= prefix is not supported; set spec.timeZone"
+                )
+            )
+        elif value.startswith("@every"):
+            errors.append(
+                admission.invalid(
+                    entry,
+                    value,
+                    "@every is a delay from the last run, not times, so it cannot be one of "
+                    "several schedules; use spec.schedule for it",
+                )
+            )
+        else:
+            errors += [
+                admission.invalid(entry, value, _detail(m))
+                for m in schedule.validate_schedule(value)
+            ]
+    return errors
+
+
 def _time_zone_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     field = schedule.TIME_ZONE_FIELD
     value = spec.get("timeZone")
@@ -168,6 +223,10 @@ def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) ->
     policies = [p.value for p in batch_v1.ConcurrencyPolicy]
     if policy is not None and policy not in policies:
         errors.append(admission.not_supported("spec.concurrencyPolicy", policy, policies))
+    catch_up = spec.get("catchUpPolicy")
+    catch_ups = [p.value for p in batch_v1.CatchUpPolicy]
+    if catch_up is not None and catch_up not in catch_ups:
+        errors.append(admission.not_supported("spec.catchUpPolicy", catch_up, catch_ups))
     suspend = spec.get("suspend")
     if suspend is not None and not isinstance(suspend, bool):
         errors.append(admission.invalid("spec.suspend", suspend, "must be true or false"))
@@ -197,7 +256,7 @@ def _stagger_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     if not _is_count(value):
         return [admission.invalid(features.STAGGER_FIELD, value, "must be a whole number")]
     try:
-        parsed = schedule.parse_schedule(str(spec.get("schedule", "")), spec.get("timeZone"))
+        parsed = features.parse_spec_schedule(spec)
     except (schedule.ScheduleError, TypeError):
         parsed = None  # reported as a schedule error; only the range can be checked
     detail = features.stagger_problem(parsed, value)
@@ -235,11 +294,32 @@ def _run_request_errors(cronjob: Mapping[str, Any]) -> list[FieldError]:
     return [admission.invalid(features.TOKEN_FIELD, f"<{len(token)} characters>", detail)]
 
 
+def _backfill_errors(cronjob: Mapping[str, Any], spec: Mapping[str, Any]) -> list[FieldError]:
+    """The backfill annotation: its shape, and at most MAX_BACKFILL times of the schedule."""
+    annotations = (cronjob.get("metadata") or {}).get("annotations") or {}
+    raw = annotations.get(batch_v1.BACKFILL_ANNOTATION)
+    if raw is None:
+        return []
+    try:
+        parsed = features.parse_spec_schedule(spec)
+    except (schedule.ScheduleError, TypeError):
+        parsed = None  # reported as a schedule error; only the shape can be checked
+    problem = backfills.request_problem(raw, parsed)
+    if problem is None:
+        return []
+    shown = raw if isinstance(raw, str) and len(raw) <= 200 else f"<{len(str(raw))} characters>"
+    return [admission.invalid(backfills.BACKFILL_FIELD, shown, problem.partition(": ")[2])]
+
+
 def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:
     spec = _spec(cronjob)
     if spec is None:
         return [admission.required("spec")]
-    return _spec_errors(spec, None if old is None else _spec(old)) + _run_request_errors(cronjob)
+    return (
+        _spec_errors(spec, None if old is None else _spec(old))
+        + _run_request_errors(cronjob)
+        + _backfill_errors(cronjob, spec)
+    )
 
 
 def validate_create(cronjob: Mapping[str, Any]) -> list[FieldError]:

@@ -256,6 +256,8 @@ def run_cronjobs(
             cronjob_manifest("succeeds", namespace, run="1s"),
             failing,
             cronjob_manifest("keeps-running", namespace, run="1h"),
+            # A deadline of 0 never starts a run: each time is skipped (DeadlinePassed).
+            cronjob_manifest("too-late", namespace, startingDeadlineSeconds=0),
         ],
     )
     created = control_plane.kubectl_json("get", CRONJOBS, "succeeds", "-n", namespace)
@@ -263,7 +265,7 @@ def run_cronjobs(
     assert start is not None
     tick = start.replace(second=0, microsecond=0) + timedelta(minutes=1)
     clock.set(tick + timedelta(seconds=1))
-    for name in ("succeeds", "fails", "keeps-running"):
+    for name in ("succeeds", "fails", "keeps-running", "too-late"):
         operator.kick("cronjob", namespace, name)
 
     def finished() -> int:
@@ -331,6 +333,10 @@ def test_every_panel_and_alert_returns_data_from_prometheus(prometheus: Promethe
     assert health == dict.fromkeys((rule["alert"] for rule in alert_rules()), "ok")
     failed = prometheus.series('cronjob_operator_jobs_finished_total{condition="Failed"}')
     assert {series["metric"]["cronjob"] for series in failed} >= {"fails"}
+    skipped = prometheus.series("cronjob_operator_runs_skipped_total")
+    assert {(s["metric"]["cronjob"], s["metric"]["reason"]) for s in skipped} == {
+        ("too-late", "DeadlinePassed")
+    }
 
 
 def test_selectors_are_read_from_the_ast() -> None:

@@ -483,6 +483,36 @@ def test_a_v1_macro_and_status_conditions_survive_a_v2_round_trip(env: Env) -> N
     assert as_v1["status"] == status
 
 
+def test_schedules_and_the_other_issue_23_fields_survive_a_v2_round_trip(env: Env) -> None:
+    obj = a_cronjob("several", env.namespace, catchUpPolicy="All", concurrencyPolicy="BufferOne")
+    del obj["spec"]["schedule"]
+    obj["spec"]["schedules"] = ["@daily", "0 12 * * 6"]
+    result = env.apply(obj)
+    assert result.returncode == 0, result.stderr
+    assert env.validated("several"), "the webhook checked each entry"
+    as_v2 = env.get(V2, "several")
+    assert as_v2["spec"]["schedules"] == [
+        {"minute": "0", "hour": "0"},
+        {"minute": "0", "hour": "12", "dayOfWeek": "6"},
+    ]
+    assert as_v2["spec"]["catchUpPolicy"] == "All"
+    assert json.loads(as_v2["metadata"]["annotations"][batch_v2.V1_SCHEDULES_ANNOTATION]) == [
+        "@daily",
+        "0 12 * * 6",
+    ]
+    as_v2["metadata"].setdefault("labels", {})["edited-as"] = "v2"
+    result = env.kubectl("replace", "-f", "-", input=json.dumps(as_v2))
+    assert result.returncode == 0, result.stderr
+    as_v1 = env.get(V1, "several")
+    assert as_v1["spec"]["schedules"] == ["@daily", "0 12 * * 6"]
+    assert as_v1["spec"]["concurrencyPolicy"] == "BufferOne"
+    bad = a_cronjob("several-bad", env.namespace)
+    bad["spec"]["schedules"] = ["0 * * * *"]
+    refused = env.apply(bad)
+    assert refused.returncode != 0
+    assert "set exactly one of spec.schedule and spec.schedules" in refused.stderr
+
+
 # --- the server -------------------------------------------------------------------------
 
 

@@ -212,7 +212,7 @@ def test_cronjob_names_scope_and_subresources() -> None:
 def test_cronjob_defaults_minimums_and_formats() -> None:
     spec = at(schema_of("CronJob"), "spec")
     props = spec["properties"]
-    assert spec["required"] == ["schedule", "jobTemplate"]
+    assert spec["required"] == ["jobTemplate"]  # and one of schedule, schedules (CEL)
     assert props["schedule"]["minLength"] == 1
     assert props["concurrencyPolicy"]["default"] == "Allow"
     assert props["suspend"] == {
@@ -231,7 +231,13 @@ def test_cronjob_defaults_minimums_and_formats() -> None:
 
 def test_cronjob_enums() -> None:
     schema = schema_of("CronJob")
-    assert at(schema, "spec.concurrencyPolicy")["enum"] == ["Allow", "Forbid", "Replace"]
+    assert at(schema, "spec.concurrencyPolicy")["enum"] == [
+        "Allow",
+        "Forbid",
+        "Replace",
+        "BufferOne",
+    ]
+    assert at(schema, "spec.catchUpPolicy")["enum"] == ["Latest", "All"]
     pod = "spec.jobTemplate.spec.template.spec"
     assert at(schema, f"{pod}.restartPolicy")["enum"] == ["Always", "OnFailure", "Never"]
     assert at(schema, "status.conditions[].status")["enum"] == ["True", "False", "Unknown"]
@@ -244,8 +250,18 @@ def test_cronjob_cel_rules() -> None:
             "rule": "self.metadata.name.size() <= 52",
             "message": "metadata.name: must be no more than 52 characters (the Job name "
             "appends an 11-character suffix and must fit 63)",
+        },
+    ]
+    assert at(schema, "spec")["x-kubernetes-validations"] == [
+        {
+            "rule": "has(self.schedule) != has(self.schedules)",
+            "message": "set exactly one of spec.schedule and spec.schedules",
         }
     ]
+    schedules_rules = [
+        rule["rule"] for rule in at(schema, "spec.schedules")["x-kubernetes-validations"]
+    ]
+    assert any("@every" in rule for rule in schedules_rules)
     time_zone_rules = [
         rule["rule"] for rule in at(schema, "spec.timeZone")["x-kubernetes-validations"]
     ]
@@ -288,8 +304,9 @@ def test_cronjob_status_schema() -> None:
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_cronjob_status_records_the_observed_schedule_in_both_versions(version: str) -> None:
     observed = at(schema_of("CronJob", version), "status.observedSchedule")
-    assert observed["required"] == ["schedule", "since"]
+    assert observed["required"] == ["since"]  # and schedule or schedules
     assert observed["properties"]["schedule"]["type"] == "string"
+    assert observed["properties"]["schedules"]["type"] == "string"  # joined by "; "
     assert observed["properties"]["timeZone"]["type"] == "string"
     assert observed["properties"]["since"]["format"] == "date-time"
 
@@ -298,6 +315,8 @@ def test_cronjob_printer_columns() -> None:
     columns = version_of(crd_named("CronJob"))["additionalPrinterColumns"]
     assert [(c["name"].upper(), c["jsonPath"], c["type"]) for c in columns] == [
         ("SCHEDULE", ".spec.schedule", "string"),
+        # spec.schedules joined by "; ": a list column would print Go's [a b].
+        ("SCHEDULES", ".status.observedSchedule.schedules", "string"),
         ("TIMEZONE", ".spec.timeZone", "string"),
         ("SUSPEND", ".spec.suspend", "boolean"),
         ("ACTIVE", ".status.active[*].name", "string"),
@@ -342,9 +361,16 @@ def test_v2_is_v1_with_a_structured_schedule() -> None:
     assert v2_spec["required"] == v1_spec["required"]
 
     def without_schedule(spec: dict[str, Any]) -> dict[str, Any]:
-        return {name: node for name, node in spec["properties"].items() if name != "schedule"}
+        return {
+            name: node
+            for name, node in spec["properties"].items()
+            if name not in ("schedule", "schedules")
+        }
 
     assert without_schedule(v2_spec) == without_schedule(v1_spec)
+    many = at(v2, "spec.schedules")
+    assert (many["type"], many["minItems"], many["maxItems"]) == ("array", 1, 10)
+    assert many["items"]["properties"] == at(v2, "spec.schedule")["properties"]
     schedule = at(v2, "spec.schedule")
     assert schedule["type"] == "object"
     assert list(schedule["properties"]) == list(batch_v2.SCHEDULE_FIELDS)
@@ -359,6 +385,7 @@ def test_v2_printer_columns_show_the_schedule_fields_wide() -> None:
         (f".spec.schedule.{field}", 1) for field in batch_v2.SCHEDULE_FIELDS
     ]
     assert [c["name"] for c in columns[5:]] == [
+        "Schedules",
         "TimeZone",
         "Suspend",
         "Active",

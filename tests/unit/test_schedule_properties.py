@@ -10,6 +10,7 @@ parser's output. Times are drawn near the DST transitions of the zones as often 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -295,6 +296,9 @@ def test_most_recent_due_agrees_with_brute_force(
     ahead = cron.fires(ZoneInfo(zone), now, now + WINDOW, second_pass)
 
     due = most_recent_due(subject, earliest=earliest, now=now, starting_deadline_seconds=deadline)
+    recent = cron.fires(ZoneInfo(zone), now - WINDOW, now, second_pass)
+    if recent:
+        assert due.latest == recent[-1]
 
     event("a time is due" if missed else "nothing is due")
     assert due.scheduled == (missed[-1] if missed else None)
@@ -332,3 +336,89 @@ def test_every_agrees_with_brute_force(
     assert due.scheduled == (missed[-1] if missed else None)
     assert due.missed == min(len(missed), schedule.MAX_MISSED + 1)
     assert due.next_time == anchor + k * timedelta(seconds=seconds)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    due_cases(),
+    st.integers(0, int(WINDOW.total_seconds())),
+    st.none() | st.integers(0, int(WINDOW.total_seconds())),
+    st.integers(1, 150),
+)
+def test_missed_times_agree_with_brute_force(
+    case: tuple[Cron, str, datetime], back: int, deadline: int | None, limit: int
+) -> None:
+    """catchUpPolicy All: every unmet time in reach, oldest first, the newest ``limit``."""
+    cron, zone, now = case
+    subject = parsed(cron, zone)
+    if subject is None:
+        return
+    earliest = now - timedelta(seconds=back)
+    lower = earliest if deadline is None else max(earliest, now - timedelta(seconds=deadline))
+    reach = None if deadline is None else now - timedelta(seconds=deadline)
+    second_pass = (
+        (lambda first: False) if reach is None else (lambda first: earliest < first <= reach)
+    )
+    missed = cron.fires(ZoneInfo(zone), lower, now, second_pass)
+
+    found = schedule.missed_times(
+        subject, earliest=earliest, now=now, starting_deadline_seconds=deadline, limit=limit
+    )
+    due = most_recent_due(subject, earliest=earliest, now=now, starting_deadline_seconds=deadline)
+
+    event("more than the limit" if len(missed) > limit else "within the limit")
+    assert list(found) == missed[-limit:]
+    assert (found[-1] if found else None) == due.scheduled
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(), st.integers(0, int(WINDOW.total_seconds())), st.integers(1, 40))
+def test_walking_in_steps_visits_every_time_once(
+    case: tuple[Cron, str, datetime], span: int, limit: int
+) -> None:
+    """Skip accounting resumes a bounded walk at the last time it saw: resumed walks
+    together are exactly the times in the window, each once, in order."""
+    cron, zone, start = case
+    subject = parsed(cron, zone)
+    if subject is None:
+        return
+    through = start + timedelta(seconds=span)
+    walked: list[datetime] = []
+    mark = start
+    while True:
+        step = list(schedule.times_between(subject, mark, through, limit=limit))
+        assert len(step) <= limit
+        walked.extend(step)
+        if len(step) < limit:
+            break
+        mark = step[-1]
+    assert walked == list(itertools.takewhile(lambda t: t <= through, subject.times_after(start)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(60, 3 * 3600),
+    moments("UTC"),
+    st.integers(0, int(WINDOW.total_seconds())),
+    st.none() | st.integers(0, int(WINDOW.total_seconds())),
+    st.integers(1, 150),
+)
+def test_every_missed_times_agree_with_brute_force(
+    seconds: int, now: datetime, back: int, deadline: int | None, limit: int
+) -> None:
+    subject = parse_schedule(f"@every {seconds}s")
+    earliest = now - timedelta(seconds=back)
+    lower = earliest if deadline is None else max(earliest, now - timedelta(seconds=deadline))
+    anchor = earliest.replace(microsecond=0)
+    times = []
+    k = 1
+    while anchor + k * timedelta(seconds=seconds) <= now:
+        times.append(anchor + k * timedelta(seconds=seconds))
+        k += 1
+    missed = [t for t in times if t > lower]
+
+    found = schedule.missed_times(
+        subject, earliest=earliest, now=now, starting_deadline_seconds=deadline, limit=limit
+    )
+
+    assert list(found) == missed[-limit:]

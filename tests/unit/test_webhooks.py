@@ -169,7 +169,7 @@ def test_messages_are_the_api_servers_field_errors() -> None:
     (error,) = cronjob.validate_create(a_cronjob(concurrencyPolicy="Sometimes"))
     assert str(error) == (
         'spec.concurrencyPolicy: Unsupported value: "Sometimes": supported values: '
-        '"Allow", "Forbid", "Replace"'
+        '"Allow", "Forbid", "Replace", "BufferOne"'
     )
     (error,) = cronjob.validate_create(a_cronjob(failedJobsHistoryLimit=-1))
     assert str(error) == (
@@ -243,6 +243,11 @@ BAD_INPUTS = [
         {"concurrencyPolicy": "Sometimes"},
         'spec.concurrencyPolicy: Unsupported value: "Sometimes"',
         id="unknown-policy",
+    ),
+    pytest.param(
+        {"catchUpPolicy": "Some"},
+        'spec.catchUpPolicy: Unsupported value: "Some": supported values: "Latest", "All"',
+        id="unknown-catch-up-policy",
     ),
     pytest.param(
         {"suspend": "yes"},
@@ -810,3 +815,99 @@ def test_a_bad_webhook_port_is_refused(port: str, capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["run", f"--webhook-port={port}"])
     assert "--webhook-port" in capsys.readouterr().err
+
+
+def test_catch_up_buffer_one_and_the_skip_accounting_convert_losslessly() -> None:
+    """Issue 23's fields are the same in both versions: copied, never touched."""
+    v1 = a_stored_cronjob("*/5 * * * *")
+    v1["spec"].update(catchUpPolicy="All", concurrencyPolicy="BufferOne")
+    v1["status"].update(
+        bufferedRun="2026-01-02T03:05:00Z",
+        skippedRuns={"accountedThrough": "2026-01-02T03:00:00Z", "bufferFull": 2},
+    )
+    v2 = conversion.convert(v1, V2)
+    assert v2["spec"]["catchUpPolicy"] == "All"
+    assert v2["spec"]["concurrencyPolicy"] == "BufferOne"
+    assert v2["status"]["skippedRuns"] == v1["status"]["skippedRuns"]
+    assert conversion.convert(v2, V1) == v1
+    v2_native = conversion.convert(v1, V2)
+    assert conversion.convert(conversion.convert(v2_native, V1), V2) == v2_native
+
+
+# --- spec.schedules (issue 23 item 4) -------------------------------------------------
+
+
+def test_schedules_are_validated_entry_by_entry_with_the_index() -> None:
+    errors = messages(
+        cronjob.validate_create(
+            a_cronjob(schedule=None, schedules=["0 * * * *", "61 * * * *", "@every 1h"])
+        )
+    )
+    assert errors == [
+        'spec.schedules[1]: Invalid value: "61 * * * *": minute 61 is out of range 0-59',
+        'spec.schedules[2]: Invalid value: "@every 1h": @every is a delay from the last run, '
+        "not times, so it cannot be one of several schedules; use spec.schedule for it",
+    ]
+    assert (
+        cronjob.validate_create(a_cronjob(schedule=None, schedules=["0 9 * * 1-5", "@daily"])) == []
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"schedules": ["0 * * * *"]},
+            'spec.schedules: Invalid value: "<1 schedules>": cannot be set with spec.schedule',
+        ),
+        ({"schedule": None}, "spec.schedule: Required value"),
+        (
+            {"schedule": None, "schedules": []},
+            'spec.schedules: Invalid value: "<0 schedules>": must list 1 to 10 schedules',
+        ),
+        (
+            {"schedule": None, "schedules": ["TZ=UTC 0 * * * *"]},
+            'spec.schedules[0]: Invalid value: "TZ=UTC 0 * * * *": a TZ= or CRON_TZ= prefix',
+        ),
+    ],
+)
+def test_exactly_one_of_schedule_and_schedules(spec: dict[str, Any], message: str) -> None:
+    (error,) = cronjob.validate_create(a_cronjob(**spec))
+    assert str(error).startswith(message), str(error)
+
+
+def test_the_stagger_is_checked_against_the_union() -> None:
+    (error,) = cronjob.validate_create(
+        a_cronjob(schedule=None, schedules=["0 * * * *", "30 * * * *"], staggerSeconds=1800)
+    )
+    assert str(error).startswith("spec.staggerSeconds: Invalid value: 1800: must be smaller")
+
+
+SCHEDULES_ROUND_TRIPS = [
+    ["0 9 * * 1-5", "30 12 * * 6"],
+    ["@daily", "0 12 * * *"],
+    ["0  3 * * *"],
+]
+
+
+@pytest.mark.parametrize("entries", SCHEDULES_ROUND_TRIPS)
+def test_schedules_round_trip_through_v2(entries: list[str]) -> None:
+    v1 = a_stored_cronjob("x")
+    del v1["spec"]["schedule"]
+    v1["spec"]["schedules"] = entries
+    v2 = conversion.convert(v1, V2)
+    assert v2["spec"]["schedules"] == [conversion.schedule_to_v2(e)[0] for e in entries]
+    exact = entries == SCHEDULES_ROUND_TRIPS[0]
+    assert (batch_v2.V1_SCHEDULES_ANNOTATION in v2["metadata"].get("annotations", {})) is not exact
+    assert conversion.convert(v2, V1) == v1
+
+
+def test_v2_schedules_edited_in_v2_win_over_the_kept_strings() -> None:
+    v1 = a_stored_cronjob("x")
+    del v1["spec"]["schedule"]
+    v1["spec"]["schedules"] = ["@daily", "0 12 * * *"]
+    v2 = conversion.convert(v1, V2)
+    v2["spec"]["schedules"][0] = {"minute": "15", "hour": "1"}
+    back = conversion.convert(v2, V1)
+    assert back["spec"]["schedules"] == ["15 1 * * *", "0 12 * * *"]
+    assert batch_v2.V1_SCHEDULES_ANNOTATION not in back["metadata"].get("annotations", {})

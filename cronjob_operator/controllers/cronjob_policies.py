@@ -1,0 +1,223 @@
+"""Which scheduled times run, wait or are skipped: catch-up, BufferOne, skip accounting.
+
+Pure rules, no I/O and no clock (docs/beyond-builtin.md has the user's view); the
+reconciler calls them in its scheduling step. Each is opt-in except the accounting, which
+only records.
+
+* Catch-up (``spec.catchUpPolicy``): ``Latest`` (unset) runs the newest missed time in
+  reach, as the built-in; ``All`` runs every missed time in reach, oldest first, at most
+  the newest ``MAX_CATCH_UP`` (``schedule.missed_times``). Either way a time runs at most
+  once: its Job is named by it, and ``lastScheduleTime`` (which only moves forward)
+  bounds what is due next.
+* ``BufferOne``: a time that comes due while a run is active waits in
+  ``status.bufferedRun`` (one at most) and starts as soon as no run is active, if its
+  deadline has not passed; later times that come meanwhile are skipped (BufferFull).
+* Skip accounting: every scheduled time up to ``status.skippedRuns.accountedThrough`` is
+  accounted for exactly once: it ran (a Job of its name exists, or it is
+  ``lastScheduleTime``), it waits in ``bufferedRun``, or it is counted by reason. A time is
+  counted when it can no longer run, so the watermark never passes a time that still may
+  (the one Forbid waits on, the ones All still has to run), and the scheduler never runs
+  a time at or before the watermark. The walk is bounded (``ACCOUNT_STEP`` times per
+  reconcile) and resumes where it stopped, so a long outage costs bounded steps per
+  reconcile. The reason is what keeps the time from running when it is counted
+  (suspended, paused, Forbid or BufferOne with a run active since before it: a
+  :class:`Block`), else DeadlinePassed for a time out of reach, else CatchUpBound (a
+  time the catch-up policy does not run).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from cronjob_operator import schedule as schedules
+from cronjob_operator.api.batch_v1 import (
+    MAX_CATCH_UP,
+    CatchUpPolicy,
+    ConcurrencyPolicy,
+    SkipReason,
+)
+from cronjob_operator.runtime.conditions import parse_time, rfc3339
+
+__all__ = [
+    "ACCOUNT_STEP",
+    "Accounting",
+    "Block",
+    "account",
+    "blocked_by",
+    "catch_up_policy",
+    "count_skip",
+    "due_queue",
+    "skipped_message",
+    "with_skip",
+]
+
+ACCOUNT_STEP: Final = 1000
+"""The most scheduled times one reconcile accounts for; more wait for the next one."""
+
+
+def catch_up_policy(spec: Mapping[str, Any]) -> CatchUpPolicy:
+    """``spec.catchUpPolicy`` (unset, or a value stored past validation: Latest)."""
+    try:
+        return CatchUpPolicy(spec.get("catchUpPolicy") or CatchUpPolicy.LATEST)
+    except ValueError:
+        return CatchUpPolicy.LATEST
+
+
+def due_queue(
+    policy: CatchUpPolicy,
+    schedule: schedules.AnySchedule,
+    due: schedules.Due,
+    *,
+    earliest: datetime,
+    now: datetime,
+    starting_deadline_seconds: int | None,
+) -> tuple[datetime, ...]:
+    """The unmet times the catch-up policy still runs, oldest first (the first is the
+    one to run now): Latest, the newest in reach; All, every one in reach, bounded."""
+    if due.scheduled is None:
+        return ()
+    if policy is CatchUpPolicy.LATEST:
+        return (due.scheduled,)
+    return schedules.missed_times(
+        schedule,
+        earliest=earliest,
+        now=now,
+        starting_deadline_seconds=starting_deadline_seconds,
+        limit=MAX_CATCH_UP,
+    )
+
+
+@dataclass(frozen=True)
+class Block:
+    """What keeps due times from starting: ``reason`` counts the times at or after
+    ``since`` (None: every time). A run that is active blocks only the times after the
+    run's own (a catch-up run for 03:00 does not explain why 01:00 did not run)."""
+
+    reason: SkipReason
+    since: datetime | None = None
+
+    def applies(self, moment: datetime) -> bool:
+        return self.since is None or moment >= self.since
+
+
+def blocked_by(
+    *, suspended: bool, paused: bool, active_since: datetime | None, policy: str | None
+) -> Block | None:
+    """What keeps a time that is due now from starting, most fundamental first (None:
+    nothing). ``active_since``: the time of the oldest active run (None: none is
+    active). BufferOne's is BufferFull: while a run is active, any time other than the
+    buffered one is skipped."""
+    if suspended:
+        return Block(SkipReason.SUSPENDED)
+    if paused:
+        return Block(SkipReason.PAUSED_AFTER_FAILURES)
+    if active_since is not None and policy == ConcurrencyPolicy.FORBID:
+        return Block(SkipReason.FORBID_WHILE_ACTIVE, active_since)
+    if active_since is not None and policy == ConcurrencyPolicy.BUFFER_ONE:
+        return Block(SkipReason.BUFFER_FULL, active_since)
+    return None
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """What one accounting walk found: the counts it added, and whether it stopped at
+    its step bound with times still to account for (look again soon)."""
+
+    skipped: Counter[SkipReason]
+    newest_skipped: datetime | None
+    more: bool
+
+
+def account(
+    status: dict[str, Any],
+    schedule: schedules.AnySchedule,
+    *,
+    initial: datetime,
+    floor: datetime,
+    now: datetime,
+    latest: datetime | None,
+    reach: datetime | None,
+    ran: Collection[datetime],
+    pending: Collection[datetime],
+    block: Block | None,
+) -> Accounting:
+    """Account for the times in (accountedThrough, now], updating ``status.skippedRuns``.
+
+    Without a watermark yet the walk starts at ``initial`` (``lastScheduleTime``, else the
+    creation time: a CronJob from before the accounting counts nothing older); never
+    before ``floor`` (``observedSchedule.since``: times before a schedule edit belong to
+    the old schedule). ``ran``: the times that ran (their Jobs exist,
+    ``lastScheduleTime``) or wait in ``bufferedRun``; ``pending``: the times that may
+    still run (the walk stops before the oldest); ``reach``: ``now -
+    startingDeadlineSeconds`` (None: no deadline). ``latest``: the newest schedule time at
+    or before ``now`` (``Due.latest``); with the watermark at or after it there is nothing
+    to walk, which is every reconcile between two times (no walk, no cost).
+    """
+    through = parse_time((status.get("skippedRuns") or {}).get("accountedThrough"))
+    if through is not None and through >= floor and (latest is None or latest <= through):
+        return Accounting(Counter(), None, more=False)
+    mark = max(initial if through is None else through, floor)
+    counts: Counter[SkipReason] = Counter()
+    newest: datetime | None = None
+    walked = 0
+    stopped = False
+    for moment in schedules.times_between(schedule, mark, now, limit=ACCOUNT_STEP):
+        walked += 1
+        if moment in pending:
+            stopped = True
+            break
+        mark = moment
+        if moment in ran:
+            continue
+        if block is not None and block.applies(moment):
+            reason = block.reason
+        elif reach is not None and moment <= reach:
+            reason = SkipReason.DEADLINE_PASSED
+        else:
+            reason = SkipReason.CATCH_UP_BOUND
+        counts[reason] += 1
+        newest = moment
+    if through is None or mark != through:
+        _write(status, mark, counts)
+    return Accounting(counts, newest, more=not stopped and walked == ACCOUNT_STEP)
+
+
+def count_skip(status: dict[str, Any], reason: SkipReason) -> None:
+    """Count one skipped time outside the walk (a buffered time whose deadline passed)."""
+    skipped_runs = status.setdefault("skippedRuns", {})
+    skipped_runs[reason.status_key] = int(skipped_runs.get(reason.status_key) or 0) + 1
+
+
+def _write(status: dict[str, Any], through: datetime, counts: Counter[SkipReason]) -> None:
+    skipped_runs = dict(status.get("skippedRuns") or {})
+    skipped_runs["accountedThrough"] = rfc3339(through)
+    for reason, count in counts.items():
+        skipped_runs[reason.status_key] = int(skipped_runs.get(reason.status_key) or 0) + count
+    status["skippedRuns"] = skipped_runs
+
+
+def with_skip(accounting: Accounting, reason: SkipReason, moment: datetime) -> Accounting:
+    """``accounting`` with one more skipped time (counted in status by the caller)."""
+    skipped = Counter(accounting.skipped)
+    skipped[reason] += 1
+    newest = accounting.newest_skipped
+    return Accounting(
+        skipped, moment if newest is None or moment > newest else newest, accounting.more
+    )
+
+
+def skipped_message(accounting: Accounting) -> str:
+    """The Warning event's message: how many times were skipped, why, and the newest."""
+    counts = accounting.skipped
+    total = sum(counts.values())
+    reasons = ", ".join(f"{count} {reason.value}" for reason, count in sorted(counts.items()))
+    newest = (
+        ""
+        if accounting.newest_skipped is None
+        else f", the newest at {rfc3339(accounting.newest_skipped)}"
+    )
+    return f"{total} scheduled run(s) skipped ({reasons}){newest}; status.skippedRuns counts them"

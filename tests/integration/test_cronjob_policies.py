@@ -1,0 +1,269 @@
+"""Catch-up, BufferOne and skipped-run accounting (issue 23) on the local control plane.
+
+The controller runs with a fake clock that a test moves, then kicks the CronJob, as in
+test_cronjob_controller; an outage is the clock jumping several schedule times. Jobs run
+under kwok. Everything is read back through kubectl, as a user would.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cronjob_operator.controllers import cronjob
+from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.manager import Options
+from tests.integration.support import RunningManager, apply, install_crds
+from tests.integration.support import running_manager as start_manager
+from tests.integration.test_cronjob_controller import (
+    FIVE_MINUTES,
+    World,
+    created_at,
+    cronjob_object,
+    run_at,
+    tick_after,
+)
+from tests.integration.test_cronjob_features import kubectl_cjt
+
+
+@pytest.fixture(scope="module", autouse=True)
+def crds(control_plane: ControlPlane) -> None:
+    install_crds(control_plane)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def manager(
+    control_plane: ControlPlane, clock: FakeClock
+) -> AbstractContextManager[RunningManager]:
+    setups = {"cronjob": lambda mgr: cronjob.setup(mgr, clock=clock)}
+    return start_manager(control_plane, setups, options=Options(health_probe_bind_address="0"))
+
+
+@pytest.fixture
+def operator(control_plane: ControlPlane, clock: FakeClock) -> Iterator[RunningManager]:
+    with manager(control_plane, clock) as running:
+        yield running
+
+
+@pytest.fixture
+def world(control_plane: ControlPlane, namespace: str) -> World:
+    return World(control_plane, namespace)
+
+
+def scheduled_jobs(world: World, name: str) -> list[str]:
+    """The CronJob's scheduled Jobs, oldest first (names end in the Unix seconds)."""
+    prefix = f"{name}-"
+    return sorted(
+        job for job in world.jobs() if job.startswith(prefix) and job[len(prefix) :].isdigit()
+    )
+
+
+def job_of(name: str, moment: datetime) -> str:
+    return f"{name}-{int(moment.timestamp())}"
+
+
+def has_job(world: World, job: str) -> bool:
+    return job in world.jobs()
+
+
+def accounted_to(world: World, name: str, moment: str) -> bool:
+    return (world.status(name).get("skippedRuns") or {}).get("accountedThrough") == moment
+
+
+def test_catch_up_all_runs_every_missed_time_once_across_a_restart(
+    control_plane: ControlPlane, clock: FakeClock, world: World
+) -> None:
+    with manager(control_plane, clock) as operator:
+        # A history of 10: the four Jobs finish at once and 3 would prune the oldest.
+        all_ = cronjob_object("all", world.ns, catchUpPolicy="All", successfulJobsHistoryLimit=10)
+        apply(world.cp, all_)
+        wait_for(lambda: world.condition("all", "Available"), 30, message="first reconcile")
+        ticks = [tick_after(created_at(world, "all"), n) for n in (1, 2, 3, 4)]
+        run_at(operator, clock, world, "all", ticks[-1])  # down through four ticks
+        wait_for(lambda: len(scheduled_jobs(world, "all")) >= 2, 60, message="the catch-up started")
+    # A restart (a leader change) in the middle: the new manager continues from the Jobs.
+    with manager(control_plane, clock) as operator:
+        operator.kick("cronjob", world.ns, "all")
+        expected = [job_of("all", tick) for tick in ticks]
+        wait_for(
+            lambda: world.status("all").get("lastScheduleTime") == rfc3339(ticks[-1]),
+            60,
+            message="every missed time ran",
+        )
+        assert scheduled_jobs(world, "all") == expected
+        assert (world.status("all").get("skippedRuns") or {}).get("catchUpBound") is None
+
+
+def test_latest_counts_the_missed_times_it_does_not_run(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("latest", world.ns))
+    wait_for(lambda: world.condition("latest", "Available"), 30, message="first reconcile")
+    ticks = [tick_after(created_at(world, "latest"), n) for n in (1, 2, 3)]
+    run_at(operator, clock, world, "latest", ticks[-1])
+    wait_for(
+        lambda: (world.status("latest").get("skippedRuns") or {}).get("catchUpBound") == 2,
+        60,
+        message="the two older times counted",
+    )
+    assert scheduled_jobs(world, "latest") == [job_of("latest", ticks[-1])]
+    assert world.status("latest")["skippedRuns"]["accountedThrough"] == rfc3339(ticks[-1])
+    wait_for(
+        lambda: "RunsSkipped" in world.event_reasons("latest"), 30, message="the Warning event"
+    )
+
+
+def test_buffer_one_starts_the_waiting_time_when_the_run_ends_and_counts_the_rest(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("buf", world.ns, run="1h", concurrencyPolicy="BufferOne"))
+    wait_for(lambda: world.condition("buf", "Available"), 30, message="first reconcile")
+    ticks = [tick_after(created_at(world, "buf"), n) for n in (1, 2, 3)]
+    first = run_at(operator, clock, world, "buf", ticks[0])
+    wait_for(lambda: world.status("buf").get("active"), 30, message=f"{first} active")
+    run_at(operator, clock, world, "buf", ticks[1])
+    wait_for(
+        lambda: world.status("buf").get("bufferedRun") == rfc3339(ticks[1]),
+        30,
+        message="the second time waits",
+    )
+    run_at(operator, clock, world, "buf", ticks[2])
+    wait_for(
+        lambda: (world.status("buf").get("skippedRuns") or {}).get("bufferFull") == 1,
+        30,
+        message="the third time is skipped: one waits already",
+    )
+    assert scheduled_jobs(world, "buf") == [first]
+    world.cp.kubectl("delete", "job", first, "-n", world.ns, "--wait=false", check=True)
+    buffered = job_of("buf", ticks[1])
+    wait_for(lambda: buffered in world.jobs(), 60, message="the buffered run starts")
+    wait_for(lambda: "bufferedRun" not in world.status("buf"), 30, message="buffer emptied")
+    assert world.status("buf")["lastScheduleTime"] == rfc3339(ticks[1])
+    assert job_of("buf", ticks[2]) not in world.jobs()
+
+
+def test_forbid_counts_a_skipped_time_once(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    apply(world.cp, cronjob_object("fbd", world.ns, run="1h", concurrencyPolicy="Forbid"))
+    wait_for(lambda: world.condition("fbd", "Available"), 30, message="first reconcile")
+    ticks = [tick_after(created_at(world, "fbd"), n) for n in (1, 2, 3)]
+    run_at(operator, clock, world, "fbd", ticks[0])
+    wait_for(lambda: world.status("fbd").get("active"), 30, message="the first run is active")
+    for tick in ticks[1:]:
+        run_at(operator, clock, world, "fbd", tick)
+        before = rfc3339(tick - FIVE_MINUTES)
+        wait_for(
+            functools.partial(accounted_to, world, "fbd", before),
+            30,
+            message=f"accounted up to {before} (the time due now may still run)",
+        )
+    assert world.status("fbd")["skippedRuns"].get("forbidWhileActive") == 1
+    # Reconciles after the count change nothing.
+    operator.kick_and_wait("cronjob", world.ns, "fbd")
+    operator.kick_and_wait("cronjob", world.ns, "fbd")
+    assert world.status("fbd")["skippedRuns"].get("forbidWhileActive") == 1
+    assert scheduled_jobs(world, "fbd") == [job_of("fbd", ticks[0])]
+
+
+def test_several_schedules_run_their_union_and_show_in_kubectl_get(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    both = cronjob_object("both", world.ns, schedules=["*/10 * * * *"])
+    refused = world.cp.kubectl("apply", "-f", "-", input=json.dumps(both))
+    assert refused.returncode != 0
+    assert (
+        "spec: Invalid value: set exactly one of spec.schedule and spec.schedules" in refused.stderr
+    )
+    union = cronjob_object("union", world.ns)
+    union["spec"].pop("schedule")
+    union["spec"]["schedules"] = ["*/10 * * * *", "*/15 * * * *"]
+    apply(world.cp, union)
+    wait_for(lambda: world.condition("union", "Available"), 30, message="first reconcile")
+    created = created_at(world, "union")
+    ticks = [tick_after(created, n) for n in range(1, 13)]
+    due = [t for t in ticks if t.minute % 10 == 0 or t.minute % 15 == 0]
+    # Walk the clock over each union time: a time both schedules share runs once.
+    for moment in due[:4]:
+        job = run_at(operator, clock, world, "union", moment)
+        wait_for(functools.partial(has_job, world, job), 30, message=f"job {job}")
+    assert scheduled_jobs(world, "union") == [job_of("union", t) for t in due[:4]]
+    wait_for(
+        lambda: world.status("union").get("nextScheduleTime") == rfc3339(due[4]),
+        30,
+        message="the next time is the union's",
+    )
+    table = world.cp.kubectl("get", "cjt", "union", "-n", world.ns, check=True).stdout
+    header, row = table.splitlines()
+    assert "SCHEDULES" in header
+    assert "*/10 * * * *; */15 * * * *" in row
+
+
+def test_a_backfill_through_the_plugin_runs_each_time_once_in_order(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    bf = cronjob_object(
+        "bf",
+        world.ns,
+        schedule="0 * * * *",
+        concurrencyPolicy="Forbid",
+        successfulJobsHistoryLimit=10,
+    )
+    apply(world.cp, bf)
+    wait_for(lambda: world.condition("bf", "Available"), 30, message="first reconcile")
+    clock.set(created_at(world, "bf") + timedelta(minutes=1))
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    too_many = kubectl_cjt(
+        world,
+        "backfill",
+        "bf",
+        "-n",
+        world.ns,
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-03-01T00:00:00Z",
+    )
+    assert too_many.returncode == 1
+    assert "more than 1000 scheduled times" in too_many.stderr
+    asked = kubectl_cjt(
+        world,
+        "backfill",
+        "bf",
+        "-n",
+        world.ns,
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--to",
+        "2026-01-01T03:00:00Z",
+        "--wait",
+        "--timeout",
+        "120",
+    )
+    assert asked.returncode == 0, asked.stderr
+    assert "3 scheduled time(s)" in asked.stdout
+    assert "Complete, 3/3 done" in asked.stdout.splitlines()[-1]
+    expected = [job_of("bf", start + timedelta(hours=h)) for h in range(3)]
+    assert scheduled_jobs(world, "bf") == expected
+    created = sorted(expected, key=lambda name: world.jobs()[name]["metadata"]["creationTimestamp"])
+    assert created == expected, "in order"
+    # Unset before: it moves forward to the newest Job there is, as for any Job of its name.
+    assert world.status("bf")["lastScheduleTime"] == rfc3339(start + timedelta(hours=2))
+    shown = kubectl_cjt(world, "backfill", "bf", "-n", world.ns)
+    assert "Complete, 3/3 done" in shown.stdout
+    assert "BackfillComplete" in world.event_reasons("bf")
+    history = kubectl_cjt(world, "history", "bf", "-n", world.ns).stdout.splitlines()[1:]
+    assert {line.split()[1]: line.split()[2] for line in history} == dict.fromkeys(
+        expected, "backfill"
+    )
