@@ -1,0 +1,241 @@
+"""Sharded replicas on the real control plane: no run lost or doubled across rebalances.
+
+Real ``cronjob-operator run --sharded`` processes share CronJobs on ``* * * * *`` on a
+control plane that logs every write (``ControlPlane(audit=True)``). The shard's writes
+carry the user agent ``cronjob-operator/<v> (<identity>)/shard``, so the audit log says
+which replica reconciled which CronJob when. Each test checks, when it ends:
+
+* every scheduled minute of every CronJob, from its creation until the check, has
+  exactly one Job (``count_runs``: none lost, none doubled, none unexpected);
+* no CronJob was written for by two replicas in the same second, and no CronJob went
+  back to a replica after another had taken it (a replica never returns here: each
+  process is a new member);
+* every CronJob ends on a live member.
+
+``test_kill_the_leader_then_add_a_member`` (2 replicas, 10 CronJobs, about 3 minutes):
+SIGKILL the leader (the other must take the dead member's Lease over on its own clock,
+then move its CronJobs without a drain), then start a third replica (CronJobs move to
+it through the drain handshake).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronjob_operator.cli import DEFAULT_LEADER_ELECTION_ID
+from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.envtest.audit import AuditEvent, writes
+from tests.e2e.support import (
+    OperatorProcess,
+    apply_all,
+    count_runs,
+    cronjob_manifest,
+    cronjobs,
+    operator_process,
+)
+from tests.integration.support import install_crds
+
+SHARD = "sharding.cronjob-operator.io/shard"
+GROUP = "sharding.cronjob-operator.io/group"
+FAST_LEASE = (
+    "--sharded",
+    "--leader-elect-lease-duration=4s",
+    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-retry-period=500ms",
+)
+DEADLINE_SECONDS = 3600
+
+
+@pytest.fixture(scope="module")
+def plane() -> Iterator[ControlPlane]:
+    audited = ControlPlane(audit=True)
+    audited.start()
+    try:
+        install_crds(audited)
+        yield audited
+    finally:
+        audited.stop()
+
+
+@pytest.fixture
+def namespace(plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"shard-{int(time.time()) % 100000}"
+    plane.kubectl("create", "namespace", name, check=True)
+    yield name
+    plane.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture
+def report(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Print a measured figure past pytest's output capture."""
+
+    def write(line: str) -> None:
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        capture = request.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reporter.write_line(f"\n[sharding] {line}")
+
+    return write
+
+
+def member_of(process: OperatorProcess) -> str | None:
+    """The member name the process chose (its 'joined shard group' line)."""
+    for entry in process.logs():
+        if entry.get("msg") == "joined shard group":
+            return str(entry.get("shard"))
+    return None
+
+
+def leads(process: OperatorProcess, namespace: str) -> bool:
+    """True once the process acquired the leader Lease (not its member Lease)."""
+    prefix = f"successfully acquired lease {namespace}/{DEFAULT_LEADER_ELECTION_ID} "
+    return any(str(entry.get("msg", "")).startswith(prefix) for entry in process.logs())
+
+
+def live_members(plane: ControlPlane, namespace: str) -> set[str]:
+    leases = plane.kubectl_json("get", "leases", "-n", namespace, "-l", GROUP)["items"]
+    return {
+        lease["metadata"]["name"]
+        for lease in leases
+        if lease["spec"].get("holderIdentity") == lease["metadata"]["name"]
+    }
+
+
+def owners(plane: ControlPlane, namespace: str) -> dict[str, str | None]:
+    return {
+        name: (item["metadata"].get("labels") or {}).get(SHARD)
+        for name, item in cronjobs(plane, namespace).items()
+    }
+
+
+def settled_on(plane: ControlPlane, namespace: str, members: set[str]) -> bool:
+    """Every CronJob is labelled with one of ``members``, and each member owns some."""
+    placed = owners(plane, namespace)
+    return set(placed.values()) == members
+
+
+def shard_writes(plane: ControlPlane, namespace: str) -> dict[str, list[AuditEvent]]:
+    """The sharded controllers' successful writes, per CronJob."""
+    per_cronjob: dict[str, list[AuditEvent]] = defaultdict(list)
+    for event in writes(plane.audit_events()):
+        if event.namespace != namespace or not event.user_agent.endswith("/shard"):
+            continue
+        if event.code >= 300:
+            continue
+        if event.resource == "cronjobs":
+            per_cronjob[event.name].append(event)
+        elif event.resource == "jobs" and event.name:
+            per_cronjob[event.name.rsplit("-", 1)[0]].append(event)
+    return per_cronjob
+
+
+def writer(event: AuditEvent) -> str:
+    """The replica identity in a user agent ``.../<v> (<identity>)/shard``."""
+    return event.user_agent.rsplit("(", 1)[1].split(")", 1)[0]
+
+
+def overlaps(per_cronjob: dict[str, list[AuditEvent]]) -> list[str]:
+    """CronJobs written by two replicas in one second, or handed back to an earlier one."""
+    found: list[str] = []
+    for name, events in per_cronjob.items():
+        seconds: dict[int, set[str]] = defaultdict(set)
+        stints: list[str] = []
+        for event in sorted(events, key=lambda e: e.received):
+            seconds[int(event.received.timestamp())].add(writer(event))
+            if not stints or stints[-1] != writer(event):
+                stints.append(writer(event))
+        found += [f"{name}: {sorted(who)} at {s}" for s, who in seconds.items() if len(who) > 1]
+        if len(stints) != len(set(stints)):
+            found.append(f"{name}: owners went {stints}")
+    return found
+
+
+def wait_for_next_minute(report: Callable[[str], None], what: str) -> datetime:
+    """Block until the next scheduled minute has begun (the event under test); returns it."""
+    now = datetime.now(UTC)
+    wait = 60 - now.second - now.microsecond / 1e6 + 1
+    report(f"waiting {wait:.0f}s for the minute after {what}")
+    time.sleep(wait)
+    return datetime.now(UTC).replace(second=0, microsecond=0)
+
+
+def all_ran(plane: ControlPlane, namespace: str, names: list[str], tick: datetime) -> bool:
+    run = count_runs(
+        plane, namespace, names, until=tick, deadline_seconds=DEADLINE_SECONDS, checked_at=tick
+    )
+    return run.lost == 0
+
+
+def test_kill_the_leader_then_add_a_member(
+    plane: ControlPlane, namespace: str, tmp_path: Path, report: Callable[[str], None]
+) -> None:
+    started = time.monotonic()
+    common: dict[str, Any] = {
+        "namespace": namespace,
+        "leader_election_namespace": namespace,
+        "args": FAST_LEASE,
+    }
+    names = [f"every-minute-{i:02d}" for i in range(10)]
+    with contextlib.ExitStack() as processes:
+        first = processes.enter_context(operator_process(plane, tmp_path, name="a", **common))
+        second = processes.enter_context(operator_process(plane, tmp_path, name="b", **common))
+        first.wait_ready()
+        second.wait_ready()
+        wait_for(lambda: member_of(first) and member_of(second), 60, message="both to join")
+        apply_all(plane, [cronjob_manifest(name, namespace) for name in names])
+        members = {member_of(first), member_of(second)}
+        wait_for(lambda: settled_on(plane, namespace, members), 60, message="CronJobs on both")  # type: ignore[arg-type]
+        tick = wait_for_next_minute(report, "the CronJobs were assigned")
+        wait_for(lambda: all_ran(plane, namespace, names, tick), 60, message="the first runs")
+
+        wait_for(
+            lambda: leads(first, namespace) or leads(second, namespace), 30, message="a leader"
+        )
+        leader = first if leads(first, namespace) else second
+        survivor = second if leader is first else first
+        killed_at = time.monotonic()
+        leader.signal(signal.SIGKILL)
+        wait_for(
+            lambda: settled_on(plane, namespace, {member_of(survivor)}),  # type: ignore[arg-type]
+            60,
+            message="the dead member's CronJobs on the survivor",
+        )
+        report(f"the killed leader's CronJobs moved after {time.monotonic() - killed_at:.1f}s")
+
+        third = processes.enter_context(operator_process(plane, tmp_path, name="c", **common))
+        third.wait_ready()
+        wait_for(lambda: member_of(third), 60, message="the third to join")
+        added_at = time.monotonic()
+        wait_for(
+            lambda: settled_on(plane, namespace, {member_of(survivor), member_of(third)}),  # type: ignore[arg-type]
+            60,
+            message="CronJobs drained to the new member",
+        )
+        report(f"rebalanced onto the new member in {time.monotonic() - added_at:.1f}s")
+        tick = wait_for_next_minute(report, "the rebalance")
+        wait_for(lambda: all_ran(plane, namespace, names, tick), 60, message="the runs after")
+
+        run = count_runs(
+            plane, namespace, names, until=tick, deadline_seconds=DEADLINE_SECONDS, checked_at=tick
+        )
+        report(
+            f"runs expected {run.expected}, created {run.created}, "
+            f"lost {run.lost}, doubled {run.duplicated}"
+        )
+        assert (run.lost, run.duplicated, run.unexpected) == (0, 0, [])
+        per_cronjob = shard_writes(plane, namespace)
+        assert set(per_cronjob) == set(names)
+        assert overlaps(per_cronjob) == []
+        assert live_members(plane, namespace) >= {member_of(survivor), member_of(third)}
+    report(f"took {time.monotonic() - started:.0f}s")
