@@ -12,15 +12,20 @@ which replica reconciled which CronJob when. Each test checks, when it ends:
   process is a new member);
 * every CronJob ends on a live member.
 
-``test_kill_the_leader_then_add_a_member`` (2 replicas, 10 CronJobs, about 3 minutes):
+``test_kill_the_leader_then_add_a_member`` (2 replicas, 10 CronJobs, about 2.5 minutes):
 SIGKILL the leader (the other must take the dead member's Lease over on its own clock,
 then move its CronJobs without a drain), then start a third replica (CronJobs move to
 it through the drain handshake).
+
+``test_chaos`` (issue 24's proof; about 7.5 minutes): 3 replicas, 60 CronJobs, a
+replica SIGKILLed and replaced every ~40 s for 4 minutes (the leader among them), then
+a 4th added, then one stopped with SIGTERM (it exits 0 after releasing its Lease).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import signal
 import time
 from collections import defaultdict
@@ -53,6 +58,8 @@ FAST_LEASE = (
     "--leader-elect-retry-period=500ms",
 )
 DEADLINE_SECONDS = 3600
+KEEP: dict[str, Any] = {"successfulJobsHistoryLimit": 100, "failedJobsHistoryLimit": 100}
+"""Every Job stays for the count (the default history of 3 would prune the early runs)."""
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +152,9 @@ def writer(event: AuditEvent) -> str:
     return event.user_agent.rsplit("(", 1)[1].split(")", 1)[0]
 
 
-def overlaps(per_cronjob: dict[str, list[AuditEvent]]) -> list[str]:
-    """CronJobs written by two replicas in one second, or handed back to an earlier one."""
+def overlaps(per_cronjob: dict[str, list[AuditEvent]], *, returns: bool = False) -> list[str]:
+    """CronJobs written by two replicas in one second, or (unless ``returns``) handed
+    back to a replica that had it before another (possible only after several moves)."""
     found: list[str] = []
     for name, events in per_cronjob.items():
         seconds: dict[int, set[str]] = defaultdict(set)
@@ -156,7 +164,7 @@ def overlaps(per_cronjob: dict[str, list[AuditEvent]]) -> list[str]:
             if not stints or stints[-1] != writer(event):
                 stints.append(writer(event))
         found += [f"{name}: {sorted(who)} at {s}" for s, who in seconds.items() if len(who) > 1]
-        if len(stints) != len(set(stints)):
+        if not returns and len(stints) != len(set(stints)):
             found.append(f"{name}: owners went {stints}")
     return found
 
@@ -168,6 +176,15 @@ def wait_for_next_minute(report: Callable[[str], None], what: str) -> datetime:
     report(f"waiting {wait:.0f}s for the minute after {what}")
     time.sleep(wait)
     return datetime.now(UTC).replace(second=0, microsecond=0)
+
+
+def handovers(per_cronjob: dict[str, list[AuditEvent]]) -> int:
+    """How many times a CronJob's writes passed from one replica to another."""
+    total = 0
+    for events in per_cronjob.values():
+        order = [writer(event) for event in sorted(events, key=lambda e: e.received)]
+        total += sum(1 for before, after in itertools.pairwise(order) if before != after)
+    return total
 
 
 def all_ran(plane: ControlPlane, namespace: str, names: list[str], tick: datetime) -> bool:
@@ -193,7 +210,7 @@ def test_kill_the_leader_then_add_a_member(
         first.wait_ready()
         second.wait_ready()
         wait_for(lambda: member_of(first) and member_of(second), 60, message="both to join")
-        apply_all(plane, [cronjob_manifest(name, namespace) for name in names])
+        apply_all(plane, [cronjob_manifest(name, namespace, **KEEP) for name in names])
         members = {member_of(first), member_of(second)}
         wait_for(lambda: settled_on(plane, namespace, members), 60, message="CronJobs on both")  # type: ignore[arg-type]
         tick = wait_for_next_minute(report, "the CronJobs were assigned")
@@ -238,4 +255,84 @@ def test_kill_the_leader_then_add_a_member(
         assert set(per_cronjob) == set(names)
         assert overlaps(per_cronjob) == []
         assert live_members(plane, namespace) >= {member_of(survivor), member_of(third)}
+    report(f"took {time.monotonic() - started:.0f}s")
+
+
+KILL_EVERY = 40.0
+KILLS = 6
+
+
+def test_chaos(
+    plane: ControlPlane, namespace: str, tmp_path: Path, report: Callable[[str], None]
+) -> None:
+    started = time.monotonic()
+    common: dict[str, Any] = {
+        "namespace": namespace,
+        "leader_election_namespace": namespace,
+        "args": FAST_LEASE,
+    }
+    names = [f"chaos-{i:02d}" for i in range(60)]
+    spawned = 0
+
+    with contextlib.ExitStack() as stack:
+
+        def spawn() -> OperatorProcess:
+            nonlocal spawned
+            spawned += 1
+            process = stack.enter_context(
+                operator_process(plane, tmp_path, name=f"r{spawned}", **common)
+            )
+            process.wait_ready()
+            wait_for(lambda: member_of(process), 60, message=f"r{spawned} to join")
+            return process
+
+        def members(processes: list[OperatorProcess]) -> set[str]:
+            return {str(member_of(process)) for process in processes}
+
+        running = [spawn() for _ in range(3)]
+        apply_all(plane, [cronjob_manifest(name, namespace, **KEEP) for name in names])
+        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="3 shares")
+        for kill in range(KILLS):
+            time.sleep(KILL_EVERY)
+            victim = running[kill % len(running)]
+            was_leader = leads(victim, namespace)
+            victim.signal(signal.SIGKILL)
+            running.remove(victim)
+            running.append(spawn())
+            report(f"SIGKILLed {victim.name} (leader: {was_leader}), started {running[-1].name}")
+        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="settled")
+        running.append(spawn())
+        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="4 shares")
+        report("a 4th member got its share")
+        leaving = running.pop(0)
+        leaving.signal(signal.SIGTERM)
+        assert leaving.wait(60) == 0
+        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="3 again")
+        report(f"{leaving.name} left with SIGTERM (exit 0); its CronJobs moved")
+
+        tick = wait_for_next_minute(report, "the last move")
+        wait_for(
+            lambda: all_ran(plane, namespace, names, tick),
+            120,
+            message="the last runs",
+            detail=lambda: count_runs(
+                plane,
+                namespace,
+                names,
+                until=tick,
+                deadline_seconds=DEADLINE_SECONDS,
+                checked_at=tick,
+            ),
+        )
+        run = count_runs(
+            plane, namespace, names, until=tick, deadline_seconds=DEADLINE_SECONDS, checked_at=tick
+        )
+        per_cronjob = shard_writes(plane, namespace)
+        report(
+            f"runs expected {run.expected}, created {run.created}, lost {run.lost}, "
+            f"doubled {run.duplicated}; {handovers(per_cronjob)} handovers between replicas"
+        )
+        assert (run.lost, run.duplicated, run.unexpected) == (0, 0, [])
+        assert set(per_cronjob) == set(names)
+        assert overlaps(per_cronjob, returns=True) == []
     report(f"took {time.monotonic() - started:.0f}s")

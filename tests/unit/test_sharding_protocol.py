@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s_client
+from prometheus_client import CollectorRegistry
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.runtime import errors, objects
@@ -43,12 +44,13 @@ class World:
     def __init__(self) -> None:
         self.client = FakeClient()
         self.now = 0.0
+        self.registry = CollectorRegistry()
         self.assigner = Assigner(
             RestClient(k8s_client.Configuration()),  # its informer is never started here
             self.client,
             CONFIG,
             identity="leader_1",
-            metrics=ShardingMetrics(None),
+            metrics=ShardingMetrics(self.registry),
             clock=lambda: self.now,
         )
         for name in NAMES:
@@ -73,6 +75,9 @@ class World:
                     }
                 },
             )
+
+    def metric(self, name: str, **labels: str) -> float:
+        return self.registry.get_sample_value(name, {"group": "g", **labels}) or 0.0
 
     def join(self, member: str) -> None:
         self.client.add(
@@ -180,9 +185,16 @@ def test_a_new_member_gets_its_share_only_through_the_drain_handshake(world: Wor
         annotations = world.client.get(CRONJOB, name, NAMESPACE)["metadata"]["annotations"]
         assert annotations[PREVIOUS_ANNOTATION] == before[name]
 
+    world.now = 2.5
     world.round()
     assert world.owners() == target
     assert {name: world.job_owner(name) for name in NAMES} == target
+    assert world.metric("sharding_members") == 3
+    assert world.metric("sharding_assignments_total", reason="new") == len(NAMES)
+    assert world.metric("sharding_drains_total") == len(moving)
+    assert world.metric("sharding_assignments_total", reason="drained") == len(moving)
+    assert world.metric("sharding_drain_duration_seconds_count") == len(moving)
+    assert world.metric("sharding_drain_duration_seconds_sum") == 2.5 * len(moving)
     for name in moving:
         metadata = world.client.get(CRONJOB, name, NAMESPACE)["metadata"]
         assert PREVIOUS_ANNOTATION not in (metadata.get("annotations") or {})
@@ -203,12 +215,15 @@ def test_an_acknowledgement_of_a_stale_copy_is_refused(world: World) -> None:
         def get(self, kind: Any, name: str, namespace: str | None = None) -> objects.Obj:
             return stale
 
+        def list(self, kind: Any, **options: Any) -> list[objects.Obj]:
+            return [stale]
+
     acknowledger = DrainAcknowledger(
         Recording(),
         kind=CRONJOB,
         reader=StaleReader(),
         writer=world.client,
-        member="m1",  # type: ignore[arg-type]
+        member="m1",
     )
     with pytest.raises(errors.Conflict):  # retried by the controller from the newer copy
         acknowledger.reconcile(Request(NAMESPACE, drained))
@@ -233,6 +248,9 @@ def test_an_expired_member_is_taken_over_then_its_cronjobs_move_without_a_drain(
     assert lease["spec"]["holderIdentity"] == "leader_1"
     assert world.owners() == dict.fromkeys(NAMES, "m2")
     assert not any(DRAIN_LABEL in world.labels(name) for name in NAMES)
+    moved = sum(1 for owner in before.values() if owner == "m1")
+    assert world.metric("sharding_assignments_total", reason="orphaned") == moved
+    assert world.metric("sharding_members") == 1
 
     world.round()  # no CronJob names m1 any more: its Lease goes
     assert [lease["metadata"]["name"] for lease in world.client.list(LEASE)] == ["m2"]

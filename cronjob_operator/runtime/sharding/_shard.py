@@ -44,7 +44,7 @@ from cronjob_operator.runtime._leaserecord import acquired_record, lease_spec
 from cronjob_operator.runtime._rest import RestClient
 from cronjob_operator.runtime.builder import Builder
 from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError
-from cronjob_operator.runtime.client import Client, Reader, Writer
+from cronjob_operator.runtime.client import Client, ObjectWriter, Reader, Writer
 from cronjob_operator.runtime.controller import Controller, ControllerOptions
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.kinds import Kind
@@ -77,7 +77,7 @@ class DrainAcknowledger:
     """A reconciler that acknowledges drains and hands everything else to ``inner``."""
 
     def __init__(
-        self, inner: Reconciler, *, kind: Kind, reader: Reader, writer: Writer, member: str
+        self, inner: Reconciler, *, kind: Kind, reader: Reader, writer: ObjectWriter, member: str
     ) -> None:
         self.inner = inner
         self._kind = kind
