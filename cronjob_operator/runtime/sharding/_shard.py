@@ -147,7 +147,9 @@ class Shard:
             config.member_lease(member),
             on_started_leading=self._acquired.set,
             on_stopped_leading=self._lost.set,
-            metrics=metrics,
+            # Its own registry, never served: leader_election_master_status counts the
+            # leader Lease only (the dashboards and alerts sum it to 1).
+            metrics=Metrics(),
         )
         fenced = rest.for_component("shard").fenced(self._elector.write_refusal)
         self.client = Client(fenced, cache)
