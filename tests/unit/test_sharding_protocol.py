@@ -147,12 +147,14 @@ def test_nothing_is_assigned_before_a_member_joins(world: World) -> None:
     assert set(world.owners().values()) == {None}
 
 
-def test_new_cronjobs_go_to_their_ring_owner(world: World) -> None:
+def test_new_cronjobs_go_to_their_ring_owner_with_their_unlabelled_jobs(world: World) -> None:
     world.join("m1")
     world.join("m2")
     world.round()
     assert world.owners() == ring_owners(["m1", "m2"])
     assert set(Counter(world.owners().values())) == {"m1", "m2"}
+    # Jobs made before sharding was on follow their CronJob into the member's cache.
+    assert {name: world.job_owner(name) for name in NAMES} == world.owners()
 
 
 def test_a_new_member_gets_its_share_only_through_the_drain_handshake(world: World) -> None:

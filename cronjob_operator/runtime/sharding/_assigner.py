@@ -12,9 +12,10 @@ whenever an object appears or its labels change:
 2. computes the writes with ``_plan.plan`` over the ring of LIVE members and sends
    them, each with the resourceVersion it read (a Conflict waits for the next round):
    ``Drain`` sets the drain label; ``Assign`` first relabels the object's owned
-   objects (those of ``owned`` kinds labelled with the old member whose controller
-   owner is the object), then sets the shard label and clears the drain label and the
-   previous-shard annotation;
+   objects (those of ``owned`` kinds labelled with the old member, or with no shard
+   label for an object never assigned: made before sharding was on, whose controller
+   owner is the object; one LIST per namespace and old member per round), then sets
+   the shard label and clears the drain label and the previous-shard annotation;
 3. deletes the Leases of GONE members that no object names any more.
 
 The leader's write fence covers these writes (``client`` is the manager's client).
@@ -210,9 +211,8 @@ class Assigner:
 
     def _assign(self, action: Assign, owned: dict[tuple[str, str], list[objects.Obj]]) -> None:
         target = action.target
-        if action.owned_from is not None:
-            for kind in self.config.owned:
-                self._relabel_owned(kind, target, action.owned_from, action.shard, owned)
+        for kind in self.config.owned:
+            self._relabel_owned(kind, target, action.owned_from, action.shard, owned)
         self._patch_labels(
             target,
             {SHARD_LABEL: action.shard, DRAIN_LABEL: None},
@@ -231,14 +231,16 @@ class Assigner:
         self,
         kind: kinds.Kind,
         target: Placement,
-        old: str,
+        old: str | None,
         new: str,
         owned: dict[tuple[str, str], list[objects.Obj]],
     ) -> None:
-        key = (f"{kind.plural}.{kind.group}/{target.namespace}", old)
+        key = (f"{kind.plural}.{kind.group}/{target.namespace}", old or "")
         if key not in owned:
             owned[key] = self._client.live.list(
-                kind, namespace=target.namespace, label_selector={SHARD_LABEL: old}
+                kind,
+                namespace=target.namespace,
+                label_selector=f"{SHARD_LABEL}={old}" if old else f"!{SHARD_LABEL}",
             )
         for obj in owned[key]:
             if (objects.controller_ref(obj) or {}).get("uid") != target.uid:

@@ -53,7 +53,8 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class Assign:
-    """Label ``target`` the object's shard; relabel its owned objects from ``owned_from``."""
+    """Label ``target`` the object's shard; relabel its owned objects from ``owned_from``
+    (None: the owned objects that carry no shard label, made before sharding was on)."""
 
     target: Placement
     shard: str

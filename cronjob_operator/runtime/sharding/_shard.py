@@ -200,7 +200,7 @@ class Shard:
     def run(self, stop: threading.Event) -> None:
         """Hold the Lease and run the controllers until ``stop`` (module doc)."""
         release = threading.Event()
-        self._create_lease()
+        self._create_lease(stop)
         elector = threading.Thread(
             target=self._elector.run, args=(release,), name=f"shard-lease-{self.name}", daemon=True
         )
@@ -212,7 +212,7 @@ class Shard:
         finally:
             self._finish(release, elector)
 
-    def _create_lease(self) -> None:
+    def _create_lease(self, stop: threading.Event) -> None:
         record = acquired_record(
             None,
             identity=self.name,
@@ -229,8 +229,18 @@ class Shard:
             },
             "spec": lease_spec(record),
         }
-        Writer(self._rest.for_component("shard-lease")).create(kinds.LEASE, body)
-        log.info("joined shard group", extra={"group": self.config.group, "shard": self.name})
+        writer = Writer(self._rest.for_component("shard-lease"))
+        while not stop.is_set():
+            try:
+                writer.create(kinds.LEASE, body)
+            except errors.AlreadyExists:
+                pass  # our own create, whose answer a retry did not get
+            except (errors.ApiError, errors.TransportError) as exc:
+                log.warning("cannot create the Lease of shard %s, retrying: %s", self.name, exc)
+                stop.wait(self.config.retry_period)
+                continue
+            log.info("joined shard group", extra={"group": self.config.group, "shard": self.name})
+            return
 
     def _wait_until_held(self, stop: threading.Event) -> bool:
         while not (stop.is_set() or self._lost.is_set()):
