@@ -78,6 +78,19 @@ def placement_metadata(obj: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": kept}
 
 
+_Owned = dict[str, list[objects.Obj]]
+"""Owned objects by their controller owner's uid (one LIST, looked up per object)."""
+
+
+def _by_owner(owned: Iterable[objects.Obj]) -> _Owned:
+    grouped: _Owned = {}
+    for obj in owned:
+        uid = (objects.controller_ref(obj) or {}).get("uid")
+        if uid:
+            grouped.setdefault(str(uid), []).append(obj)
+    return grouped
+
+
 class _Wake:
     """Informer handler: wake the assigner when an object appears or its labels change."""
 
@@ -153,7 +166,7 @@ class Assigner:
         self._metrics.members.labels(self.config.group).set(len(live))
         ring = Ring(live, virtual_nodes=self.config.virtual_nodes)
         placements = [placement(obj) for obj in sharded]
-        owned: dict[tuple[str, str], list[objects.Obj]] = {}
+        owned: dict[tuple[str, str], _Owned] = {}
         for action in plan(placements, members, ring):
             try:
                 if isinstance(action, Drain):
@@ -209,7 +222,7 @@ class Assigner:
         self._drain_started[target.uid] = self._clock()
         self._metrics.drains.labels(self.config.group).inc()
 
-    def _assign(self, action: Assign, owned: dict[tuple[str, str], list[objects.Obj]]) -> None:
+    def _assign(self, action: Assign, owned: dict[tuple[str, str], _Owned]) -> None:
         target = action.target
         for kind in self.config.owned:
             self._relabel_owned(kind, target, action.owned_from, action.shard, owned)
@@ -233,18 +246,18 @@ class Assigner:
         target: Placement,
         old: str | None,
         new: str,
-        owned: dict[tuple[str, str], list[objects.Obj]],
+        owned: dict[tuple[str, str], _Owned],
     ) -> None:
         key = (f"{kind.plural}.{kind.group}/{target.namespace}", old or "")
         if key not in owned:
-            owned[key] = self._client.live.list(
-                kind,
-                namespace=target.namespace,
-                label_selector=f"{SHARD_LABEL}={old}" if old else f"!{SHARD_LABEL}",
+            owned[key] = _by_owner(
+                self._client.live.list(
+                    kind,
+                    namespace=target.namespace,
+                    label_selector=f"{SHARD_LABEL}={old}" if old else f"!{SHARD_LABEL}",
+                )
             )
-        for obj in owned[key]:
-            if (objects.controller_ref(obj) or {}).get("uid") != target.uid:
-                continue
+        for obj in owned[key].get(target.uid, ()):
             patch = {"metadata": {"labels": {SHARD_LABEL: new}}}
             try:
                 self._client.patch(kind, obj["metadata"]["name"], patch, namespace=target.namespace)
