@@ -6,10 +6,11 @@ count, every CronJob's status is emptied, then that many real ``cronjob-operator
 processes start (``--leader-elect``, and ``--sharded`` above 1 replica; 4 s leases).
 Reported per replica count:
 
-* the time from the start of the processes until every CronJob's status is correct
-  (M active Jobs and an Available condition), polled with one LIST a second; with
-  sharding this includes assigning every CronJob and relabelling its Jobs (the members
-  are new processes, so every CronJob moves);
+* the time from the start of the processes (interpreter start included) until every
+  CronJob's status is correct (M active Jobs and an Available condition) and, sharded,
+  every CronJob is labelled with a running member and not draining; polled with one
+  LIST a second. With sharding this includes assigning every CronJob and relabelling
+  its Jobs (the members are new processes, so every CronJob moves);
 * each replica's RSS (VmRSS) and CPU seconds once the statuses are correct, its share
   of the CronJobs (its shard label), and which one leads (it also runs the assigner);
 * with 3 replicas, the rebalance: a member that is not the leader is SIGKILLed and the
@@ -46,7 +47,7 @@ from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.cli import DEFAULT_LEADER_ELECTION_ID
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.client import LiveReader
-from cronjob_operator.runtime.sharding import SHARD_LABEL
+from cronjob_operator.runtime.sharding import DRAIN_LABEL, SHARD_LABEL
 
 LEASE_NAMESPACE = "bench-leases"
 FAST_LEASE = (
@@ -134,6 +135,13 @@ def cronjobs(reader: LiveReader) -> list[dict[str, Any]]:
     return [dict(item) for item in reader.list(CRONJOB)]
 
 
+def placed(cronjob: dict[str, Any], running: Sequence[Replica]) -> bool:
+    """Labelled with one of the running members and not being drained."""
+    labels = cronjob["metadata"].get("labels") or {}
+    members = {replica.member() for replica in running}
+    return labels.get(SHARD_LABEL) in members - {None} and DRAIN_LABEL not in labels
+
+
 @dataclass
 class Row:
     replicas: int
@@ -161,7 +169,10 @@ def measure(
     with replicas(plane, count, directory, sharded=sharded) as running:
         began = time.monotonic()
         wait_for(
-            lambda: all(correct(item, jobs) for item in cronjobs(reader)),
+            lambda: all(
+                correct(item, jobs) and (not sharded or placed(item, running))
+                for item in cronjobs(reader)
+            ),
             timeout,
             interval=1.0,
             message=f"every status correct with {count} replicas",
