@@ -47,6 +47,7 @@ from cronjob_operator.runtime import (
     load_configuration,
 )
 from cronjob_operator.runtime.conditions import parse_time
+from cronjob_operator.runtime.sharding import SHARD_LABEL
 
 __all__ = ["main"]
 
@@ -296,7 +297,7 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         raise PluginError("--time-zone applies to a SCHEDULE; a CronJob NAME has its own")
     cluster = Cluster(args)
     if target is None:
-        rows = [("NAMESPACE", "NAME", "NEXT SCHEDULE", "SCHEDULE")]
+        rows = [("NAMESPACE", "NAME", "NEXT SCHEDULE", "SCHEDULE", "SHARD")]
         for item in cluster.cronjobs():
             meta, status = item["metadata"], item.get("status") or {}
             spec = item.get("spec") or {}
@@ -306,6 +307,7 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
                     meta["name"],
                     status.get("nextScheduleTime") or "<none>",
                     str(spec.get("schedule")),
+                    (meta.get("labels") or {}).get(SHARD_LABEL) or "<none>",  # docs/sharding.md
                 )
             )
         for line in _table(rows):
