@@ -10,7 +10,9 @@ whenever an object appears or its labels change:
    as holder with the resourceVersion it read), and its member counts as GONE only when
    that write succeeded;
 2. computes the writes with ``_plan.plan`` over the ring of LIVE members and sends
-   them, each with the resourceVersion it read (a Conflict waits for the next round):
+   them from ``assign_workers`` threads (one object's writes in order on one thread;
+   the API server is the limit, not this process), each with the resourceVersion it
+   read (a Conflict waits for the next round):
    ``Drain`` sets the drain label; ``Assign`` first relabels the object's owned
    objects (those of ``owned`` kinds labelled with the old member, or with no shard
    label for an object never assigned: made before sharding was on, whose controller
@@ -28,6 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,12 +81,33 @@ def placement_metadata(obj: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": kept}
 
 
-_Owned = dict[str, list[objects.Obj]]
-"""Owned objects by their controller owner's uid (one LIST, looked up per object)."""
+class _OwnedLists:
+    """One round's owned objects of one old member in one namespace: one LIST each,
+    grouped by controller owner uid, shared by the round's worker threads."""
+
+    def __init__(self, client: ClientInterface) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._lists: dict[tuple[kinds.Kind, str, str], dict[str, list[objects.Obj]]] = {}
+
+    def of(self, kind: kinds.Kind, target: Placement, old: str | None) -> list[objects.Obj]:
+        """``target``'s owned ``kind`` objects labelled ``old`` (None: with no shard label)."""
+        key = (kind, target.namespace, old or "")
+        with self._lock:
+            grouped = self._lists.get(key)
+            if grouped is None:
+                grouped = self._lists[key] = _by_owner(
+                    self._client.live.list(
+                        kind,
+                        namespace=target.namespace,
+                        label_selector=f"{SHARD_LABEL}={old}" if old else f"!{SHARD_LABEL}",
+                    )
+                )
+        return grouped.get(target.uid, [])
 
 
-def _by_owner(owned: Iterable[objects.Obj]) -> _Owned:
-    grouped: _Owned = {}
+def _by_owner(owned: Iterable[objects.Obj]) -> dict[str, list[objects.Obj]]:
+    grouped: dict[str, list[objects.Obj]] = {}
     for obj in owned:
         uid = (objects.controller_ref(obj) or {}).get("uid")
         if uid:
@@ -166,16 +190,20 @@ class Assigner:
         self._metrics.members.labels(self.config.group).set(len(live))
         ring = Ring(live, virtual_nodes=self.config.virtual_nodes)
         placements = [placement(obj) for obj in sharded]
-        owned: dict[tuple[str, str], _Owned] = {}
-        for action in plan(placements, members, ring):
-            try:
-                if isinstance(action, Drain):
-                    self._drain(action)
-                else:
-                    self._assign(action, owned)
-            except (errors.Conflict, errors.NotFound):
-                log.debug("%s changed while we moved it; next round", action.target.key)
+        owned = _OwnedLists(self._client)
+        actions = plan(placements, members, ring)
+        with ThreadPoolExecutor(self.config.assign_workers, "assigner") as pool:
+            list(pool.map(lambda action: self._act(action, owned), actions))
         self._forget_gone(members, placements)
+
+    def _act(self, action: Assign | Drain, owned: _OwnedLists) -> None:
+        try:
+            if isinstance(action, Drain):
+                self._drain(action)
+            else:
+                self._assign(action, owned)
+        except (errors.Conflict, errors.NotFound):
+            log.debug("%s changed while we moved it; next round", action.target.key)
 
     def _members(self) -> dict[str, MemberState]:
         leases = self._client.live.list(
@@ -222,10 +250,11 @@ class Assigner:
         self._drain_started[target.uid] = self._clock()
         self._metrics.drains.labels(self.config.group).inc()
 
-    def _assign(self, action: Assign, owned: dict[tuple[str, str], _Owned]) -> None:
+    def _assign(self, action: Assign, owned: _OwnedLists) -> None:
         target = action.target
         for kind in self.config.owned:
-            self._relabel_owned(kind, target, action.owned_from, action.shard, owned)
+            for obj in owned.of(kind, target, action.owned_from):
+                self._relabel(kind, obj, target.namespace, action.shard)
         self._patch_labels(
             target,
             {SHARD_LABEL: action.shard, DRAIN_LABEL: None},
@@ -240,29 +269,10 @@ class Assigner:
             extra={"object": target.key, "shard": action.shard, "reason": action.reason},
         )
 
-    def _relabel_owned(
-        self,
-        kind: kinds.Kind,
-        target: Placement,
-        old: str | None,
-        new: str,
-        owned: dict[tuple[str, str], _Owned],
-    ) -> None:
-        key = (f"{kind.plural}.{kind.group}/{target.namespace}", old or "")
-        if key not in owned:
-            owned[key] = _by_owner(
-                self._client.live.list(
-                    kind,
-                    namespace=target.namespace,
-                    label_selector=f"{SHARD_LABEL}={old}" if old else f"!{SHARD_LABEL}",
-                )
-            )
-        for obj in owned[key].get(target.uid, ()):
-            patch = {"metadata": {"labels": {SHARD_LABEL: new}}}
-            try:
-                self._client.patch(kind, obj["metadata"]["name"], patch, namespace=target.namespace)
-            except errors.NotFound:
-                continue  # deleted meanwhile (history pruned, or garbage collected)
+    def _relabel(self, kind: kinds.Kind, obj: objects.Obj, namespace: str, new: str) -> None:
+        patch = {"metadata": {"labels": {SHARD_LABEL: new}}}
+        with contextlib.suppress(errors.NotFound):  # deleted meanwhile (pruned, collected)
+            self._client.patch(kind, obj["metadata"]["name"], patch, namespace=namespace)
 
     def _patch_labels(
         self,

@@ -28,6 +28,8 @@ class ShardingConfig:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     virtual_nodes: int = DEFAULT_VIRTUAL_NODES
+    assign_workers: int = 8
+    """Threads the assigner sends one round's writes from (each object's on one)."""
 
     def __post_init__(self) -> None:
         if not self.group or len(self.group) > 63:
