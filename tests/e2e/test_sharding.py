@@ -24,9 +24,10 @@ it through the drain handshake).
 
 ``test_chaos`` (issue 24's proof; about 7 minutes): 3 replicas, 60 CronJobs, a replica
 SIGKILLed and replaced every ~40 s, 9 times (the leader among them), then a 4th added,
-then one stopped with SIGTERM (it exits 0 after releasing its Lease). A run (9 kills, 3 of them the leader) took 424 s: 420 runs
-expected and created, 0 lost, 0 doubled, 288 handovers between replicas (1 within one
-second), every one ordered by the assigner's relabel.
+then one stopped with SIGTERM (it exits 0 after releasing its Lease). A run (9 kills,
+3 of them the leader) took 424 s: 420 runs expected and created, 0 lost, 0 doubled,
+288 handovers between replicas (1 within one second), every one ordered by the
+assigner's relabel.
 """
 
 from __future__ import annotations
