@@ -151,6 +151,7 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
     from cronjob_operator.runtime.kinds import JOB
     from cronjob_operator.runtime.manager import Manager
     from cronjob_operator.runtime.reconcile import Request, Result
+    from cronjob_operator.runtime.sharding import Shard
 
     class CountingRestClient(rest_module.RestClient):
         def request(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -194,8 +195,10 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
     held: dict[str, Any] = {}
     original_setup = cronjob.setup
 
-    def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
-        controller = original_setup(manager, clock=clock)
+    def setup(
+        manager: Manager, *, clock: Clock = utc_now, shard: Shard | None = None
+    ) -> Controller:
+        controller = original_setup(manager, clock=clock, shard=shard)
         held.update(manager=manager, controller=controller)
         threading.Thread(target=_watch_sync, args=(manager,), daemon=True).start()
         STATS.baseline_rss_kb = rss_kb(os.getpid())

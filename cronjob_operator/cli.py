@@ -20,6 +20,7 @@ from cronjob_operator._flags import positive_int
 
 if TYPE_CHECKING:
     from cronjob_operator.runtime import LeaderElectionConfig, Manager
+    from cronjob_operator.runtime.sharding import Shard
 
 __all__ = ["main"]
 
@@ -213,6 +214,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the ConfigDeployment controller",
     )
     run.add_argument(
+        "--sharded",
+        action="store_true",
+        help="every replica runs the CronJob controller for its share of the CronJobs "
+        "(one Lease per replica, a consistent hash assigned by the leader; "
+        "docs/sharding.md); needs --leader-elect",
+    )
+    run.add_argument(
+        "--shard-group",
+        default="cronjob",
+        help="name of the shard group (a label value): replicas with the same group "
+        "share the CronJobs",
+    )
+    run.add_argument(
         "--webhook-port",
         type=_port,
         default=9443,
@@ -289,6 +303,26 @@ def _metrics_flags_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _sharding_flags_problem(args: argparse.Namespace) -> str | None:
+    if not args.sharded:
+        return None
+    if not args.leader_elect:
+        return "--sharded needs --leader-elect: the leader assigns the CronJobs to replicas"
+    if not args.cronjob_controller:
+        return "--sharded shards the CronJob controller; it cannot be disabled with it"
+    return None
+
+
+def _attach_shard(args: argparse.Namespace, manager: Manager) -> Shard | None:
+    """With ``--sharded``, make this replica a member of the CronJob shard group."""
+    if not args.sharded:
+        return None
+    from cronjob_operator.api.batch_v1 import CRONJOB
+    from cronjob_operator.runtime import kinds, sharding
+
+    return sharding.attach(manager, group=args.shard_group, kind=CRONJOB, owned=(kinds.JOB,))
+
+
 def run(args: argparse.Namespace) -> int:
     """Build the manager from ``args``, register the enabled controllers, run it."""
     from cronjob_operator.controllers import configdeployment, cronjob
@@ -337,8 +371,9 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot load a Kubernetes client configuration: %s", exc)
         return 1
     manager = Manager(rest, options)
+    shard = _attach_shard(args, manager)
     if args.cronjob_controller:
-        cronjob.setup(manager)
+        cronjob.setup(manager, shard=shard)
     if args.configdeployment_controller:
         configdeployment.setup(manager)
     try:
@@ -382,7 +417,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "run":
-        problem = _metrics_flags_problem(args) or _leader_election_flags_problem(args)
+        problem = (
+            _metrics_flags_problem(args)
+            or _leader_election_flags_problem(args)
+            or _sharding_flags_problem(args)
+        )
         if problem:
             parser.error(problem)
     if args.command == "version":

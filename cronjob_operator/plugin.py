@@ -53,6 +53,7 @@ from cronjob_operator.runtime import (
     load_configuration,
 )
 from cronjob_operator.runtime.conditions import parse_time, rfc3339
+from cronjob_operator.runtime.sharding import SHARD_LABEL
 
 __all__ = ["main"]
 
@@ -331,7 +332,7 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         raise PluginError("--time-zone applies to a SCHEDULE; a CronJob NAME has its own")
     cluster = Cluster(args)
     if target is None:
-        rows = [("NAMESPACE", "NAME", "NEXT SCHEDULE", "SCHEDULE")]
+        rows = [("NAMESPACE", "NAME", "NEXT SCHEDULE", "SCHEDULE", "SHARD")]
         for item in cluster.cronjobs():
             meta, status = item["metadata"], item.get("status") or {}
             spec = item.get("spec") or {}
@@ -341,6 +342,7 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
                     meta["name"],
                     status.get("nextScheduleTime") or "<none>",
                     _schedule_text(spec),
+                    (meta.get("labels") or {}).get(SHARD_LABEL) or "<none>",  # docs/sharding.md
                 )
             )
         for line in _table(rows):

@@ -82,6 +82,7 @@ from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager
 from cronjob_operator.runtime.reconcile import Request, Result
+from cronjob_operator.runtime.sharding import Shard, inherited_labels
 from cronjob_operator.runtime.status import write_status
 
 __all__ = ["JOB_OWNER_INDEX", "CronJobReconciler", "job_owner_index", "setup", "slim_job"]
@@ -645,6 +646,10 @@ class CronJobReconciler:
         """Create ``job``; a scheduled run (``scheduled`` set, staggered to ``due``) also
         moves lastScheduleTime and feeds the skew histogram, a manual run does neither."""
         name = job["metadata"]["name"]
+        job["metadata"]["labels"] = {
+            **job["metadata"].get("labels", {}),
+            **inherited_labels(cronjob),
+        }
         try:
             created: objects.Obj = self._client.create(JOB, job)
         except errors.AlreadyExists:
@@ -875,10 +880,18 @@ def observe_skew(skew: Histogram, job: objects.Obj, scheduled: datetime) -> None
         skew.observe(max(0.0, (created - scheduled).total_seconds()))
 
 
-def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
-    """Register the Job transform and owner index, and the CronJob controller."""
+def setup(manager: Manager, *, clock: Clock = utc_now, shard: Shard | None = None) -> Controller:
+    """Register the Job transform and owner index, and the CronJob controller.
+
+    With ``shard`` (``runtime.sharding.attach``), the controller runs on every replica
+    for its share, writing through the shard's fenced client; Jobs inherit the
+    CronJob's shard label at creation (``_create``).
+    """
     manager.cache.set_transform(JOB, slim_job)
     manager.cache.index_field(JOB, JOB_OWNER_INDEX, job_owner_index)
     metrics = CronJobMetrics(manager.metrics.registry)
+    if shard is not None:
+        reconciler = CronJobReconciler(shard.client, shard.recorder, clock=clock, metrics=metrics)
+        return shard.builder("cronjob").for_(CRONJOB).owns(JOB).complete(reconciler)
     reconciler = CronJobReconciler(manager.client, manager.recorder, clock=clock, metrics=metrics)
     return manager.builder("cronjob").for_(CRONJOB).owns(JOB).complete(reconciler)

@@ -114,6 +114,7 @@ class Informer:
         namespace: str | None = None,
         transform: Transform = strip_managed_fields,
         resync_period: float | None = None,
+        label_selector: str | None = None,
     ) -> None:
         self.kind = kind
         self.store = Store()
@@ -124,7 +125,13 @@ class Informer:
         self._resync_period = resync_period
         self._threads: list[threading.Thread] = []
         self._reflector = Reflector(
-            rest, kind, self.store, self, namespace=namespace, transform=transform
+            rest,
+            kind,
+            self.store,
+            self,
+            namespace=namespace,
+            transform=transform,
+            label_selector=label_selector,
         )
 
     @property

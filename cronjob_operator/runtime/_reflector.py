@@ -135,6 +135,7 @@ class Reflector:
         transform: Transform = strip_managed_fields,
         list_timeout: float = LIST_TIMEOUT,
         watch_list: bool = True,
+        label_selector: str | None = None,
     ) -> None:
         self._rest = rest
         self._kind = kind
@@ -144,6 +145,7 @@ class Reflector:
         self._transform = transform
         self._list_timeout = list_timeout
         self._watch_list = watch_list
+        self._selection = {"labelSelector": label_selector} if label_selector else {}
         self._stream: WatchStream | None = None
         self._lock = threading.Lock()
         self.resource_version = ""
@@ -276,7 +278,11 @@ class Reflector:
     def _list(self, resource_version: str) -> None:
         self._verb = "list"
         items: list[objects.Obj] = []
-        params: dict[str, Any] = {"limit": PAGE_SIZE, "resourceVersion": resource_version}
+        params: dict[str, Any] = {
+            "limit": PAGE_SIZE,
+            "resourceVersion": resource_version,
+            **self._selection,
+        }
         path = self._kind.collection_path(self._namespace)
         while True:
             page = self._rest.request("GET", path, params=params, timeout=self._list_timeout)
@@ -285,7 +291,7 @@ class Reflector:
             token = metadata.get("continue")
             if not token:
                 break
-            params = {"limit": PAGE_SIZE, "continue": token}
+            params = {"limit": PAGE_SIZE, "continue": token, **self._selection}
         self.listed_syncs += 1
         self._synced(items, str(metadata.get("resourceVersion") or ""))
 
@@ -316,6 +322,7 @@ class Reflector:
             "resourceVersion": self.resource_version,
             "allowWatchBookmarks": True,
             "timeoutSeconds": timeout_seconds,
+            **self._selection,
         }
         initial: dict[str, objects.Obj] | None = None
         if stream_initial:

@@ -98,6 +98,7 @@ class Cache:
         self._rest = rest
         self._namespace = namespace
         self._transforms = dict(transforms or {})
+        self._label_selectors: dict[Kind, str] = {}
         self._resync_period = resync_period
         self._sync_timeout = sync_timeout
         self._informers: dict[Kind, Informer] = {}
@@ -114,6 +115,16 @@ class Cache:
                 raise RuntimeError(f"set_transform({kind}) after its informer was created")
             self._transforms[kind] = transform
 
+    def set_label_selector(self, kind: Kind, selector: str) -> None:
+        """Cache only the objects of ``kind`` that ``selector`` matches, filtered by the API
+        server (the selector goes on the informer's list and watch): a sharded controller
+        caches only its share. Must be called before anything uses the kind's informer.
+        """
+        with self._lock:
+            if kind in self._informers:
+                raise RuntimeError(f"set_label_selector({kind}) after its informer was created")
+            self._label_selectors[kind] = selector
+
     def informer(self, kind: Kind) -> Informer:
         """The shared informer of ``kind``, created (and started, if the cache runs) on demand."""
         with self._lock:
@@ -125,6 +136,7 @@ class Cache:
                     namespace=self._namespace if kind.namespaced else None,
                     transform=self._transforms.get(kind, strip_managed_fields),
                     resync_period=self._resync_period,
+                    label_selector=self._label_selectors.get(kind),
                 )
                 self._informers[kind] = informer
                 if self._started:

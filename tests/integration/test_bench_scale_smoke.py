@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import api_load, naive_vs_indexed, plot, scale, skew, throughput
+from bench import api_load, naive_vs_indexed, plot, scale, shard, skew, throughput
 from tests.unit.test_bench_smoke import table_rows
 
 Main = Callable[[Sequence[str] | None], int]
@@ -49,6 +49,12 @@ def test_scale_prints_every_table_and_the_plot_reads_it(
             ["--cronjobs", "3", "--jobs-per-cronjob", "1", "--workers", "1,2"],
             2,
             id="throughput",
+        ),
+        pytest.param(
+            shard.main,
+            ["--cronjobs", "6", "--jobs-per-cronjob", "1", "--replicas", "1,3", "--timeout", "120"],
+            4,
+            id="shard",
         ),
     ],
 )

@@ -167,6 +167,7 @@ def test_helm_lint_passes_with_default_and_every_toggle(helm_env: dict[str, str]
         [],
         ["webhook.enable=true,certManager.enable=true"],
         ["prometheus.enable=true,prometheusRule.enable=true,grafana.enable=true"],
+        ["manager.sharding.enable=true,manager.replicas=3"],
     ):
         args = ["lint", "--strict", str(CHART)]
         for value in values:
@@ -181,6 +182,17 @@ def test_defaults_render_config_local(helm_env: dict[str, str], kubectl: str) ->
         kustomize(kubectl, CONFIG / "local"), without={"Namespace", "CustomResourceDefinition"}
     )
     assert_same(chart, config, "defaults vs config/local")
+
+
+def test_sharding_values_render_config_sharded(helm_env: dict[str, str], kubectl: str) -> None:
+    chart = by_key(
+        template(helm_env, "manager.sharding.enable=true", "manager.replicas=3"),
+        without={"CustomResourceDefinition"},
+    )
+    config = by_key(
+        kustomize(kubectl, CONFIG / "sharded"), without={"Namespace", "CustomResourceDefinition"}
+    )
+    assert_same(chart, config, "manager.sharding vs config/sharded")
 
 
 def test_crds_are_config_crd_and_live_in_crds(helm_env: dict[str, str], kubectl: str) -> None:

@@ -278,7 +278,10 @@ def test_the_plugin_drives_a_cronjob(operator: RunningManager, world: World) -> 
 
     everywhere = kubectl_cjt(world, "next", "-A")
     assert everywhere.returncode == 0, everywhere.stderr
-    assert any(line.split()[:2] == [world.ns, "plug"] for line in everywhere.stdout.splitlines())
+    header, *rows = everywhere.stdout.splitlines()
+    assert header.split()[-1] == "SHARD"  # which replica owns it with --sharded
+    mine = [row.split() for row in rows if row.split()[:2] == [world.ns, "plug"]]
+    assert [row[-1] for row in mine] == ["<none>"]  # this manager is not sharded
 
 
 def test_the_plugin_fails_with_one_line(world: World) -> None:

@@ -169,3 +169,48 @@ def test_survives_an_api_server_restart(
         lambda: events.seen("add", "after-restart"), 120, message="watch resumed after restart"
     )
     assert inf.store.get(f"{namespace}/after-restart") is not None
+
+
+@pytest.mark.parametrize("watch_list", [True, False], ids=["streamed", "paged"])
+def test_a_label_selector_caches_only_matching_objects_and_a_relabel_leaves(
+    rest: RestClient, namespace: str, watch_list: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sharding's filter (Cache.set_label_selector): the API server sends only the
+    # member's share, in the first sync (streamed or listed) and in the watch after it.
+    from cronjob_operator.runtime import _reflector
+    from cronjob_operator.runtime.cache import Cache
+
+    if not watch_list:
+        monkeypatch.setattr(_reflector.Reflector, "_sync", _paged_sync)
+    path = CONFIG_MAP.collection_path(namespace)
+    mine = {**configmap("mine", namespace), "metadata": {"name": "mine", "labels": {"s": "a"}}}
+    rest.request("POST", path, body=mine)
+    rest.request("POST", path, body=configmap("other", namespace))
+    cache = Cache(rest, namespace=namespace)
+    cache.set_label_selector(CONFIG_MAP, "s=a")
+    events = Events()
+    cache.informer(CONFIG_MAP).add_handler(events)
+    cache.start()
+    try:
+        cache.wait_for_sync(30)
+        assert [objects.name_of(obj) for obj in cache.list(CONFIG_MAP)] == ["mine"]
+        for name, labels in (("other", {"s": "a"}), ("mine", {"s": "b"})):
+            rest.request(
+                "PATCH",
+                CONFIG_MAP.object_path(namespace, name),
+                body={"metadata": {"labels": labels}},
+                content_type="application/merge-patch+json",
+            )
+        wait_for(lambda: events.seen("delete", "mine"), 10, message="the relabelled one to go")
+        wait_for(lambda: events.seen("add", "other"), 10, message="the labelled one to come")
+        assert [objects.name_of(obj) for obj in cache.list(CONFIG_MAP)] == ["other"]
+        with pytest.raises(RuntimeError):
+            cache.set_label_selector(CONFIG_MAP, "s=b")  # too late: the informer exists
+    finally:
+        cache.stop()
+
+
+def _paged_sync(self: Any, stop: threading.Event) -> None:
+    """The reflector's sync with streaming lists off (a server without WatchList)."""
+    self._list(self._list_resource_version())
+    self._watch(stop)

@@ -23,6 +23,8 @@ RUN_FLAGS = (
     "--leader-elect-lease-duration",
     "--leader-elect-renew-deadline",
     "--leader-elect-retry-period",
+    "--sharded",
+    "--shard-group",
     "--namespace",
     "--max-concurrent-reconciles",
     "--log-format",
@@ -65,6 +67,11 @@ def test_run_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> No
         (
             ["run", "--leader-elect-renew-deadline", "3", "--leader-elect-retry-period", "2500ms"],
             "renew_deadline must be greater than 1.2 x retry_period",
+        ),
+        (["run", "--sharded"], "--sharded needs --leader-elect"),
+        (
+            ["run", "--sharded", "--leader-elect", "--no-cronjob-controller"],
+            "--sharded shards the CronJob controller",
         ),
         (["launch"], "invalid choice"),
     ],

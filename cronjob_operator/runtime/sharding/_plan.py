@@ -1,0 +1,107 @@
+"""What the assigner does next, decided from the members' states and the objects' labels.
+
+A pure function (``plan``) of the objects' sharding labels and each member's
+``MemberState``: the runnable in ``_assigner`` reads, calls it and writes. For each
+object, keyed ``<namespace>/<name>`` on the ring of LIVE members:
+
+* no shard label (new, or drained and acknowledged): ``Assign`` it to its ring owner;
+  its owned objects are relabelled from the member named in the acknowledgement;
+* on a GONE member, or on one that has no Lease at all: ``Assign`` at once, without a
+  drain (that member can write nothing any more: see ``_membership``);
+* on an EXPIRED member: nothing yet (the Lease is taken over first);
+* on a LIVE member that is not its ring owner: ``Drain``, unless already draining.
+
+Nothing is assigned while no member is LIVE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cronjob_operator.runtime.sharding._labels import (
+    DRAIN_LABEL,
+    PREVIOUS_ANNOTATION,
+    SHARD_LABEL,
+    annotations_of,
+    labels_of,
+)
+from cronjob_operator.runtime.sharding._membership import MemberState
+from cronjob_operator.runtime.sharding._ring import Ring
+
+__all__ = ["Assign", "Drain", "Placement", "placement", "plan"]
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The sharding-relevant facts of one object, as the assigner's cache has them."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    shard: str | None = None
+    draining: bool = False
+    previous: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The ring key: ``<namespace>/<name>``."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """Label ``target`` the object's shard; relabel its owned objects from ``owned_from``
+    (None: the owned objects that carry no shard label, made before sharding was on)."""
+
+    target: Placement
+    shard: str
+    owned_from: str | None
+    reason: str
+    """``new`` (never assigned), ``drained`` (acknowledged) or ``orphaned`` (member gone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """Ask the object's current member to give it up."""
+
+    target: Placement
+
+
+def placement(obj: Mapping[str, Any]) -> Placement:
+    """The ``Placement`` of an object."""
+    metadata = obj.get("metadata") or {}
+    labels = labels_of(obj)
+    return Placement(
+        namespace=str(metadata.get("namespace") or ""),
+        name=str(metadata.get("name") or ""),
+        uid=str(metadata.get("uid") or ""),
+        resource_version=str(metadata.get("resourceVersion") or ""),
+        shard=labels.get(SHARD_LABEL) or None,
+        draining=DRAIN_LABEL in labels,
+        previous=annotations_of(obj).get(PREVIOUS_ANNOTATION) or None,
+    )
+
+
+def plan(
+    placements: Iterable[Placement], members: Mapping[str, MemberState], ring: Ring
+) -> list[Assign | Drain]:
+    """The writes that bring every object to its ring owner (module doc)."""
+    actions: list[Assign | Drain] = []
+    if not ring.members:
+        return actions
+    for target in placements:
+        owner = ring.owner(target.key)
+        assert owner is not None  # the ring has members
+        if target.shard is None:
+            reason = "drained" if target.previous else "new"
+            actions.append(Assign(target, owner, target.previous, reason))
+            continue
+        state = members.get(target.shard, MemberState.GONE)
+        if state is MemberState.GONE:
+            actions.append(Assign(target, owner, target.shard, "orphaned"))
+        elif state is MemberState.LIVE and target.shard != owner and not target.draining:
+            actions.append(Drain(target))
+    return actions

@@ -1,0 +1,373 @@
+"""Sharded replicas on the real control plane: no run lost or doubled across rebalances.
+
+Real ``cronjob-operator run --sharded`` processes share CronJobs on ``* * * * *`` on a
+control plane that logs every write (``ControlPlane(audit=True)``). The shard's writes
+carry the user agent ``cronjob-operator/<v> (<identity>)/shard``, so the audit log says
+which replica reconciled which CronJob when. Each test checks, when it ends:
+
+* every scheduled minute of every CronJob, from its creation until the check, has
+  exactly one Job (``count_runs``: none lost, none doubled, none unexpected);
+* no CronJob was written for by two replicas at once: whenever its writes pass from one
+  replica to another, the assigner's relabelling of it was received by the API server
+  after the old replica's last write and before the new one's first (the audit log's
+  own clock orders them). The issue asked for "not in the same second"; a drain is
+  often faster than a second (the old replica's acknowledgement, the assignment and
+  the new replica's first write within 0.5 s), so the order is checked instead and
+  the same-second handovers are counted;
+* every CronJob ends on a live member (the first test).
+
+``test_kill_the_leader_then_add_a_member`` (2 replicas, 10 CronJobs, 1.5 to 2.5 minutes,
+by where in the minute it starts):
+SIGKILL the leader (the other must take the dead member's Lease over on its own clock,
+then move its CronJobs without a drain), then start a third replica (CronJobs move to
+it through the drain handshake).
+
+``test_chaos`` (issue 24's proof; about 7 minutes): 3 replicas, 60 CronJobs, a replica
+SIGKILLed and replaced every ~40 s, 9 times (the leader among them), then a 4th added,
+then one stopped with SIGTERM (it exits 0 after releasing its Lease). A run (9 kills,
+3 of them the leader) took 424 s: 420 runs expected and created, 0 lost, 0 doubled,
+288 handovers between replicas (1 within one second), every one ordered by the
+assigner's relabel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import signal
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronjob_operator.cli import DEFAULT_LEADER_ELECTION_ID
+from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.envtest.audit import AuditEvent, writes
+from tests.e2e.support import (
+    OperatorProcess,
+    apply_all,
+    count_runs,
+    cronjob_manifest,
+    cronjobs,
+    operator_process,
+)
+from tests.integration.support import install_crds
+
+SHARD = "sharding.cronjob-operator.io/shard"
+GROUP = "sharding.cronjob-operator.io/group"
+FAST_LEASE = (
+    "--sharded",
+    "--leader-elect-lease-duration=4s",
+    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-retry-period=500ms",
+)
+DEADLINE_SECONDS = 3600
+KEEP: dict[str, Any] = {"successfulJobsHistoryLimit": 100, "failedJobsHistoryLimit": 100}
+"""Every Job stays for the count (the default history of 3 would prune the early runs)."""
+
+
+@pytest.fixture(scope="module")
+def plane() -> Iterator[ControlPlane]:
+    audited = ControlPlane(audit=True)
+    audited.start()
+    try:
+        install_crds(audited)
+        yield audited
+    finally:
+        audited.stop()
+
+
+@pytest.fixture
+def namespace(plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"shard-{int(time.time()) % 100000}"
+    plane.kubectl("create", "namespace", name, check=True)
+    yield name
+    plane.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture
+def report(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Print a measured figure past pytest's output capture."""
+
+    def write(line: str) -> None:
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        capture = request.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reporter.write_line(f"\n[sharding] {line}")
+
+    return write
+
+
+def member_of(process: OperatorProcess) -> str | None:
+    """The member name the process chose (its 'joined shard group' line)."""
+    for entry in process.logs():
+        if entry.get("msg") == "joined shard group":
+            return str(entry.get("shard"))
+    return None
+
+
+def leads(process: OperatorProcess, namespace: str) -> bool:
+    """True once the process acquired the leader Lease (not its member Lease)."""
+    prefix = f"successfully acquired lease {namespace}/{DEFAULT_LEADER_ELECTION_ID} "
+    return any(str(entry.get("msg", "")).startswith(prefix) for entry in process.logs())
+
+
+def live_members(plane: ControlPlane, namespace: str) -> set[str]:
+    leases = plane.kubectl_json("get", "leases", "-n", namespace, "-l", GROUP)["items"]
+    return {
+        lease["metadata"]["name"]
+        for lease in leases
+        if lease["spec"].get("holderIdentity") == lease["metadata"]["name"]
+    }
+
+
+def owners(plane: ControlPlane, namespace: str) -> dict[str, str | None]:
+    return {
+        name: (item["metadata"].get("labels") or {}).get(SHARD)
+        for name, item in cronjobs(plane, namespace).items()
+    }
+
+
+def settled_on(plane: ControlPlane, namespace: str, members: set[str]) -> bool:
+    """Every CronJob is labelled with one of ``members``, and each member owns some."""
+    placed = owners(plane, namespace)
+    return set(placed.values()) == members
+
+
+def shard_writes(plane: ControlPlane, namespace: str) -> dict[str, list[AuditEvent]]:
+    """The sharded controllers' successful writes, per CronJob."""
+    per_cronjob: dict[str, list[AuditEvent]] = defaultdict(list)
+    for event in writes(plane.audit_events()):
+        if event.namespace != namespace or not event.user_agent.endswith("/shard"):
+            continue
+        if event.code >= 300:
+            continue
+        if event.resource == "cronjobs":
+            per_cronjob[event.name].append(event)
+        elif event.resource == "jobs" and event.name:
+            per_cronjob[event.name.rsplit("-", 1)[0]].append(event)
+    return per_cronjob
+
+
+def writer(event: AuditEvent) -> str:
+    """The replica identity in a user agent ``.../<v> (<identity>)/shard``."""
+    return event.user_agent.rsplit("(", 1)[1].split(")", 1)[0]
+
+
+def assignments(plane: ControlPlane, namespace: str) -> dict[str, list[datetime]]:
+    """When the assigner labelled each CronJob (its patches, from the leader's own client)."""
+    labelled: dict[str, list[datetime]] = defaultdict(list)
+    for event in writes(plane.audit_events(), resource="cronjobs"):
+        by_assigner = event.verb == "patch" and not event.user_agent.endswith("/shard")
+        by_assigner = by_assigner and not event.subresource
+        if event.namespace == namespace and by_assigner and event.code < 300:
+            labelled[event.name].append(event.received)
+    return labelled
+
+
+def unordered_handovers(
+    per_cronjob: dict[str, list[AuditEvent]], labelled: dict[str, list[datetime]]
+) -> list[str]:
+    """Handovers not ordered by the protocol: whenever a CronJob's writes pass from one
+    replica to another, the assigner must have labelled it after the old replica's last
+    write and before the new one's first (so the two never wrote at once)."""
+    found: list[str] = []
+    for name, events in per_cronjob.items():
+        ordered = sorted(events, key=lambda e: e.received)
+        for before, after in itertools.pairwise(ordered):
+            if writer(before) == writer(after):
+                continue
+            if not any(before.received < at < after.received for at in labelled.get(name, ())):
+                found.append(
+                    f"{name}: {writer(before)} at {before.received}, "
+                    f"then {writer(after)} at {after.received}"
+                )
+    return found
+
+
+def same_second_handovers(per_cronjob: dict[str, list[AuditEvent]]) -> int:
+    """Handovers whose last old write and first new write fell in one second (a drain
+    is often that fast; the order above is what proves they did not overlap)."""
+    count = 0
+    for events in per_cronjob.values():
+        ordered = sorted(events, key=lambda e: e.received)
+        for before, after in itertools.pairwise(ordered):
+            same = int(before.received.timestamp()) == int(after.received.timestamp())
+            count += writer(before) != writer(after) and same
+    return count
+
+
+def wait_for_next_minute(report: Callable[[str], None], what: str) -> datetime:
+    """Block until the next scheduled minute has begun (the event under test); returns it."""
+    now = datetime.now(UTC)
+    wait = 60 - now.second - now.microsecond / 1e6 + 1
+    report(f"waiting {wait:.0f}s for the minute after {what}")
+    time.sleep(wait)
+    return datetime.now(UTC).replace(second=0, microsecond=0)
+
+
+def handovers(per_cronjob: dict[str, list[AuditEvent]]) -> int:
+    """How many times a CronJob's writes passed from one replica to another."""
+    total = 0
+    for events in per_cronjob.values():
+        order = [writer(event) for event in sorted(events, key=lambda e: e.received)]
+        total += sum(1 for before, after in itertools.pairwise(order) if before != after)
+    return total
+
+
+def all_ran(plane: ControlPlane, namespace: str, names: list[str], tick: datetime) -> bool:
+    run = count_runs(
+        plane, namespace, names, until=tick, deadline_seconds=DEADLINE_SECONDS, checked_at=tick
+    )
+    return run.lost == 0
+
+
+def test_kill_the_leader_then_add_a_member(
+    plane: ControlPlane, namespace: str, tmp_path: Path, report: Callable[[str], None]
+) -> None:
+    started = time.monotonic()
+    common: dict[str, Any] = {
+        "namespace": namespace,
+        "leader_election_namespace": namespace,
+        "args": FAST_LEASE,
+    }
+    names = [f"every-minute-{i:02d}" for i in range(10)]
+    with contextlib.ExitStack() as processes:
+        first = processes.enter_context(operator_process(plane, tmp_path, name="a", **common))
+        second = processes.enter_context(operator_process(plane, tmp_path, name="b", **common))
+        first.wait_ready()
+        second.wait_ready()
+        wait_for(lambda: member_of(first) and member_of(second), 60, message="both to join")
+        apply_all(plane, [cronjob_manifest(name, namespace, **KEEP) for name in names])
+        members = {member_of(first), member_of(second)}
+        wait_for(lambda: settled_on(plane, namespace, members), 60, message="CronJobs on both")  # type: ignore[arg-type]
+        tick = wait_for_next_minute(report, "the CronJobs were assigned")
+        wait_for(lambda: all_ran(plane, namespace, names, tick), 60, message="the first runs")
+
+        wait_for(
+            lambda: leads(first, namespace) or leads(second, namespace), 30, message="a leader"
+        )
+        leader = first if leads(first, namespace) else second
+        survivor = second if leader is first else first
+        killed_at = time.monotonic()
+        leader.signal(signal.SIGKILL)
+        wait_for(
+            lambda: settled_on(plane, namespace, {member_of(survivor)}),  # type: ignore[arg-type]
+            60,
+            message="the dead member's CronJobs on the survivor",
+        )
+        report(f"the killed leader's CronJobs moved after {time.monotonic() - killed_at:.1f}s")
+
+        third = processes.enter_context(operator_process(plane, tmp_path, name="c", **common))
+        third.wait_ready()
+        wait_for(lambda: member_of(third), 60, message="the third to join")
+        added_at = time.monotonic()
+        wait_for(
+            lambda: settled_on(plane, namespace, {member_of(survivor), member_of(third)}),  # type: ignore[arg-type]
+            60,
+            message="CronJobs drained to the new member",
+        )
+        report(f"rebalanced onto the new member in {time.monotonic() - added_at:.1f}s")
+        tick = wait_for_next_minute(report, "the rebalance")
+        wait_for(lambda: all_ran(plane, namespace, names, tick), 60, message="the runs after")
+
+        run = count_runs(
+            plane, namespace, names, until=tick, deadline_seconds=DEADLINE_SECONDS, checked_at=tick
+        )
+        report(
+            f"runs expected {run.expected}, created {run.created}, "
+            f"lost {run.lost}, doubled {run.duplicated}"
+        )
+        assert (run.lost, run.duplicated, run.unexpected) == (0, 0, [])
+        per_cronjob = shard_writes(plane, namespace)
+        assert set(per_cronjob) == set(names)
+        assert unordered_handovers(per_cronjob, assignments(plane, namespace)) == []
+        assert live_members(plane, namespace) >= {member_of(survivor), member_of(third)}
+    report(f"took {time.monotonic() - started:.0f}s")
+
+
+KILL_EVERY = 40.0
+KILLS = 9
+
+
+def test_chaos(
+    plane: ControlPlane, namespace: str, tmp_path: Path, report: Callable[[str], None]
+) -> None:
+    started = time.monotonic()
+    common: dict[str, Any] = {
+        "namespace": namespace,
+        "leader_election_namespace": namespace,
+        "args": FAST_LEASE,
+    }
+    names = [f"chaos-{i:02d}" for i in range(60)]
+    spawned = 0
+
+    with contextlib.ExitStack() as stack:
+
+        def spawn() -> OperatorProcess:
+            nonlocal spawned
+            spawned += 1
+            process = stack.enter_context(
+                operator_process(plane, tmp_path, name=f"r{spawned}", **common)
+            )
+            process.wait_ready()
+            wait_for(lambda: member_of(process), 60, message=f"r{spawned} to join")
+            return process
+
+        def members(processes: list[OperatorProcess]) -> set[str]:
+            return {str(member_of(process)) for process in processes}
+
+        running = [spawn() for _ in range(3)]
+        apply_all(plane, [cronjob_manifest(name, namespace, **KEEP) for name in names])
+        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="3 shares")
+        for kill in range(KILLS):
+            time.sleep(KILL_EVERY)
+            victim = running[kill % len(running)]
+            was_leader = leads(victim, namespace)
+            victim.signal(signal.SIGKILL)
+            running.remove(victim)
+            running.append(spawn())
+            report(f"SIGKILLed {victim.name} (leader: {was_leader}), started {running[-1].name}")
+        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="settled")
+        running.append(spawn())
+        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="4 shares")
+        report("a 4th member got its share")
+        leaving = running.pop(0)
+        leaving.signal(signal.SIGTERM)
+        assert leaving.wait(60) == 0
+        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="3 again")
+        report(f"{leaving.name} left with SIGTERM (exit 0); its CronJobs moved")
+
+        tick = wait_for_next_minute(report, "the last move")
+        wait_for(
+            lambda: all_ran(plane, namespace, names, tick),
+            120,
+            message="the last runs",
+            detail=lambda: count_runs(
+                plane,
+                namespace,
+                names,
+                until=tick,
+                deadline_seconds=DEADLINE_SECONDS,
+                checked_at=tick,
+            ),
+        )
+        run = count_runs(
+            plane, namespace, names, until=tick, deadline_seconds=DEADLINE_SECONDS, checked_at=tick
+        )
+        per_cronjob = shard_writes(plane, namespace)
+        report(
+            f"runs expected {run.expected}, created {run.created}, lost {run.lost}, "
+            f"doubled {run.duplicated}; {handovers(per_cronjob)} handovers between replicas, "
+            f"{same_second_handovers(per_cronjob)} of them within one second"
+        )
+        assert (run.lost, run.duplicated, run.unexpected) == (0, 0, [])
+        assert set(per_cronjob) == set(names)
+        assert unordered_handovers(per_cronjob, assignments(plane, namespace)) == []
+    report(f"took {time.monotonic() - started:.0f}s")

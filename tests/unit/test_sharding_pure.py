@@ -1,0 +1,144 @@
+"""The pure parts of sharding: the ring, member states, and the assigner's plan."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from cronjob_operator.runtime._leaserecord import LeaderElectionRecord, Observation
+from cronjob_operator.runtime.sharding._membership import MemberState, member_name, member_state
+from cronjob_operator.runtime.sharding._plan import Assign, Drain, Placement, placement, plan
+from cronjob_operator.runtime.sharding._ring import Ring
+
+KEYS = [f"ns-{i % 7}/cronjob-{i}" for i in range(10_000)]
+
+
+def owners(ring: Ring) -> dict[str, str | None]:
+    return {key: ring.owner(key) for key in KEYS}
+
+
+def test_an_empty_ring_owns_nothing() -> None:
+    assert Ring([]).owner("a/b") is None
+
+
+def test_the_ring_is_deterministic_and_ignores_member_order() -> None:
+    assert owners(Ring(["a", "b", "c"])) == owners(Ring(["c", "a", "b"]))
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 8])
+def test_each_member_owns_about_its_share(count: int) -> None:
+    shares = Counter(owners(Ring([f"m-{i}" for i in range(count)])).values())
+    fair = len(KEYS) / count
+    assert len(shares) == count
+    assert all(0.7 * fair <= share <= 1.3 * fair for share in shares.values()), shares
+
+
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_adding_a_member_moves_about_one_nth_of_the_keys_all_to_it(count: int) -> None:
+    members = [f"m-{i}" for i in range(count)]
+    before = owners(Ring(members))
+    after = owners(Ring([*members, "new"]))
+    moved = [key for key in KEYS if before[key] != after[key]]
+    assert all(after[key] == "new" for key in moved)
+    expected = len(KEYS) / (count + 1)
+    assert 0.7 * expected <= len(moved) <= 1.3 * expected
+
+
+def test_removing_a_member_moves_only_its_keys() -> None:
+    before = owners(Ring(["a", "b", "c", "d"]))
+    after = owners(Ring(["a", "b", "d"]))
+    moved = {key for key in KEYS if before[key] != after[key]}
+    assert moved == {key for key in KEYS if before[key] == "c"}
+
+
+def test_member_names_are_label_values_and_unique() -> None:
+    name = member_name("CronJob_Operator.Pod-" + "x" * 80)
+    assert len(name) <= 63
+    assert name == name.lower()
+    assert name[0].isalnum()
+    assert member_name("pod", suffix="0a1b2c3d") == "pod-0a1b2c3d"
+    assert member_name("pod") != member_name("pod")
+    assert member_name("___", suffix="ab").startswith("member-")
+
+
+def observed(holder: str, at: float, duration: int = 15) -> Observation:
+    return Observation(LeaderElectionRecord(holder, duration), at)
+
+
+@pytest.mark.parametrize(
+    ("holder", "now", "state"),
+    [
+        ("m", 14.9, MemberState.LIVE),
+        ("m", 15.0, MemberState.EXPIRED),
+        ("", 1.0, MemberState.GONE),  # released
+        ("assigner_1", 1.0, MemberState.GONE),  # taken over
+    ],
+)
+def test_member_state_counts_on_our_clock_from_when_we_saw_the_record(
+    holder: str, now: float, state: MemberState
+) -> None:
+    assert member_state("m", observed(holder, 0.0), now) is state
+
+
+def cronjob(name: str, labels: dict[str, str] | None = None, *, previous: str = "") -> Placement:
+    return placement(
+        {
+            "metadata": {
+                "namespace": "ns",
+                "name": name,
+                "uid": f"uid-{name}",
+                "resourceVersion": "7",
+                "labels": labels or {},
+                "annotations": {PREVIOUS: previous} if previous else {},
+            }
+        }
+    )
+
+
+SHARD = "sharding.cronjob-operator.io/shard"
+PREVIOUS = "sharding.cronjob-operator.io/previous-shard"
+DRAIN = "sharding.cronjob-operator.io/drain"
+
+
+def test_nothing_is_assigned_without_a_live_member() -> None:
+    assert plan([cronjob("a")], {"m": MemberState.EXPIRED}, Ring([])) == []
+
+
+def test_a_new_object_is_assigned_to_its_ring_owner() -> None:
+    ring = Ring(["m1", "m2"])
+    target = cronjob("a")
+    owner = ring.owner(target.key)
+    assert owner is not None
+    assert plan([target], {"m1": MemberState.LIVE, "m2": MemberState.LIVE}, ring) == [
+        Assign(target, owner, None, "new")
+    ]
+
+
+def test_an_acknowledged_drain_is_assigned_with_its_owned_objects_from_the_old_member() -> None:
+    ring = Ring(["m1"])
+    target = cronjob("a", previous="m0")
+    assert plan([target], {"m1": MemberState.LIVE}, ring) == [Assign(target, "m1", "m0", "drained")]
+
+
+@pytest.mark.parametrize("members", [{"m0": MemberState.GONE}, {}])
+def test_objects_of_a_gone_member_move_without_a_drain(members: dict[str, MemberState]) -> None:
+    target = cronjob("a", {SHARD: "m0"})
+    live = {**members, "m1": MemberState.LIVE}
+    assert plan([target], live, Ring(["m1"])) == [Assign(target, "m1", "m0", "orphaned")]
+
+
+def test_objects_of_an_expired_member_wait_for_the_takeover() -> None:
+    target = cronjob("a", {SHARD: "m0"})
+    assert plan([target], {"m0": MemberState.EXPIRED, "m1": MemberState.LIVE}, Ring(["m1"])) == []
+
+
+def test_an_object_on_a_live_member_that_is_not_its_owner_is_drained_once() -> None:
+    members = {"m0": MemberState.LIVE, "m1": MemberState.LIVE}
+    on_m0 = [cronjob(f"c{i}", {SHARD: "m0"}) for i in range(50)]
+    ring = Ring(["m0", "m1"])
+    actions = plan(on_m0, members, ring)
+    assert actions
+    assert actions == [Drain(t) for t in on_m0 if ring.owner(t.key) == "m1"]
+    draining = [cronjob(t.target.name, {SHARD: "m0", DRAIN: "true"}) for t in actions]
+    assert plan(draining, members, ring) == []
