@@ -253,7 +253,15 @@ def running_manager(
         assert exit_codes == [0]
 
 
+_SERVER_SET = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields")
+"""Metadata the API server sets; an edit does not send it back."""
+
+
 def apply(control_plane: ControlPlane, obj: dict[str, Any]) -> None:
-    """``kubectl apply`` one object given as a dict."""
-    result = control_plane.kubectl("apply", "-f", "-", input=json.dumps(obj))
+    """``kubectl apply`` one object given as a dict, as a user edits it: an object read
+    from the server is sent without its resourceVersion (which would make the apply a
+    Conflict whenever the controller wrote status meanwhile: a loaded CI run) or status."""
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _SERVER_SET}
+    edit = {k: v for k, v in obj.items() if k != "status"} | {"metadata": metadata}
+    result = control_plane.kubectl("apply", "-f", "-", input=json.dumps(edit))
     assert result.returncode == 0, result.stderr
