@@ -7,6 +7,10 @@ at the end of the block is sent SIGTERM, then SIGKILL. ``OperatorProcess`` waits
 /readyz, signals, reaps, and parses the log. With ``slow_reconcile`` the child runs the
 same CLI with every CronJob reconcile slowed down and logged, to SIGTERM it mid-reconcile.
 
+``audited_plane`` is a control plane whose API server writes an audit log (for tests
+that ask which process wrote what, and when); ``figure_reporter`` prints a measured
+figure past pytest's output capture.
+
 ``FaultTable`` collects one row per injected fault (what, how often, runs expected,
 created, duplicated, lost, what else was seen) and prints it when its test module ends,
 past output capture, so a run of the suite yields the table the issue asks for.
@@ -36,6 +40,7 @@ import pytest
 
 from cronjob_operator.controllers.cronjob_state import SCHEDULED_AT_ANNOTATION
 from cronjob_operator.envtest import RUN_DURATION_ANNOTATION, ControlPlane, wait_for
+from tests.integration.support import install_crds
 
 PR_SET_PDEATHSIG = 1
 CRONJOBS = "cronjobs.batch.tutorial.kubebuilder.io"
@@ -419,3 +424,29 @@ class FaultTable:
             reporter.write_sep("=", self.title)
             for line in self.render():
                 reporter.write_line(line)
+
+
+@contextlib.contextmanager
+def audited_plane() -> Iterator[ControlPlane]:
+    """A control plane with the CRDs installed whose API server keeps an audit log."""
+    audited = ControlPlane(audit=True)
+    audited.start()
+    try:
+        install_crds(audited)
+        yield audited
+    finally:
+        audited.stop()
+
+
+def figure_reporter(request: pytest.FixtureRequest, tag: str) -> Callable[[str], None]:
+    """A function that prints ``[tag] line`` past pytest's output capture."""
+
+    def write(line: str) -> None:
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        capture = request.config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            reporter.write_line(f"\n[{tag}] {line}")
+
+    return write

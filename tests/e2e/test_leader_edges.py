@@ -16,7 +16,6 @@ whole time: a batch of CronJobs whose first reconciles each write status, paced 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import signal
 import time
@@ -29,8 +28,14 @@ import pytest
 from cronjob_operator.cli import DEFAULT_LEADER_ELECTION_ID
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.envtest.audit import AuditEvent, writes
-from tests.e2e.support import OperatorProcess, apply_all, cronjob_manifest, operator_process
-from tests.integration.support import install_crds
+from tests.e2e.support import (
+    OperatorProcess,
+    apply_all,
+    audited_plane,
+    cronjob_manifest,
+    figure_reporter,
+    operator_process,
+)
 
 FAST_LEASE = (
     "--leader-elect-lease-duration=4s",
@@ -43,13 +48,8 @@ FROZEN_FOR = 6.0
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[ControlPlane]:
-    audited = ControlPlane(audit=True)
-    audited.start()
-    try:
-        install_crds(audited)
+    with audited_plane() as audited:
         yield audited
-    finally:
-        audited.stop()
 
 
 @pytest.fixture
@@ -63,16 +63,7 @@ def namespace(plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[s
 @pytest.fixture
 def report(request: pytest.FixtureRequest) -> Callable[[str], None]:
     """Print a measured figure past pytest's output capture."""
-
-    def write(line: str) -> None:
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        capture = request.config.pluginmanager.get_plugin("capturemanager")
-        if reporter is None:
-            return
-        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            reporter.write_line(f"\n[leader-edges] {line}")
-
-    return write
+    return figure_reporter(request, "leader-edges")
 
 
 def holder(plane: ControlPlane, namespace: str) -> str:

@@ -50,12 +50,13 @@ from cronjob_operator.envtest.audit import AuditEvent, writes
 from tests.e2e.support import (
     OperatorProcess,
     apply_all,
+    audited_plane,
     count_runs,
     cronjob_manifest,
     cronjobs,
+    figure_reporter,
     operator_process,
 )
-from tests.integration.support import install_crds
 
 SHARD = "sharding.cronjob-operator.io/shard"
 GROUP = "sharding.cronjob-operator.io/group"
@@ -72,13 +73,8 @@ KEEP: dict[str, Any] = {"successfulJobsHistoryLimit": 100, "failedJobsHistoryLim
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[ControlPlane]:
-    audited = ControlPlane(audit=True)
-    audited.start()
-    try:
-        install_crds(audited)
+    with audited_plane() as audited:
         yield audited
-    finally:
-        audited.stop()
 
 
 @pytest.fixture
@@ -92,16 +88,7 @@ def namespace(plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[s
 @pytest.fixture
 def report(request: pytest.FixtureRequest) -> Callable[[str], None]:
     """Print a measured figure past pytest's output capture."""
-
-    def write(line: str) -> None:
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        capture = request.config.pluginmanager.get_plugin("capturemanager")
-        if reporter is None:
-            return
-        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            reporter.write_line(f"\n[sharding] {line}")
-
-    return write
+    return figure_reporter(request, "sharding")
 
 
 def member_of(process: OperatorProcess) -> str | None:
