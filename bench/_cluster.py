@@ -33,8 +33,7 @@ from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.envtest._components import CONTROLLERS
 from cronjob_operator.runtime import errors
-from cronjob_operator.runtime._rest import RestClient, load_configuration
-from cronjob_operator.runtime.client import PatchType, Writer
+from cronjob_operator.runtime.client import PatchType, RestClient, Writer, load_configuration
 from cronjob_operator.runtime.kinds import JOB, NAMESPACE
 
 __all__ = [

@@ -41,9 +41,8 @@ from kubernetes import client as k8s_client
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, job_owner_index, slim_job
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime._reflector import Transform, strip_managed_fields
-from cronjob_operator.runtime._rest import RestClient
-from cronjob_operator.runtime.cache import Cache
+from cronjob_operator.runtime.cache import Cache, Transform, strip_managed_fields
+from cronjob_operator.runtime.client import RestClient
 from cronjob_operator.runtime.kinds import JOB
 
 __all__ = [

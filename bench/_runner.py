@@ -144,13 +144,12 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
     from cronjob_operator import runtime
     from cronjob_operator.api.batch_v1 import CRONJOB
     from cronjob_operator.controllers import cronjob, cronjob_state
-    from cronjob_operator.runtime import _rest as rest_module
     from cronjob_operator.runtime import objects
+    from cronjob_operator.runtime.client import _rest as rest_module
     from cronjob_operator.runtime.clock import Clock, utc_now
-    from cronjob_operator.runtime.controller import Controller
+    from cronjob_operator.runtime.controller import Controller, Request, Result
     from cronjob_operator.runtime.kinds import JOB
     from cronjob_operator.runtime.manager import Manager
-    from cronjob_operator.runtime.reconcile import Request, Result
     from cronjob_operator.runtime.sharding import Shard
 
     class CountingRestClient(rest_module.RestClient):
@@ -216,7 +215,7 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
         return len(cached)
 
     if consistent_list:
-        from cronjob_operator.runtime._reflector import Reflector
+        from cronjob_operator.runtime.cache import Reflector
 
         list_once = Reflector._list
 

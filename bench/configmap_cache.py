@@ -40,8 +40,7 @@ import orjson
 from bench import _common
 from bench.memory import rss_bytes
 from cronjob_operator.controllers import configdeployment_sources as sources
-from cronjob_operator.runtime._informer import Informer
-from cronjob_operator.runtime.cache import Transform, strip_managed_fields
+from cronjob_operator.runtime.cache import Informer, Transform, strip_managed_fields
 from cronjob_operator.runtime.kinds import CONFIG_MAP
 
 DEFAULT_COUNT = "10k"

@@ -28,8 +28,7 @@ if __package__ in (None, ""):  # run as a file: make the repository root importa
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import _common
-from cronjob_operator.runtime.httpserver import Limits
-from cronjob_operator.runtime.serving import HttpServer
+from cronjob_operator.runtime.serving import HttpServer, Limits
 
 TRICKLE = b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"a" * 10_000
 INTERVAL = 0.05

@@ -67,14 +67,11 @@ from cronjob_operator.controllers.cronjob import (
     slim_job,
 )
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime._informer import Informer
-from cronjob_operator.runtime._reflector import Transform, strip_managed_fields
-from cronjob_operator.runtime._rest import RestClient
-from cronjob_operator.runtime._workqueue import WorkQueue
-from cronjob_operator.runtime.cache import _namespaced_values, field_index_name
-from cronjob_operator.runtime.handlers import EnqueueHandler, for_owner
+from cronjob_operator.runtime.cache import Informer, Transform, strip_managed_fields
+from cronjob_operator.runtime.cache._cache import _namespaced_values, field_index_name
+from cronjob_operator.runtime.client import RestClient
+from cronjob_operator.runtime.controller import EnqueueHandler, Request, WorkQueue, for_owner
 from cronjob_operator.runtime.kinds import JOB
-from cronjob_operator.runtime.reconcile import Request
 
 DEFAULT_EVENTS = "30k"
 DEFAULT_REPEAT = 5

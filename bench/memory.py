@@ -35,8 +35,8 @@ import orjson
 
 from bench import _common
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, job_owner_index
-from cronjob_operator.runtime._informer import Informer
-from cronjob_operator.runtime.cache import _namespaced_values, field_index_name
+from cronjob_operator.runtime.cache import Informer
+from cronjob_operator.runtime.cache._cache import _namespaced_values, field_index_name
 from cronjob_operator.runtime.kinds import JOB
 
 DEFAULT_JOBS = "20k"

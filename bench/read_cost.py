@@ -33,7 +33,7 @@ import orjson
 from bench import _common
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, slim_job
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime._reflector import Transform, strip_managed_fields
+from cronjob_operator.runtime.cache import Transform, strip_managed_fields
 from cronjob_operator.runtime.kinds import JOB
 
 DEFAULT_JOBS = "10k"

@@ -32,10 +32,10 @@ from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, CronJobReconciler, job_owner_index
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.controller import Request
+from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.fake import FakeClientBuilder, FakeRecorder
 from cronjob_operator.runtime.kinds import JOB
-from cronjob_operator.runtime.reconcile import Request
 from cronjob_operator.schedule import _times
 
 SCHEDULES = ("*/5 * * * *", "0 9-17 * * 1-5", "30 2 * * *")

@@ -39,7 +39,7 @@ if __package__ in (None, ""):  # run as a file: make the repository root importa
 from bench import _cluster, _common
 from bench._runner import VARIANTS, ManagerProcess
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime.client import RestClient
 
 DEFAULT_SIZES = "100,1000,5000"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")

@@ -50,8 +50,7 @@ if __package__ in (None, ""):  # run as a file: make the repository root importa
 from bench import _cluster, _common
 from bench._runner import ManagerProcess, parse_k8s_time
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.runtime._rest import RestClient, WatchStream
-from cronjob_operator.runtime.client import Writer
+from cronjob_operator.runtime.client import RestClient, WatchStream, Writer
 from cronjob_operator.runtime.kinds import JOB, Kind
 
 BUILTIN_CRONJOB = Kind("batch", "v1", "CronJob", "cronjobs")

@@ -31,6 +31,14 @@ DEFAULT_LEADER_ELECTION_ID = "cronjob-operator.tutorial.kubebuilder.io"
 COMPONENT = "cronjob-operator"
 """Who we are to the API server: the Events' reporting component and the user agent."""
 USER_AGENT = f"{COMPONENT}/{__version__}"
+WEBHOOK_CERT_ADVICE = (
+    "to run without webhooks pass --webhook-port=0 (kubebuilder's ENABLE_WEBHOOKS=false); "
+    "to serve them, put tls.crt and tls.key in --webhook-cert-dir "
+    "(hack/gen-webhook-certs.sh makes a pair for a local run; cert-manager in a cluster)"
+)
+"""What the webhook readiness problem says to do while no certificate has loaded: a new
+user's first ``cronjob-operator run`` has webhooks on and no certificate, so it names
+both ways out."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -326,16 +334,10 @@ def _attach_shard(args: argparse.Namespace, manager: Manager) -> Shard | None:
 def run(args: argparse.Namespace) -> int:
     """Build the manager from ``args``, register the enabled controllers, run it."""
     from cronjob_operator.controllers import configdeployment, cronjob
-    from cronjob_operator.runtime import (
-        Manager,
-        Options,
-        RestClient,
-        SelfSignedError,
-        TokenBucket,
-        load_configuration,
-        logs,
-    )
+    from cronjob_operator.runtime import Manager, Options, RestClient, load_configuration, logs
+    from cronjob_operator.runtime.client import TokenBucket
     from cronjob_operator.runtime.leaderelection import default_identity
+    from cronjob_operator.runtime.serving import SelfSignedError
 
     logs.configure(args.log_format or ("text" if sys.stderr.isatty() else "json"), args.log_level)
     if not (args.cronjob_controller or args.configdeployment_controller):
@@ -391,14 +393,19 @@ def run(args: argparse.Namespace) -> int:
 
 def _add_webhook_server(args: argparse.Namespace, manager: Manager) -> None:
     """Serve the webhooks (a manager Runnable on every replica) with a readiness check."""
+    from cronjob_operator.runtime.webhook import WebhookServer
     from cronjob_operator.webhooks import manifests
-    from cronjob_operator.webhooks.server import WebhookServer
 
     if not args.webhook_port:
         return
     if args.enable_http2:
         log.warning("--enable-http2 has no effect: the webhook server speaks HTTP/1.1 only")
-    server = WebhookServer(("", args.webhook_port), Path(args.webhook_cert_dir), manifests.routes())
+    server = WebhookServer(
+        ("", args.webhook_port),
+        Path(args.webhook_cert_dir),
+        manifests.routes(),
+        cert_advice=WEBHOOK_CERT_ADVICE,
+    )
     manager.add_ready_check("webhook", server.ready)
     manager.add(server)
     log.info("serving webhooks", extra={"port": server.port, "cert_dir": args.webhook_cert_dir})

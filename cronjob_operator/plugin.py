@@ -43,16 +43,10 @@ from cronjob_operator._flags import positive_int
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
 from cronjob_operator.controllers import cronjob_backfill as backfills
 from cronjob_operator.controllers import cronjob_features as features
-from cronjob_operator.runtime import (
-    JOB,
-    LiveReader,
-    Obj,
-    RestClient,
-    Writer,
-    errors,
-    load_configuration,
-)
-from cronjob_operator.runtime.conditions import parse_time, rfc3339
+from cronjob_operator.runtime import Obj, RestClient, errors, load_configuration
+from cronjob_operator.runtime.client import LiveReader, Writer
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
+from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.sharding import SHARD_LABEL
 
 __all__ = ["main"]

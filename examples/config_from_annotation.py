@@ -16,8 +16,6 @@ import sys
 from typing import Any
 
 from cronjob_operator.runtime import (
-    CONFIG_MAP,
-    DEPLOYMENT,
     ClientInterface,
     Controller,
     Manager,
@@ -33,6 +31,7 @@ from cronjob_operator.runtime import (
     load_configuration,
     set_controller_reference,
 )
+from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT
 
 ANNOTATION = "example.com/config"
 

@@ -28,7 +28,7 @@ from typing import Any
 import urllib3
 from kubernetes import client as k8s_client
 
-from cronjob_operator.runtime._rest import load_configuration
+from cronjob_operator.runtime.client import load_configuration
 
 __all__ = ["FaultProxy"]
 

@@ -43,14 +43,17 @@ from cronjob_operator.controllers import configdeployment_state as state
 from cronjob_operator.runtime import controllerutil, errors, objects
 from cronjob_operator.runtime.client import ClientInterface, Reader
 from cronjob_operator.runtime.clock import Clock, utc_now
-from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.controller import (
+    Controller,
+    MapFunc,
+    Request,
+    Result,
+    resource_version_changed,
+)
+from cronjob_operator.runtime.controllerutil import write_status
 from cronjob_operator.runtime.events import Recorder
-from cronjob_operator.runtime.handlers import MapFunc
 from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, SECRET, Kind
 from cronjob_operator.runtime.manager import Manager
-from cronjob_operator.runtime.predicates import resource_version_changed
-from cronjob_operator.runtime.reconcile import Request, Result
-from cronjob_operator.runtime.status import write_status
 
 __all__ = [
     "CONFIG_MAP_INDEX",

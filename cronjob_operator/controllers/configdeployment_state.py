@@ -32,7 +32,7 @@ from typing import Any
 
 from cronjob_operator.controllers.configdeployment_sources import canonical_json
 from cronjob_operator.runtime import controllerutil, objects
-from cronjob_operator.runtime.conditions import condition_setter
+from cronjob_operator.runtime.controllerutil import condition_setter
 
 __all__ = [
     "CONFIG_HASH_ANNOTATION",

@@ -71,19 +71,18 @@ from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache import strip_managed_fields
 from cronjob_operator.runtime.client import ClientInterface, Propagation
 from cronjob_operator.runtime.clock import Clock, utc_now
-from cronjob_operator.runtime.conditions import (
+from cronjob_operator.runtime.controller import Controller, Request, Result
+from cronjob_operator.runtime.controllerutil import (
     condition_setter,
     find_condition,
     parse_time,
     rfc3339,
+    write_status,
 )
-from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager
-from cronjob_operator.runtime.reconcile import Request, Result
 from cronjob_operator.runtime.sharding import Shard, inherited_labels
-from cronjob_operator.runtime.status import write_status
 
 __all__ = ["JOB_OWNER_INDEX", "CronJobReconciler", "job_owner_index", "setup", "slim_job"]
 

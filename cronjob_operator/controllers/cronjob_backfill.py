@@ -32,7 +32,7 @@ from cronjob_operator.api.batch_v1 import (
     MAX_RUN_TOKEN_LENGTH,
     BackfillState,
 )
-from cronjob_operator.runtime.conditions import parse_time, rfc3339
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 
 __all__ = [
     "BACKFILL_FIELD",

@@ -37,7 +37,7 @@ from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import MAX_RUN_TOKEN_LENGTH, MAX_STAGGER_SECONDS, RUN_ANNOTATION
 from cronjob_operator.controllers import cronjob_state as state
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime.conditions import find_condition, parse_time, rfc3339
+from cronjob_operator.runtime.controllerutil import find_condition, parse_time, rfc3339
 
 __all__ = [
     "GAP_SCAN_LIMIT",

@@ -40,7 +40,7 @@ from cronjob_operator.api.batch_v1 import (
     ConcurrencyPolicy,
     SkipReason,
 )
-from cronjob_operator.runtime.conditions import parse_time, rfc3339
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 
 __all__ = [
     "ACCOUNT_STEP",

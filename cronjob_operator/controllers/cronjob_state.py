@@ -37,7 +37,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from cronjob_operator.runtime import controllerutil, objects
-from cronjob_operator.runtime.conditions import parse_time, rfc3339
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 
 __all__ = [
     "FINISHED_CONDITIONS",

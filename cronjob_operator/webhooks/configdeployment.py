@@ -17,8 +17,8 @@ from typing import Any, Final
 
 from cronjob_operator.api import apps_v1
 from cronjob_operator.api.core import RestartPolicy
-from cronjob_operator.webhooks import admission
-from cronjob_operator.webhooks.admission import AdmissionRequest, FieldError
+from cronjob_operator.runtime import webhook
+from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
 
 __all__ = ["VALIDATE_PATH", "validate", "validate_create", "validate_update"]
 
@@ -43,18 +43,18 @@ _SUBDOMAIN_MESSAGE: Final = (
 
 def _name_errors(field: str, value: Any, what: str) -> list[FieldError]:
     if value is None or value == "":
-        return [admission.required(field, what)]
+        return [webhook.required(field, what)]
     if not isinstance(value, str):
-        return [admission.invalid(field, value, "must be a string")]
+        return [webhook.invalid(field, value, "must be a string")]
     errors = []
     if len(value) > _DNS1123_SUBDOMAIN_MAX:
         errors.append(
-            admission.invalid(
+            webhook.invalid(
                 field, value, f"must be no more than {_DNS1123_SUBDOMAIN_MAX} characters"
             )
         )
     if not _DNS1123_SUBDOMAIN.fullmatch(value):
-        errors.append(admission.invalid(field, value, _SUBDOMAIN_MESSAGE))
+        errors.append(webhook.invalid(field, value, _SUBDOMAIN_MESSAGE))
     return errors
 
 
@@ -63,19 +63,19 @@ def _keys_errors(field: str, keys: Any) -> list[FieldError]:
     if keys is None:
         return []
     if not isinstance(keys, list) or not keys:
-        return [admission.invalid(field, keys, "must be a non-empty list of keys (or unset)")]
+        return [webhook.invalid(field, keys, "must be a non-empty list of keys (or unset)")]
     errors = []
     if len(keys) > apps_v1.MAX_KEYS:
         errors.append(
-            admission.invalid(field, len(keys), f"must name at most {apps_v1.MAX_KEYS} keys")
+            webhook.invalid(field, len(keys), f"must name at most {apps_v1.MAX_KEYS} keys")
         )
     seen: set[str] = set()
     for position, key in enumerate(keys):
         item = f"{field}[{position}]"
         if not isinstance(key, str) or not _KEY.fullmatch(key) or len(key) > _KEY_MAX:
-            errors.append(admission.invalid(item, key, _KEY_MESSAGE))
+            errors.append(webhook.invalid(item, key, _KEY_MESSAGE))
         elif key in seen:
-            errors.append(admission.invalid(item, key, "each key may be named once"))
+            errors.append(webhook.invalid(item, key, "each key may be named once"))
         seen.add(str(key))
     return errors
 
@@ -85,24 +85,22 @@ def _secrets_errors(secrets: Any) -> list[FieldError]:
     if secrets is None:
         return []
     if not isinstance(secrets, list):
-        return [admission.invalid(field, secrets, "must be a list of {name, keys}")]
+        return [webhook.invalid(field, secrets, "must be a list of {name, keys}")]
     errors = []
     if len(secrets) > apps_v1.MAX_SECRETS:
         errors.append(
-            admission.invalid(
-                field, len(secrets), f"must name at most {apps_v1.MAX_SECRETS} Secrets"
-            )
+            webhook.invalid(field, len(secrets), f"must name at most {apps_v1.MAX_SECRETS} Secrets")
         )
     names: set[str] = set()
     for position, secret in enumerate(secrets):
         item = f"{field}[{position}]"
         if not isinstance(secret, Mapping):
-            errors.append(admission.invalid(item, secret, "must be an object {name, keys}"))
+            errors.append(webhook.invalid(item, secret, "must be an object {name, keys}"))
             continue
         name = secret.get("name")
         errors += _name_errors(f"{item}.name", name, "the name of a Secret in the same namespace")
         if isinstance(name, str) and name in names:
-            errors.append(admission.invalid(f"{item}.name", name, "each Secret may be named once"))
+            errors.append(webhook.invalid(f"{item}.name", name, "each Secret may be named once"))
         names.add(str(name))
         errors += _keys_errors(f"{item}.keys", secret.get("keys"))
     return errors
@@ -117,7 +115,7 @@ def _source_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     if config_map is None or config_map == "":
         if not secrets:
             errors.append(
-                admission.required(
+                webhook.required(
                     "spec.configMap",
                     "the name of a ConfigMap in the same namespace (or name a Secret in "
                     "spec.secrets)",
@@ -125,7 +123,7 @@ def _source_errors(spec: Mapping[str, Any]) -> list[FieldError]:
             )
         if keys is not None:
             errors.append(
-                admission.invalid(
+                webhook.invalid(
                     "spec.configMapKeys",
                     keys,
                     "needs spec.configMap: set it, or remove spec.configMapKeys",
@@ -144,19 +142,19 @@ def _spec_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     replicas = spec.get("replicas")
     if replicas is not None:
         if not isinstance(replicas, int) or isinstance(replicas, bool):
-            errors.append(admission.invalid("spec.replicas", replicas, "must be a whole number"))
+            errors.append(webhook.invalid("spec.replicas", replicas, "must be a whole number"))
         elif replicas < 0:
             errors.append(
-                admission.invalid("spec.replicas", replicas, "must be greater than or equal to 0")
+                webhook.invalid("spec.replicas", replicas, "must be greater than or equal to 0")
             )
     template = spec.get("template")
     if not isinstance(template, Mapping):
-        return [*errors, admission.required("spec.template", "the pods to run")]
+        return [*errors, webhook.required("spec.template", "the pods to run")]
     pod_spec = template.get("spec")
     policy = pod_spec.get("restartPolicy") if isinstance(pod_spec, Mapping) else None
     if policy is not None and policy != RestartPolicy.ALWAYS:
         errors.append(
-            admission.not_supported(
+            webhook.not_supported(
                 "spec.template.spec.restartPolicy", policy, [RestartPolicy.ALWAYS.value]
             )
         )
@@ -166,13 +164,13 @@ def _spec_errors(spec: Mapping[str, Any]) -> list[FieldError]:
 def _validate(config_deployment: Mapping[str, Any]) -> list[FieldError]:
     spec = config_deployment.get("spec")
     if not isinstance(spec, Mapping):
-        return [admission.required("spec")]
+        return [webhook.required("spec")]
     return _spec_errors(spec)
 
 
 def validate_create(config_deployment: Mapping[str, Any]) -> list[FieldError]:
     """Every reason the API server must refuse to create ``config_deployment``."""
-    errors = admission.name_too_long(
+    errors = webhook.name_too_long(
         config_deployment, apps_v1.MAX_NAME_LENGTH, "it is the value of the pods' selector label"
     )
     return errors + _validate(config_deployment)
@@ -190,7 +188,7 @@ def validate_update(
 
 def validate(request: AdmissionRequest, config_deployment: dict[str, Any]) -> dict[str, Any]:
     """The validating webhook's answer: admit, or deny with every error."""
-    return admission.validation_answer(
+    return webhook.validation_answer(
         request,
         config_deployment,
         kind=apps_v1.CONFIG_DEPLOYMENT,

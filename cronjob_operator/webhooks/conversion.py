@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from cronjob_operator.api import batch_v1, batch_v2
+from cronjob_operator.runtime.webhook import BadRequest
 from cronjob_operator.schedule import MACROS
-from cronjob_operator.webhooks.server import BadRequest
 
 __all__ = [
     "PATH",

@@ -33,8 +33,8 @@ from cronjob_operator import schedule
 from cronjob_operator.api import batch_v1
 from cronjob_operator.controllers import cronjob_backfill as backfills
 from cronjob_operator.controllers import cronjob_features as features
-from cronjob_operator.webhooks import admission
-from cronjob_operator.webhooks.admission import AdmissionRequest, FieldError
+from cronjob_operator.runtime import webhook
+from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
 
 __all__ = [
     "DEFAULTS",
@@ -121,36 +121,35 @@ def _schedule_errors(
     many = spec.get("schedules")
     if many is not None:
         if value is not None:
-            return [admission.invalid(schedule.SCHEDULES_FIELD, _count(many), _BOTH_SCHEDULES)]
+            return [webhook.invalid(schedule.SCHEDULES_FIELD, _count(many), _BOTH_SCHEDULES)]
         return _schedules_errors(many)
     if value is None or value == "":
-        return [admission.required(field, f"{_SCHEDULE_HINT}; or set spec.schedules")]
+        return [webhook.required(field, f"{_SCHEDULE_HINT}; or set spec.schedules")]
     if not isinstance(value, str):
-        return [admission.invalid(field, value, "must be a string")]
+        return [webhook.invalid(field, value, "must be a string")]
     if len(value) > MAX_SCHEDULE_LENGTH:
-        return [admission.invalid(field, f"{value[:40]}...", _TOO_LONG)]
+        return [webhook.invalid(field, f"{value[:40]}...", _TOO_LONG)]
     old_schedule = (old_spec or {}).get("schedule")
     tolerate_tz = isinstance(old_schedule, str) and old_schedule.startswith(_TZ_PREFIXES)
     if not (tolerate_tz and value.startswith(_TZ_PREFIXES)):
         return [
-            admission.invalid(field, value, _detail(m)) for m in schedule.validate_schedule(value)
+            webhook.invalid(field, value, _detail(m)) for m in schedule.validate_schedule(value)
         ]
     # An update of an object that already had a prefix: robfig reads "TZ=<zone> <rest>".
     prefix, _, rest = value.partition(" ")
     zone = prefix.partition("=")[2]
     errors = [
-        admission.invalid(field, value, _detail(m))
-        for m in schedule.validate_schedule(rest.strip())
+        webhook.invalid(field, value, _detail(m)) for m in schedule.validate_schedule(rest.strip())
     ]
     zone_problem = schedule.validate_time_zone(zone)
     if zone_problem is not None:
         errors.append(
-            admission.invalid(
+            webhook.invalid(
                 field, value, f"in the {prefix.partition('=')[0]}= prefix: {_detail(zone_problem)}"
             )
         )
     if spec.get("timeZone") is not None:
-        errors.append(admission.invalid(field, value, _BOTH_ZONES))
+        errors.append(webhook.invalid(field, value, _BOTH_ZONES))
     return errors
 
 
@@ -163,10 +162,10 @@ def _schedules_errors(many: Any) -> list[FieldError]:
     accepts it, except @every (a delay from the last run, not times)."""
     field = schedule.SCHEDULES_FIELD
     if not isinstance(many, list):
-        return [admission.invalid(field, many, "must be a list of schedules")]
+        return [webhook.invalid(field, many, "must be a list of schedules")]
     if not 1 <= len(many) <= batch_v1.MAX_SCHEDULES:
         return [
-            admission.invalid(
+            webhook.invalid(
                 field,
                 _count(many),
                 f"must list 1 to {batch_v1.MAX_SCHEDULES} schedules (or use spec.schedule for one)",
@@ -176,18 +175,18 @@ def _schedules_errors(many: Any) -> list[FieldError]:
     for index, value in enumerate(many):
         entry = f"{field}[{index}]"
         if not isinstance(value, str) or not value:
-            errors.append(admission.invalid(entry, value, "must be a non-empty string"))
+            errors.append(webhook.invalid(entry, value, "must be a non-empty string"))
         elif len(value) > MAX_SCHEDULE_LENGTH:
-            errors.append(admission.invalid(entry, f"{value[:40]}...", _TOO_LONG))
+            errors.append(webhook.invalid(entry, f"{value[:40]}...", _TOO_LONG))
         elif value.startswith(_TZ_PREFIXES):
             errors.append(
-                admission.invalid(
+                webhook.invalid(
                     entry, value, "a TZ= or CRON_TZ= prefix is not supported; set spec.timeZone"
                 )
             )
         elif value.startswith("@every"):
             errors.append(
-                admission.invalid(
+                webhook.invalid(
                     entry,
                     value,
                     "@every is a delay from the last run, not times, so it cannot be one of "
@@ -196,8 +195,7 @@ def _schedules_errors(many: Any) -> list[FieldError]:
             )
         else:
             errors += [
-                admission.invalid(entry, value, _detail(m))
-                for m in schedule.validate_schedule(value)
+                webhook.invalid(entry, value, _detail(m)) for m in schedule.validate_schedule(value)
             ]
     return errors
 
@@ -208,9 +206,9 @@ def _time_zone_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     if value is None:
         return []
     if not isinstance(value, str):
-        return [admission.invalid(field, value, "must be a string")]
+        return [webhook.invalid(field, value, "must be a string")]
     problem = schedule.validate_time_zone(value)
-    return [] if problem is None else [admission.invalid(field, value, _detail(problem))]
+    return [] if problem is None else [webhook.invalid(field, value, _detail(problem))]
 
 
 def _is_count(value: Any) -> bool:
@@ -222,27 +220,27 @@ def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) ->
     policy = spec.get("concurrencyPolicy")
     policies = [p.value for p in batch_v1.ConcurrencyPolicy]
     if policy is not None and policy not in policies:
-        errors.append(admission.not_supported("spec.concurrencyPolicy", policy, policies))
+        errors.append(webhook.not_supported("spec.concurrencyPolicy", policy, policies))
     catch_up = spec.get("catchUpPolicy")
     catch_ups = [p.value for p in batch_v1.CatchUpPolicy]
     if catch_up is not None and catch_up not in catch_ups:
-        errors.append(admission.not_supported("spec.catchUpPolicy", catch_up, catch_ups))
+        errors.append(webhook.not_supported("spec.catchUpPolicy", catch_up, catch_ups))
     suspend = spec.get("suspend")
     if suspend is not None and not isinstance(suspend, bool):
-        errors.append(admission.invalid("spec.suspend", suspend, "must be true or false"))
+        errors.append(webhook.invalid("spec.suspend", suspend, "must be true or false"))
     for name in _COUNTS:
         value = spec.get(name)
         if value is None:
             continue
         if not _is_count(value):
-            errors.append(admission.invalid(f"spec.{name}", value, "must be a whole number"))
+            errors.append(webhook.invalid(f"spec.{name}", value, "must be a whole number"))
         elif value < 0:
             errors.append(
-                admission.invalid(f"spec.{name}", value, "must be greater than or equal to 0")
+                webhook.invalid(f"spec.{name}", value, "must be greater than or equal to 0")
             )
     if not isinstance(spec.get("jobTemplate"), Mapping):
         errors.append(
-            admission.required("spec.jobTemplate", "the Job to create at each scheduled time")
+            webhook.required("spec.jobTemplate", "the Job to create at each scheduled time")
         )
     return errors + _stagger_errors(spec) + _failure_policy_errors(spec)
 
@@ -254,13 +252,13 @@ def _stagger_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     if value is None:
         return []
     if not _is_count(value):
-        return [admission.invalid(features.STAGGER_FIELD, value, "must be a whole number")]
+        return [webhook.invalid(features.STAGGER_FIELD, value, "must be a whole number")]
     try:
         parsed = features.parse_spec_schedule(spec)
     except (schedule.ScheduleError, TypeError):
         parsed = None  # reported as a schedule error; only the range can be checked
     detail = features.stagger_problem(parsed, value)
-    return [] if detail is None else [admission.invalid(features.STAGGER_FIELD, value, detail)]
+    return [] if detail is None else [webhook.invalid(features.STAGGER_FIELD, value, detail)]
 
 
 def _failure_policy_errors(spec: Mapping[str, Any]) -> list[FieldError]:
@@ -268,12 +266,12 @@ def _failure_policy_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     if policy is None:
         return []
     if not isinstance(policy, Mapping):
-        return [admission.invalid("spec.failurePolicy", policy, "must be an object")]
+        return [webhook.invalid("spec.failurePolicy", policy, "must be an object")]
     value = policy.get("pauseAfterConsecutiveFailures")
     if value is None or (_is_count(value) and value >= 1):
         return []
     return [
-        admission.invalid(
+        webhook.invalid(
             features.PAUSE_FIELD,
             value,
             "must be a whole number of at least 1 (pause after that many failed runs in a "
@@ -291,7 +289,7 @@ def _run_request_errors(cronjob: Mapping[str, Any]) -> list[FieldError]:
     if problem is None:
         return []
     detail = problem.partition(": ")[2]
-    return [admission.invalid(features.TOKEN_FIELD, f"<{len(token)} characters>", detail)]
+    return [webhook.invalid(features.TOKEN_FIELD, f"<{len(token)} characters>", detail)]
 
 
 def _backfill_errors(cronjob: Mapping[str, Any], spec: Mapping[str, Any]) -> list[FieldError]:
@@ -308,13 +306,13 @@ def _backfill_errors(cronjob: Mapping[str, Any], spec: Mapping[str, Any]) -> lis
     if problem is None:
         return []
     shown = raw if isinstance(raw, str) and len(raw) <= 200 else f"<{len(str(raw))} characters>"
-    return [admission.invalid(backfills.BACKFILL_FIELD, shown, problem.partition(": ")[2])]
+    return [webhook.invalid(backfills.BACKFILL_FIELD, shown, problem.partition(": ")[2])]
 
 
 def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:
     spec = _spec(cronjob)
     if spec is None:
-        return [admission.required("spec")]
+        return [webhook.required("spec")]
     return (
         _spec_errors(spec, None if old is None else _spec(old))
         + _run_request_errors(cronjob)
@@ -324,7 +322,7 @@ def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
 
 def validate_create(cronjob: Mapping[str, Any]) -> list[FieldError]:
     """Every reason the API server must refuse to create ``cronjob`` (empty: it may)."""
-    errors = admission.name_too_long(
+    errors = webhook.name_too_long(
         cronjob,
         batch_v1.MAX_NAME_LENGTH,
         "the Job name appends an 11-character suffix and must fit 63",
@@ -339,12 +337,12 @@ def validate_update(cronjob: Mapping[str, Any], old: Mapping[str, Any]) -> list[
 
 def mutate(request: AdmissionRequest, cronjob: dict[str, Any]) -> dict[str, Any]:
     """The mutating webhook's answer: admit, with the unset defaults as a patch."""
-    return admission.patch(request.uid, defaulting_patch(cronjob))
+    return webhook.patch(request.uid, defaulting_patch(cronjob))
 
 
 def validate(request: AdmissionRequest, cronjob: dict[str, Any]) -> dict[str, Any]:
     """The validating webhook's answer: admit, or deny with every error."""
-    return admission.validation_answer(
+    return webhook.validation_answer(
         request,
         cronjob,
         kind=batch_v1.CRONJOB,

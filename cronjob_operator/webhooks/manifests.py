@@ -32,8 +32,8 @@ import yaml
 
 from cronjob_operator.api import apps_v1, batch_v1, batch_v2, crdgen
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.webhooks import admission, configdeployment, conversion, cronjob
-from cronjob_operator.webhooks.server import Route
+from cronjob_operator.runtime.webhook import Answer, Route, review_handler
+from cronjob_operator.webhooks import configdeployment, conversion, cronjob
 
 __all__ = [
     "ADMISSION_WEBHOOKS",
@@ -71,7 +71,7 @@ class AdmissionWebhook:
     kind: Kind
     path: str
     mutating: bool
-    answer: admission.Answer
+    answer: Answer
     operations: tuple[str, ...] = ("CREATE", "UPDATE")
 
     def configuration_entry(self, client_config: ClientConfig) -> dict[str, Any]:
@@ -115,8 +115,7 @@ ADMISSION_WEBHOOKS: Final = (
 def routes() -> dict[str, Route]:
     """Every path the webhook server answers, and its handler."""
     served: dict[str, Route] = {
-        webhook.path: admission.review_handler(webhook.kind, webhook.answer)
-        for webhook in ADMISSION_WEBHOOKS
+        webhook.path: review_handler(webhook.kind, webhook.answer) for webhook in ADMISSION_WEBHOOKS
     }
     served[conversion.PATH] = conversion.review
     return served

@@ -35,13 +35,12 @@ from cronjob_operator.controllers import cronjob
 from cronjob_operator.controllers import cronjob_state as state
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import errors, metrics, objects
-from cronjob_operator.runtime._rest import RestClient, load_configuration
-from cronjob_operator.runtime.client import Client
+from cronjob_operator.runtime.client import Client, RestClient, load_configuration
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.conditions import parse_time, rfc3339
+from cronjob_operator.runtime.controller import Request
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager, Options
-from cronjob_operator.runtime.reconcile import Request
 from tests.e2e.support import (
     CRONJOBS,
     FaultRow,
@@ -458,7 +457,7 @@ def test_etcd_compaction_relists_and_converges(
     table: FaultTable,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime._reflector")
+    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.cache._cache._reflector")
     clock = FakeClock()
     setups = {"cronjob": lambda mgr: cronjob.setup(mgr, clock=clock)}
     options = Options(namespace=namespace, health_probe_bind_address="0")

@@ -43,7 +43,7 @@ import yaml
 from cronjob_operator.controllers.cronjob_state import SCHEDULED_AT_ANNOTATION
 from cronjob_operator.envtest import REAL_NODE_NAME, REAL_NODE_TAINT, ControlPlane, wait_for
 from cronjob_operator.envtest._components import free_ports
-from cronjob_operator.runtime.conditions import parse_time
+from cronjob_operator.runtime.controllerutil import parse_time
 from tests.images import Image, node_bin_dir, operator_image
 from tests.tools import tool
 

@@ -31,9 +31,9 @@ import yaml
 
 from cronjob_operator.controllers import configdeployment, cronjob
 from cronjob_operator.envtest import FAIL_LABEL, ControlPlane, wait_for
-from cronjob_operator.runtime._rest import RestClient, load_configuration
+from cronjob_operator.runtime.client import RestClient, load_configuration
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.conditions import parse_time
+from cronjob_operator.runtime.controllerutil import parse_time
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
 from tests.e2e.support import _die_with_parent, apply_all, cronjob_manifest, free_port, jobs

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from cronjob_operator.envtest import ControlPlane, wait_for
-from cronjob_operator.runtime._rest import RestClient, load_configuration
+from cronjob_operator.runtime.client import RestClient, load_configuration
 
 WATCH_SECONDS = 900
 

@@ -31,12 +31,11 @@ from typing import Any
 
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime._rest import RestClient, load_configuration
-from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.client import RestClient, load_configuration
+from cronjob_operator.runtime.controller import Controller, Reconciler, Request, Result
 from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.manager import Manager, Options
-from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_NAMES = (

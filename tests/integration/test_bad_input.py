@@ -28,9 +28,9 @@ from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.envtest import RUN_DURATION_ANNOTATION, ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.conditions import parse_time
+from cronjob_operator.runtime.controller import Request
+from cronjob_operator.runtime.controllerutil import parse_time
 from cronjob_operator.runtime.manager import Options
-from cronjob_operator.runtime.reconcile import Request
 from tests.e2e.support import FaultRow, FaultTable
 from tests.integration.support import ReconcileWitness, RunningManager, apply, install_crds
 from tests.integration.support import running_manager as run_manager

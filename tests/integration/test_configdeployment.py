@@ -34,14 +34,18 @@ from cronjob_operator.controllers.configdeployment import (
 )
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime._rest import RestClient, load_configuration
 from cronjob_operator.runtime.cache import UnindexedFieldError
-from cronjob_operator.runtime.client import Client, LiveReader, Writer
-from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.client import (
+    Client,
+    LiveReader,
+    RestClient,
+    Writer,
+    load_configuration,
+)
+from cronjob_operator.runtime.controller import Controller, Reconciler, Request, Result
 from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, EVENT, POD, REPLICA_SET, SECRET
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
-from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
 from tests.integration.support import install_crds, running_manager
 
 pytestmark = [pytest.mark.cluster]

@@ -19,9 +19,9 @@ from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.envtest import FAIL_LABEL, RUN_DURATION_ANNOTATION, ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.conditions import parse_time, rfc3339
+from cronjob_operator.runtime.controller import Request
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 from cronjob_operator.runtime.manager import Options
-from cronjob_operator.runtime.reconcile import Request
 from tests.integration.support import (
     ReconcileWitness,
     RunningManager,

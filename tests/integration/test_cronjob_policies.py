@@ -18,7 +18,7 @@ import pytest
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.manager import Options
 from tests.integration.support import RunningManager, apply, install_crds
 from tests.integration.support import running_manager as start_manager

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from cronjob_operator.envtest import ControlPlane, wait_for
-from cronjob_operator.runtime import events, kinds
-from cronjob_operator.runtime._rest import RestClient, load_configuration
-from cronjob_operator.runtime.client import LiveReader, Writer
+from cronjob_operator.runtime import kinds
+from cronjob_operator.runtime.client import LiveReader, RestClient, Writer, load_configuration
+from cronjob_operator.runtime.events import _recorder as events
 
 COMPONENT = "cronjob-controller"
 

@@ -20,7 +20,7 @@ import pytest
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.envtest import RUN_DURATION_ANNOTATION, ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.conditions import parse_time, rfc3339
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 from cronjob_operator.runtime.manager import Options
 from tests.integration.creations import caught_up, watching_creations
 from tests.integration.support import RunningManager, apply, install_crds, running_manager

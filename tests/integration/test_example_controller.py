@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from cronjob_operator.envtest import ControlPlane, wait_for
-from cronjob_operator.runtime.reconcile import Request
+from cronjob_operator.runtime.controller import Request
 from examples.config_from_annotation import ANNOTATION, setup
 from tests.integration.creations import caught_up, watching_creations
 from tests.integration.support import ReconcileWitness, apply, running_manager

@@ -11,8 +11,8 @@ import pytest
 
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime._informer import Informer
-from cronjob_operator.runtime._rest import RestClient, load_configuration
+from cronjob_operator.runtime.cache import Informer
+from cronjob_operator.runtime.client import RestClient, load_configuration
 from cronjob_operator.runtime.kinds import CONFIG_MAP
 
 
@@ -119,7 +119,7 @@ def test_relists_after_compaction_and_delivers_missed_deletes(
 ) -> None:
     for name in ("keep", "doomed"):
         rest.request("POST", CONFIG_MAP.collection_path(namespace), body=configmap(name, namespace))
-    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime._reflector")
+    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.cache._cache._reflector")
     gated = GatedRest(rest)
     informer = Informer(gated, CONFIG_MAP, namespace=namespace)  # type: ignore[arg-type]
     events = Events()
@@ -177,8 +177,7 @@ def test_a_label_selector_caches_only_matching_objects_and_a_relabel_leaves(
 ) -> None:
     # Sharding's filter (Cache.set_label_selector): the API server sends only the
     # member's share, in the first sync (streamed or listed) and in the watch after it.
-    from cronjob_operator.runtime import _reflector
-    from cronjob_operator.runtime.cache import Cache
+    from cronjob_operator.runtime.cache import Cache, _reflector
 
     if not watch_list:
         monkeypatch.setattr(_reflector.Reflector, "_sync", _paged_sync)

@@ -12,10 +12,12 @@ import pytest
 
 from cronjob_operator import envtest
 from cronjob_operator.runtime import kinds, metrics
-from cronjob_operator.runtime._leaserecord import record_from_lease
-from cronjob_operator.runtime._rest import RestClient, load_configuration
-from cronjob_operator.runtime.client import LiveReader, Writer
-from cronjob_operator.runtime.leaderelection import LeaderElectionConfig, LeaderElector
+from cronjob_operator.runtime.client import LiveReader, RestClient, Writer, load_configuration
+from cronjob_operator.runtime.leaderelection import (
+    LeaderElectionConfig,
+    LeaderElector,
+    record_from_lease,
+)
 
 LEASE = "cronjob-operator-lock"
 LEASE_DURATION = 3.0
@@ -202,7 +204,7 @@ def test_stop_before_acquiring_calls_no_callback(
     candidates: Callable[..., Candidate],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.leaderelection")
+    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.leaderelection._elector")
     a = candidates("a")
     seconds_until(a.started.is_set, 10, "a to lead")
     b = candidates("b")

@@ -16,7 +16,7 @@ from kubernetes import client as k8s_client
 
 from cronjob_operator.envtest import ControlPlane
 from cronjob_operator.runtime import errors
-from cronjob_operator.runtime._rest import RestClient, load_configuration
+from cronjob_operator.runtime.client import RestClient, load_configuration
 from tests.faultproxy import FaultProxy
 
 PREFIX = "lost-"

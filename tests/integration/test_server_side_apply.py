@@ -14,11 +14,16 @@ from typing import Any, Protocol
 import pytest
 
 from cronjob_operator.envtest import ControlPlane
-from cronjob_operator.runtime import CONFIG_MAP, DEPLOYMENT, Conflict, NotFound
-from cronjob_operator.runtime._rest import RestClient, load_configuration
-from cronjob_operator.runtime.client import Applier, LiveReader, Writer
+from cronjob_operator.runtime import Conflict, NotFound
+from cronjob_operator.runtime.client import (
+    Applier,
+    LiveReader,
+    RestClient,
+    Writer,
+    load_configuration,
+)
 from cronjob_operator.runtime.fake import FakeClientBuilder
-from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, Kind
 
 
 class ApplyClient(Applier, Protocol):

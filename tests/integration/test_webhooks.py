@@ -39,10 +39,11 @@ from typing import Any
 import pytest
 
 from cronjob_operator.api import batch_v1, batch_v2, crdgen
+from cronjob_operator.cli import WEBHOOK_CERT_ADVICE
 from cronjob_operator.envtest import ControlPlane, wait_for
-from cronjob_operator.runtime.certwatcher import CERT_FIX, CertWatcher
+from cronjob_operator.runtime.serving import CertWatcher
+from cronjob_operator.runtime.webhook import LIMITS, Route, WebhookServer
 from cronjob_operator.webhooks import configdeployment, conversion, cronjob, manifests
-from cronjob_operator.webhooks.server import LIMITS, Route, WebhookServer
 from tests.integration.support import REPO, install_crds
 
 pytestmark = pytest.mark.cluster
@@ -669,13 +670,15 @@ def test_a_rotated_certificate_is_served_without_a_restart(env: Env, tmp_path: P
 
 
 def test_a_server_without_a_certificate_is_not_ready_until_one_appears(tmp_path: Path) -> None:
-    server = WebhookServer(("127.0.0.1", 0), tmp_path, manifests.routes())
+    server = WebhookServer(
+        ("127.0.0.1", 0), tmp_path, manifests.routes(), cert_advice=WEBHOOK_CERT_ADVICE
+    )
     server.start()
     try:
         problem = server.ready()
         assert problem is not None
         assert "tls.crt" in problem
-        assert CERT_FIX in problem, "says what to do: --webhook-port=0 or gen-webhook-certs.sh"
+        assert WEBHOOK_CERT_ADVICE in problem, "says what to do (the CLI's advice)"
         generate_certs(tmp_path)
         wait_for(lambda: server.ready() is None, 10, message="ready with a certificate")
     finally:
@@ -684,7 +687,7 @@ def test_a_server_without_a_certificate_is_not_ready_until_one_appears(tmp_path:
 
 def test_a_half_written_pair_keeps_the_last_good_certificate(tmp_path: Path) -> None:
     generate_certs(tmp_path)
-    watcher = CertWatcher(tmp_path)
+    watcher = CertWatcher(tmp_path, advice=WEBHOOK_CERT_ADVICE)
     first = watcher.context()
     assert first is not None
     assert watcher.problem is None
@@ -696,7 +699,7 @@ def test_a_half_written_pair_keeps_the_last_good_certificate(tmp_path: Path) -> 
     assert watcher.context() is first, "a key that does not match is not used"
     assert watcher.problem is not None
     assert "tls.key" in watcher.problem
-    assert CERT_FIX not in watcher.problem, "a pair is serving: no advice to turn webhooks off"
+    assert WEBHOOK_CERT_ADVICE not in watcher.problem, "a pair is serving: no advice"
     generate_certs(tmp_path)
     second = watcher.context()
     assert second is not None

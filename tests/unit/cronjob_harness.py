@@ -28,10 +28,10 @@ from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.client import ClientInterface
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.conditions import find_condition, rfc3339
+from cronjob_operator.runtime.controller import Request, Result
+from cronjob_operator.runtime.controllerutil import find_condition, rfc3339
 from cronjob_operator.runtime.fake import FakeClient, FakeClientBuilder, FakeRecorder
 from cronjob_operator.runtime.kinds import JOB, Kind
-from cronjob_operator.runtime.reconcile import Request, Result
 
 
 def cronjob(

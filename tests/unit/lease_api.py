@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import orjson
 from kubernetes import client as k8s_client
 
-from cronjob_operator.runtime._rest import RestClient, RetryPolicy
+from cronjob_operator.runtime.client import RestClient, RetryPolicy
 
 
 @dataclass

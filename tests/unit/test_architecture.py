@@ -1,16 +1,19 @@
-"""The layering the folder tree promises: runtime never imports upward, api never imports down.
+"""The layering the folder tree promises, checked on every module's imports.
 
-The schedule package is pure time logic and imports nothing else of the operator. Also:
-the runtime's machinery (``cronjob_operator.runtime._*``) is used only inside the
-runtime and the schedule's private modules only inside the schedule package, the
-runtime's modules import each other without a cycle, its public facade exports exactly
-the names below, every module opens with a docstring, and every runtime module declares
-``__all__``, so the architecture stays readable from the tree.
+Across the project: the runtime never imports the application (``api``, ``controllers``,
+``webhooks``, ``cli``, ``schedule``), ``api`` never imports down, ``schedule`` imports
+nothing else of the operator, and no module imports a private (``_``-prefixed) module
+of a package it is not inside. Inside the runtime: each package imports only the
+packages ``RUNTIME_IMPORTS`` allows it (a DAG, drawn in docs/architecture.md), never
+the facade; the modules import each other without a cycle; the facade exports exactly
+``PUBLIC_RUNTIME_NAMES``. Every module opens with a docstring, and every runtime module
+declares ``__all__``, so the architecture stays readable from the tree.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -18,58 +21,54 @@ import pytest
 import cronjob_operator.runtime
 
 PACKAGE = Path(__file__).resolve().parents[2] / "cronjob_operator"
-PRIVATE_RUNTIME = "cronjob_operator.runtime._"
-PRIVATE_SCHEDULE = "cronjob_operator.schedule._"
-NOT_ALLOWED_PRIVATE_RUNTIME = ("controllers", "webhooks", "cli.py", "api")
+RUNTIME = "cronjob_operator.runtime"
 
 FORBIDDEN = {
     "runtime": ("cronjob_operator.api", "cronjob_operator.controllers", "cronjob_operator.cli",
-                "cronjob_operator.webhooks", "cronjob_operator.schedule"),
+                "cronjob_operator.webhooks", "cronjob_operator.schedule",
+                "cronjob_operator.plugin", "cronjob_operator.envtest"),
     "api": ("cronjob_operator.controllers", "cronjob_operator.cli", "cronjob_operator.webhooks"),
     "controllers": ("cronjob_operator.cli",),
     "schedule": ("cronjob_operator.api", "cronjob_operator.controllers", "cronjob_operator.cli",
                  "cronjob_operator.webhooks", "cronjob_operator.runtime"),
 }  # fmt: skip
 
+VOCABULARY = frozenset(
+    {"clock", "context", "errors", "kinds", "logs", "metrics", "objects", "runnable"}
+)
+"""The runtime's top-level modules: small shared words every package may use."""
+
+RUNTIME_IMPORTS: Mapping[str, frozenset[str]] = {
+    "client": frozenset(),
+    "cache": frozenset({"client"}),
+    "controllerutil": frozenset({"client"}),
+    "events": frozenset({"client"}),
+    "leaderelection": frozenset({"client"}),
+    "serving": frozenset({"client"}),
+    "controller": frozenset({"cache", "client"}),
+    "webhook": frozenset({"serving"}),
+    "manager": frozenset({"cache", "client", "controller", "events", "leaderelection", "serving"}),
+    "sharding": frozenset({"cache", "client", "controller", "events", "leaderelection", "manager"}),
+    "fake": frozenset({"cache", "client", "controllerutil", "events"}),
+}
+"""Which runtime packages each package may import, besides the vocabulary."""
+
 PUBLIC_RUNTIME_NAMES = {
-    # reconcile types, the builder, handlers and predicates
-    "Reconciler", "Request", "Result", "TerminalError", "Builder", "ControllerHost",
-    "Controller", "MapFunc", "for_object", "for_owner", "Predicate", "and_", "or_", "not_",
-    "generation_changed", "resource_version_changed", "labels_changed", "annotations_changed",
-    # the client, its cache and the transport it is built on
-    "Client", "ClientInterface", "Reader", "Writer", "LiveReader", "PatchType", "Propagation",
-    "Cache", "CacheSyncTimeoutError", "UnindexedFieldError", "FieldIndexFunc", "Transform",
-    "strip_managed_fields", "RestClient", "TokenBucket", "load_configuration",
-    # typed errors
-    "ApiError", "AlreadyExists", "BadRequest", "Conflict", "Forbidden", "Gone", "Invalid",
-    "NotFound", "ServerError", "TooManyRequests", "TransportError", "Unauthorized",
-    # objects and kinds
-    "Obj", "freeze", "thaw", "name_of", "namespace_of", "object_key", "controller_ref",
-    "Kind", "CONFIG_MAP", "DEPLOYMENT", "EVENT", "JOB", "LEASE", "NAMESPACE", "POD",
-    "REPLICA_SET", "SECRET",
-    # controllerutil: ownership, create-or-update, status, conditions, the clock
-    "AlreadyOwnedError", "OperationResult", "controller_reference", "create_or_patch",
-    "create_or_update", "is_controlled_by", "set_controller_reference", "merge_status",
-    "write_status", "condition_setter", "find_condition", "parse_time", "rfc3339",
-    "set_condition", "Clock", "FakeClock", "utc_now",
-    # events, the manager and its runnables, metrics, cancellation and deadlines
-    "EventRecorder", "Recorder", "NORMAL", "WARNING", "Manager", "Options",
-    "LeaderElectionConfig",
-    "Runnable", "Metrics", "ControllerOptions", "Context", "DeadlineExceeded", "context",
-    # secure metrics: a self-signed certificate that cannot be made fails ``Manager.run``
-    "SelfSignedError",
+    # reconcile types, the controller, map functions and predicates
+    "Reconciler", "Request", "Result", "TerminalError", "Controller", "MapFunc", "Predicate",
+    "generation_changed", "resource_version_changed",
+    # the manager and its options
+    "Manager", "Options", "LeaderElectionConfig",
+    # the client, its cache and the transport
+    "ClientInterface", "Reader", "Cache", "RestClient", "load_configuration",
+    # objects, kinds and the errors a reconcile catches
+    "Obj", "thaw", "Kind", "ApiError", "NotFound", "AlreadyExists", "Conflict",
+    # controllerutil: ownership, create-or-update, status, conditions
+    "create_or_update", "create_or_patch", "set_controller_reference", "is_controlled_by",
+    "write_status", "set_condition",
+    # events, time, and the fake client for tests
+    "Recorder", "Clock", "FakeClientBuilder",
 }  # fmt: skip
-
-
-def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    return names
 
 
 def module_name(path: Path) -> str:
@@ -78,17 +77,51 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def modules() -> list[Path]:
-    return sorted(PACKAGE.rglob("*.py"))
+def modules(under: Path = PACKAGE) -> list[Path]:
+    return sorted(under.rglob("*.py"))
+
+
+def imported_modules(path: Path, *, module_level_only: bool = False) -> set[str]:
+    """Every module ``path`` imports; ``from pkg import name`` counts as ``pkg.name``
+    too, so a submodule imported that way is seen (a plain name adds a harmless extra),
+    and ``from cronjob_operator.runtime import name`` only as that."""
+    tree = ast.parse(path.read_text())
+    nodes: Iterator[ast.AST] = iter(tree.body) if module_level_only else ast.walk(tree)
+    names: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module != RUNTIME:  # ``from runtime import x``: the name says which
+                names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def private_owner(name: str) -> str | None:
+    """The package that holds ``name``'s first private part (None when nothing is private)."""
+    parts = name.split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:index])
+    return None
+
+
+def runtime_unit(name: str) -> str | None:
+    """The runtime package or vocabulary module ``name`` belongs to (None: the facade)."""
+    if not name.startswith(f"{RUNTIME}."):
+        return None
+    return name.removeprefix(f"{RUNTIME}.").split(".")[0]
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_layers_do_not_import_upward(layer: str) -> None:
-    offenders = []
-    for path in (PACKAGE / layer).rglob("*.py"):
-        for name in imported_modules(path):
-            if name.startswith(FORBIDDEN[layer]):
-                offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    offenders = [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in modules(PACKAGE / layer)
+        for name in imported_modules(path)
+        if name.startswith(FORBIDDEN[layer])
+    ]
     assert offenders == []
 
 
@@ -100,50 +133,81 @@ def test_every_module_says_why_it_exists(path: Path) -> None:
 
 def test_runtime_modules_declare_their_public_names() -> None:
     missing = [
-        path.name
-        for path in (PACKAGE / "runtime").glob("*.py")
-        if path.name != "__init__.py" and "__all__" not in path.read_text()
+        str(path.relative_to(PACKAGE))
+        for path in modules(PACKAGE / "runtime")
+        if "__all__" not in path.read_text()
     ]
     assert missing == []
 
 
-@pytest.mark.parametrize("area", NOT_ALLOWED_PRIVATE_RUNTIME)
-def test_only_the_runtime_uses_its_private_machinery(area: str) -> None:
-    paths = [PACKAGE / area] if area.endswith(".py") else sorted((PACKAGE / area).rglob("*.py"))
-    offenders = [
-        f"{path.relative_to(PACKAGE)} imports {name}"
-        for path in paths
-        for name in imported_modules(path)
-        if name.startswith(PRIVATE_RUNTIME)
-    ]
+def test_no_module_imports_another_packages_private_modules() -> None:
+    offenders = []
+    for path in modules():
+        here = module_name(path)
+        for name in imported_modules(path):
+            owner = private_owner(name)
+            if owner is not None and not (here == owner or here.startswith(f"{owner}.")):
+                offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
     assert offenders == []
 
 
-def test_only_the_schedule_package_uses_its_private_modules() -> None:
-    offenders = [
-        f"{path.relative_to(PACKAGE)} imports {name}"
-        for path in modules()
-        if path.relative_to(PACKAGE).parts[0] != "schedule"
-        for name in imported_modules(path)
-        if name.startswith(PRIVATE_SCHEDULE)
-    ]
+def test_the_check_for_private_imports_knows_whose_module_is_private() -> None:
+    assert (
+        private_owner("cronjob_operator.runtime.cache._store") == "cronjob_operator.runtime.cache"
+    )
+    assert private_owner("cronjob_operator.runtime.cache.Store") is None
+    assert private_owner("cronjob_operator.schedule._due.due") == "cronjob_operator.schedule"
+
+
+def test_the_runtime_packages_form_a_dag() -> None:
+    done: set[str] = set()
+
+    def visit(unit: str, stack: tuple[str, ...]) -> None:
+        assert unit not in stack, "package cycle: " + " -> ".join((*stack, unit))
+        if unit not in done:
+            for dep in sorted(RUNTIME_IMPORTS[unit]):
+                visit(dep, (*stack, unit))
+            done.add(unit)
+
+    for unit in sorted(RUNTIME_IMPORTS):
+        visit(unit, ())
+
+
+def test_every_runtime_package_and_module_is_placed() -> None:
+    found = {
+        path.stem if path.suffix else path.name
+        for path in (PACKAGE / "runtime").iterdir()
+        if (path.suffix == ".py" and path.name != "__init__.py") or (path / "__init__.py").exists()
+    }
+    assert found == VOCABULARY | set(RUNTIME_IMPORTS)
+
+
+@pytest.mark.parametrize("unit", sorted(VOCABULARY | set(RUNTIME_IMPORTS)))
+def test_runtime_packages_import_only_what_the_graph_allows(unit: str) -> None:
+    directory = PACKAGE / "runtime" / unit
+    paths = modules(directory) if directory.is_dir() else [directory.with_suffix(".py")]
+    allowed = VOCABULARY | RUNTIME_IMPORTS.get(unit, frozenset()) | {unit}
+    offenders = []
+    for path in paths:
+        for name in imported_modules(path):
+            target = runtime_unit(name)  # a facade name is no unit: never allowed
+            if target is not None and target not in allowed:
+                offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
     assert offenders == []
 
 
 def _runtime_import_graph() -> dict[str, set[str]]:
+    """Module-level imports between runtime modules; ``from pkg import sub`` of a
+    submodule is an edge to ``pkg.sub`` alone (its package is already importing)."""
+    known = {module_name(path) for path in modules(PACKAGE / "runtime")}
     graph: dict[str, set[str]] = {}
-    for path in (PACKAGE / "runtime").glob("*.py"):
-        if path.name == "__init__.py":
-            continue
-        tree = ast.parse(path.read_text())
+    for path in modules(PACKAGE / "runtime"):
         deps: set[str] = set()
-        for node in tree.body:  # module level only: imports under TYPE_CHECKING do not run
-            if isinstance(node, ast.ImportFrom) and node.module:
-                if node.module == "cronjob_operator.runtime":
-                    deps.update(f"{node.module}.{alias.name}" for alias in node.names)
-                elif node.module.startswith("cronjob_operator.runtime."):
-                    deps.add(node.module)
-        graph[module_name(path)] = deps
+        for node in ast.parse(path.read_text()).body:  # TYPE_CHECKING imports do not run
+            if isinstance(node, ast.ImportFrom) and node.module in known:
+                subs = {f"{node.module}.{a.name}" for a in node.names} & known
+                deps |= subs if len(subs) == len(node.names) else {node.module, *subs}
+        graph[module_name(path)] = deps - {module_name(path)}
     return graph
 
 
@@ -164,9 +228,8 @@ def test_runtime_modules_import_each_other_without_a_cycle() -> None:
 
 
 def test_the_builder_does_not_know_the_manager() -> None:
-    assert "cronjob_operator.runtime.manager" not in imported_modules(
-        PACKAGE / "runtime" / "builder.py"
-    )
+    builder = imported_modules(PACKAGE / "runtime" / "controller" / "_builder.py")
+    assert not any(name.startswith(f"{RUNTIME}.manager") for name in builder)
 
 
 def test_the_runtime_facade_exports_exactly_the_public_names() -> None:

@@ -26,10 +26,10 @@ from cronjob_operator.controllers.configdeployment import (
     secret_requests,
 )
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime.conditions import find_condition
+from cronjob_operator.runtime.controller import Request, Result
+from cronjob_operator.runtime.controllerutil import find_condition
 from cronjob_operator.runtime.fake import Action, FakeClient, FakeClientBuilder, FakeRecorder
 from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, SECRET
-from cronjob_operator.runtime.reconcile import Request, Result
 
 NS = "ns1"
 NAME = "web"

@@ -10,7 +10,7 @@ import pytest
 
 from cronjob_operator.controllers import configdeployment_state as state
 from cronjob_operator.runtime import controllerutil, objects
-from cronjob_operator.runtime.conditions import find_condition
+from cronjob_operator.runtime.controllerutil import find_condition
 
 NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 UID = "0b6e4c34-3c1c-4c2d-9b0a-5f0e2c1d9a11"

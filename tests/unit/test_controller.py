@@ -13,13 +13,18 @@ from collections.abc import Callable, Hashable, Iterator
 import pytest
 
 from cronjob_operator.envtest import wait_for
-from cronjob_operator.runtime import errors, handlers, metrics, objects
-from cronjob_operator.runtime._workqueue import ItemExponentialFailureRateLimiter
-from cronjob_operator.runtime.controller import Controller
-from cronjob_operator.runtime.handlers import EnqueueHandler
+from cronjob_operator.runtime import errors, metrics, objects
+from cronjob_operator.runtime.controller import (
+    Controller,
+    EnqueueHandler,
+    ItemExponentialFailureRateLimiter,
+    Request,
+    Result,
+    TerminalError,
+    resource_version_changed,
+)
+from cronjob_operator.runtime.controller import _handlers as handlers
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.predicates import resource_version_changed
-from cronjob_operator.runtime.reconcile import Request, Result, TerminalError
 
 PARENT = Kind("example.com", "v1", "Parent", "parents")
 

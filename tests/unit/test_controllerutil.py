@@ -13,33 +13,29 @@ from typing import Any
 import pytest
 
 from cronjob_operator.runtime import (
-    CONFIG_MAP,
-    AlreadyOwnedError,
-    FakeClock,
     Kind,
     NotFound,
     Obj,
-    OperationResult,
-    PatchType,
-    and_,
-    annotations_changed,
     create_or_patch,
     create_or_update,
-    freeze,
     is_controlled_by,
-    labels_changed,
-    not_,
-    or_,
     set_controller_reference,
     thaw,
 )
+from cronjob_operator.runtime.client import PatchType
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.controller import and_, annotations_changed, labels_changed, not_, or_
 from cronjob_operator.runtime.controllerutil import (
+    AlreadyOwnedError,
+    OperationResult,
     add_finalizer,
     contains_finalizer,
     merge_patch,
     remove_finalizer,
 )
 from cronjob_operator.runtime.fake import FakeClientBuilder
+from cronjob_operator.runtime.kinds import CONFIG_MAP
+from cronjob_operator.runtime.objects import freeze
 
 OWNER = freeze(
     {

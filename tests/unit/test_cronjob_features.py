@@ -18,7 +18,7 @@ from cronjob_operator.api import batch_v1
 from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
 from cronjob_operator.controllers import cronjob_features as features
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.runtime.conditions import find_condition, rfc3339
+from cronjob_operator.runtime.controllerutil import find_condition, rfc3339
 from cronjob_operator.runtime.objects import freeze, thaw
 from cronjob_operator.webhooks import conversion
 from cronjob_operator.webhooks import cronjob as webhook

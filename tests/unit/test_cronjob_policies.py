@@ -19,7 +19,7 @@ from cronjob_operator.api.batch_v1 import CRONJOB, MAX_CATCH_UP, CatchUpPolicy, 
 from cronjob_operator.controllers import cronjob_policies as policies
 from cronjob_operator.controllers.cronjob_state import job_name
 from cronjob_operator.runtime import errors
-from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.kinds import JOB
 from tests.unit import cronjob_harness
 from tests.unit.cronjob_harness import Harness

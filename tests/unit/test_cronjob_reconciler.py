@@ -19,10 +19,10 @@ from cronjob_operator.controllers.cronjob_state import (
     job_reference,
 )
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.controller import Result
+from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.fake import DEFAULT_START, Action
 from cronjob_operator.runtime.kinds import JOB
-from cronjob_operator.runtime.reconcile import Result
 from tests.unit import cronjob_harness
 
 NS = "ns1"

@@ -16,10 +16,10 @@ import pytest
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob_state as state
 from cronjob_operator.runtime import errors
-from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.controller import Result
+from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.fake import Action
 from cronjob_operator.runtime.kinds import JOB
-from cronjob_operator.runtime.reconcile import Result
 from tests.unit import cronjob_harness
 from tests.unit.cronjob_harness import Harness
 

@@ -194,7 +194,7 @@ def test_max_length_name_fits_job_name_limit() -> None:
 
 
 def test_status_merge_keeps_our_changes_and_theirs() -> None:
-    from cronjob_operator.runtime.status import merge_status
+    from cronjob_operator.runtime.controllerutil import merge_status
 
     base = {
         "lastScheduleTime": "t1",

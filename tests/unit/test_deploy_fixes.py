@@ -73,6 +73,6 @@ def test_metrics_server_logs_its_scheme(
     server = HttpServer(("127.0.0.1", 0), serve_metrics=True, tls=tls)
     stop = threading.Event()
     stop.set()
-    with caplog.at_level(logging.INFO, logger="cronjob_operator.runtime.serving"):
+    with caplog.at_level(logging.INFO, logger="cronjob_operator.runtime.serving._probes"):
         server.run(stop)
     assert [record.getMessage() for record in caplog.records] == [f"serving {scheme}"]

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from cronjob_operator.envtest import wait_for
-from cronjob_operator.runtime import _correlator, errors, events, kinds
+from cronjob_operator.runtime import errors, kinds
 from cronjob_operator.runtime.client import PatchType
 from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.events import _correlator
+from cronjob_operator.runtime.events import _recorder as events
 
 START = datetime(2016, 5, 19, 9, 59, 0, tzinfo=UTC)
 

@@ -8,6 +8,7 @@ tests/integration/test_example_controller.py; if either breaks, the guide
 from __future__ import annotations
 
 import ast
+import importlib
 import pkgutil
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,9 @@ import pytest
 import cronjob_operator.runtime
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import Propagation
+from cronjob_operator.runtime.controller import Request, TerminalError
 from cronjob_operator.runtime.fake import FakeClient, FakeClientBuilder
 from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT
-from cronjob_operator.runtime.reconcile import Request, TerminalError
 from examples.config_from_annotation import ANNOTATION, ConfigFromAnnotation
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "config_from_annotation.py"
@@ -34,8 +35,17 @@ def public_runtime_names() -> set[str]:
     }
 
 
+def is_public_runtime_package(module: str) -> bool:
+    """A runtime package or module reached without a private (``_``) part."""
+    parts = module.split(".")
+    return module.startswith("cronjob_operator.runtime.") and not any(
+        part.startswith("_") for part in parts
+    )
+
+
 def imports_outside_the_facade(source: str) -> list[str]:
-    """Project imports in ``source`` that are not public names of ``cronjob_operator.runtime``."""
+    """Project imports in ``source`` that are neither facade names of
+    ``cronjob_operator.runtime`` nor public names of one of its public packages."""
     offenders = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -45,6 +55,9 @@ def imports_outside_the_facade(source: str) -> list[str]:
             if module == "cronjob_operator.runtime":
                 allowed = public_runtime_names()
                 offenders += [f"{module}.{a.name}" for a in node.names if a.name not in allowed]
+            elif is_public_runtime_package(module):
+                public = set(getattr(importlib.import_module(module), "__all__", ()))
+                offenders += [f"{module}.{a.name}" for a in node.names if a.name not in public]
             elif module.startswith("cronjob_operator"):
                 offenders.append(module)
     return offenders
@@ -57,7 +70,8 @@ def test_example_imports_only_the_runtime_facade() -> None:
 @pytest.mark.parametrize(
     "source",
     [
-        "from cronjob_operator.runtime._store import Store",
+        "from cronjob_operator.runtime.cache._store import Store",
+        "from cronjob_operator.runtime.cache import _store",
         "from cronjob_operator.controllers import status",
         "import cronjob_operator.runtime.cache",
         "from cronjob_operator.runtime import no_such_name",

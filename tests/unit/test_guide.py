@@ -31,15 +31,19 @@ MODULES = (
     "cronjob_operator.runtime.objects",
     "cronjob_operator.runtime.errors",
     "cronjob_operator.runtime.kinds",
+    "cronjob_operator.runtime.controller",
     "cronjob_operator.runtime.controllerutil",
+    "cronjob_operator.runtime.cache",
+    "cronjob_operator.runtime.client",
+    "cronjob_operator.runtime.events",
     "cronjob_operator.runtime.clock",
     "cronjob_operator.envtest",
     "examples.config_from_annotation",
 )
 """Where a name the guide mentions may live: the facade, the public modules, the example."""
 
-INSTANCES = {"client", "manager"}
-"""Words the guide uses for an instance (``client.live.get``, ``manager.run``)."""
+INSTANCES = {"client", "controller", "manager"}
+"""Words the guide uses for an instance (``client.live.get``, ``controller.watch``)."""
 
 NOT_OURS = {
     # controller-runtime (Go) names the guide maps ours onto

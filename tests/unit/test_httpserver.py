@@ -17,8 +17,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from cronjob_operator.runtime.httpserver import HardenedHandler, HardenedServer, Limits, Refused
-from cronjob_operator.runtime.serving import HttpServer
+from cronjob_operator.runtime.serving import (
+    HardenedHandler,
+    HardenedServer,
+    HttpServer,
+    Limits,
+    Refused,
+)
 
 LIMITS = Limits(
     max_connections=8,

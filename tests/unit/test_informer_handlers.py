@@ -16,8 +16,8 @@ import pytest
 from kubernetes import client as k8s_client
 
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime._informer import Informer
-from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime.cache import Informer
+from cronjob_operator.runtime.client import RestClient
 from cronjob_operator.runtime.kinds import CONFIG_MAP
 
 DEADLINE = 30.0

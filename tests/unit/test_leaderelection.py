@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from cronjob_operator.runtime import _leaserecord as le
-from cronjob_operator.runtime import leaderelection
+from cronjob_operator.runtime.leaderelection import _elector as leaderelection
+from cronjob_operator.runtime.leaderelection import _leaserecord as le
 
 NOW = datetime(2016, 5, 19, 9, 59, 0, 123456, tzinfo=UTC)
 ME = "host-a_1111"

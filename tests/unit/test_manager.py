@@ -18,8 +18,6 @@ from kubernetes import client as k8s_client
 
 from cronjob_operator.envtest import wait_for
 from cronjob_operator.runtime import (
-    CONFIG_MAP,
-    POD,
     LeaderElectionConfig,
     Manager,
     Options,
@@ -27,12 +25,13 @@ from cronjob_operator.runtime import (
     Request,
     RestClient,
     Result,
-    TransportError,
     context,
     errors,
 )
-from cronjob_operator.runtime._rest import RetryPolicy
+from cronjob_operator.runtime.client import RetryPolicy
 from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.errors import TransportError
+from cronjob_operator.runtime.kinds import CONFIG_MAP, POD
 from cronjob_operator.runtime.metrics import Metrics
 from tests.unit.lease_api import LeaseApi
 

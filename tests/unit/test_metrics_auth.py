@@ -20,9 +20,13 @@ from kubernetes import client as k8s_client
 
 from cronjob_operator.runtime import RestClient, errors
 from cronjob_operator.runtime.manager import Manager, Options
-from cronjob_operator.runtime.metrics_auth import CacheSettings, MetricsAuthorizer, User
-from cronjob_operator.runtime.selfsigned import self_signed_context
-from cronjob_operator.runtime.serving import HttpServer
+from cronjob_operator.runtime.serving import (
+    CacheSettings,
+    HttpServer,
+    MetricsAuthorizer,
+    User,
+    self_signed_context,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRAPER = User(name="system:serviceaccount:monitoring:prometheus", groups=("system:authenticated",))

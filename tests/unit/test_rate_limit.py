@@ -16,8 +16,8 @@ import pytest
 from kubernetes import client as k8s_client
 
 from cronjob_operator.envtest import wait_for
-from cronjob_operator.runtime import _rest, context, errors
-from cronjob_operator.runtime._rest import RestClient, RetryPolicy, TokenBucket
+from cronjob_operator.runtime import context, errors
+from cronjob_operator.runtime.client import RestClient, RetryPolicy, TokenBucket, _rest
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.metrics import Metrics
 

@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
-from cronjob_operator.runtime import _reflector as reflector_module
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime._reflector import Backoff, Reflector
-from cronjob_operator.runtime._rest import RestClient
-from cronjob_operator.runtime._store import Store
+from cronjob_operator.runtime.cache import Backoff, Reflector, Store
+from cronjob_operator.runtime.cache import _reflector as reflector_module
+from cronjob_operator.runtime.client import RestClient
 from cronjob_operator.runtime.kinds import CONFIG_MAP, JOB
 
 

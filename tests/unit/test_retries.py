@@ -17,8 +17,8 @@ import pytest
 import urllib3
 from kubernetes import client as k8s_client
 
-from cronjob_operator.runtime import _rest, context, errors
-from cronjob_operator.runtime._rest import RestClient, RetryPolicy
+from cronjob_operator.runtime import context, errors
+from cronjob_operator.runtime.client import RestClient, RetryPolicy, _rest
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 

@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob_state as state
 from cronjob_operator.controllers.metrics import CronJobMetrics
+from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.fake import DEFAULT_START
-from cronjob_operator.runtime.reconcile import Request
 from tests.unit import cronjob_harness
 from tests.unit.test_cronjob_state import job
 

@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s_client
 
-from cronjob_operator.runtime import handlers, objects, predicates
-from cronjob_operator.runtime._labels import parse_selector
-from cronjob_operator.runtime._rest import RestClient
-from cronjob_operator.runtime.cache import Cache, UnindexedFieldError
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.cache import Cache, UnindexedFieldError, parse_selector
+from cronjob_operator.runtime.client import RestClient
+from cronjob_operator.runtime.controller import Request
+from cronjob_operator.runtime.controller import _handlers as handlers
+from cronjob_operator.runtime.controller import _predicates as predicates
 from cronjob_operator.runtime.kinds import JOB, Kind
-from cronjob_operator.runtime.reconcile import Request
 
 OWNER = Kind("batch.tutorial.kubebuilder.io", "v1", "CronJob", "cronjobs")
 

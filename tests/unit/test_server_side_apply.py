@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from cronjob_operator.runtime import CONFIG_MAP, DEPLOYMENT, NotFound
-from cronjob_operator.runtime._apply import ApplyConflict, apply_configuration, leaf_paths
+from cronjob_operator.runtime import NotFound
+from cronjob_operator.runtime.controllerutil import ApplyConflict, apply_configuration, leaf_paths
 from cronjob_operator.runtime.fake import FakeClientBuilder
+from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT
 
 
 def config_map(**data: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from kubernetes import client as k8s_client
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.runtime import sharding
-from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime.client import RestClient
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options

@@ -17,10 +17,10 @@ from prometheus_client import CollectorRegistry
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime.client import RestClient
+from cronjob_operator.runtime.controller import Request, Result
 from cronjob_operator.runtime.fake import FakeClient
 from cronjob_operator.runtime.kinds import JOB, LEASE
-from cronjob_operator.runtime.reconcile import Request, Result
 from cronjob_operator.runtime.sharding import (
     DRAIN_LABEL,
     GROUP_LABEL,

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from cronjob_operator.runtime._leaserecord import LeaderElectionRecord, Observation
+from cronjob_operator.runtime.leaderelection import LeaderElectionRecord, Observation
 from cronjob_operator.runtime.sharding._membership import MemberState, member_name, member_state
 from cronjob_operator.runtime.sharding._plan import Assign, Drain, Placement, placement, plan
 from cronjob_operator.runtime.sharding._ring import Ring

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronjob_operator.runtime.status import merge_status
+from cronjob_operator.runtime.controllerutil import merge_status
 
 
 def statuses(conditions: list[dict[str, Any]]) -> dict[str, str]:

@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cronjob_operator.controllers import cronjob_state as state
-from cronjob_operator.runtime.conditions import parse_time, rfc3339
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 from cronjob_operator.runtime.objects import Obj, freeze
 
 STATES = ("running", "Complete", "Failed")

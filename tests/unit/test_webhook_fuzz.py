@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cronjob_operator.runtime.webhook import MAX_BODY_BYTES, WebhookServer
 from cronjob_operator.webhooks import configdeployment, cronjob, manifests
-from cronjob_operator.webhooks.server import MAX_BODY_BYTES, WebhookServer
 from tests.unit.test_webhooks import a_cronjob, a_review
 
 PATHS = [cronjob.MUTATE_PATH, cronjob.VALIDATE_PATH, configdeployment.VALIDATE_PATH, "/convert"]

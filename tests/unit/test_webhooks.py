@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from cronjob_operator import cli, schedule
 from cronjob_operator.api import batch_v1, batch_v2, crdgen
-from cronjob_operator.webhooks import admission, configdeployment, conversion, cronjob, manifests
-from cronjob_operator.webhooks.server import BadRequest
+from cronjob_operator.runtime.webhook import BadRequest
+from cronjob_operator.runtime.webhook import _admission as admission
+from cronjob_operator.webhooks import configdeployment, conversion, cronjob, manifests
 
 ROOT = Path(__file__).resolve().parents[2]
 V1 = batch_v1.CRONJOB.api_version

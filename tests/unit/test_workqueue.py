@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from cronjob_operator.runtime import metrics
-from cronjob_operator.runtime._workqueue import ItemExponentialFailureRateLimiter, WorkQueue
 from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.controller import ItemExponentialFailureRateLimiter, WorkQueue
 
 LONG = 10.0
 """A timeout that only a bug can reach; tests never wait for it when things work."""

@@ -35,16 +35,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cronjob_operator.runtime import errors, kinds, objects
-from cronjob_operator.runtime._informer import Informer
-from cronjob_operator.runtime._leaserecord import (
+from cronjob_operator.runtime.cache import Informer
+from cronjob_operator.runtime.client import ClientInterface, RestClient
+from cronjob_operator.runtime.leaderelection import (
     Observation,
     acquired_record,
     lease_spec,
     observe,
     record_from_lease,
 )
-from cronjob_operator.runtime._rest import RestClient
-from cronjob_operator.runtime.client import ClientInterface
 from cronjob_operator.runtime.sharding._config import ShardingConfig
 from cronjob_operator.runtime.sharding._labels import (
     DRAIN_LABEL,

@@ -26,7 +26,7 @@ import enum
 import re
 import uuid
 
-from cronjob_operator.runtime._leaserecord import Observation
+from cronjob_operator.runtime.leaderelection import Observation
 
 __all__ = ["MemberState", "member_name", "member_state"]
 

@@ -40,17 +40,20 @@ import threading
 from datetime import UTC, datetime
 
 from cronjob_operator.runtime import context, errors, kinds, objects
-from cronjob_operator.runtime._leaserecord import acquired_record, lease_spec
-from cronjob_operator.runtime._rest import RestClient
-from cronjob_operator.runtime.builder import Builder
 from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError
-from cronjob_operator.runtime.client import Client, ObjectWriter, Reader, Writer
-from cronjob_operator.runtime.controller import Controller, ControllerOptions
+from cronjob_operator.runtime.client import Client, ObjectWriter, Reader, RestClient, Writer
+from cronjob_operator.runtime.controller import (
+    Builder,
+    Controller,
+    ControllerOptions,
+    Reconciler,
+    Request,
+    Result,
+)
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.leaderelection import LeaderElector
+from cronjob_operator.runtime.leaderelection import LeaderElector, acquired_record, lease_spec
 from cronjob_operator.runtime.metrics import Metrics
-from cronjob_operator.runtime.reconcile import Reconciler, Request, Result
 from cronjob_operator.runtime.sharding._config import ShardingConfig
 from cronjob_operator.runtime.sharding._labels import (
     DRAIN_LABEL,

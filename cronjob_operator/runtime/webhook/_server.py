@@ -34,9 +34,14 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Final
 
-from cronjob_operator.runtime.certwatcher import CertWatcher
-from cronjob_operator.runtime.httpserver import HardenedHandler, HardenedServer, Limits, Refused
 from cronjob_operator.runtime.runnable import run_between
+from cronjob_operator.runtime.serving import (
+    CertWatcher,
+    HardenedHandler,
+    HardenedServer,
+    Limits,
+    Refused,
+)
 
 __all__ = ["LIMITS", "MAX_BODY_BYTES", "BadRequest", "Route", "WebhookServer"]
 
@@ -145,9 +150,12 @@ class WebhookServer:
         routes: Mapping[str, Route],
         *,
         limits: Limits = LIMITS,
+        cert_advice: str = "",
     ) -> None:
-        """Binds at once (raises ``OSError`` if the port is taken); serves from ``start``."""
-        self.certs = CertWatcher(cert_dir)
+        """Binds at once (raises ``OSError`` if the port is taken); serves from ``start``.
+        ``cert_advice`` is what the readiness problem says to do while no certificate has
+        loaded (the application's flags and scripts)."""
+        self.certs = CertWatcher(cert_dir, advice=cert_advice)
         self._server = HardenedServer(
             address, _handler_class(dict(routes)), limits=limits, tls=self.certs.context
         )

@@ -18,13 +18,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
-from cronjob_operator.runtime import handlers
 from cronjob_operator.runtime.cache import Cache
-from cronjob_operator.runtime.controller import Controller, ControllerOptions
+from cronjob_operator.runtime.controller import _handlers as handlers
+from cronjob_operator.runtime.controller._controller import Controller, ControllerOptions
+from cronjob_operator.runtime.controller._predicates import Predicate
+from cronjob_operator.runtime.controller._reconcile import Reconciler
+from cronjob_operator.runtime.controller._source import KindSource
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.metrics import Metrics
-from cronjob_operator.runtime.predicates import Predicate
-from cronjob_operator.runtime.reconcile import Reconciler
 
 __all__ = ["Builder", "ControllerHost"]
 
@@ -104,8 +105,8 @@ class Builder:
         )
         cache = self._host.cache
         kind, predicates = self._for
-        controller.watch(cache.informer(kind), handlers.for_object, predicates)
+        controller.watch(KindSource(cache, kind), handlers.for_object, predicates)
         for watched, map_fn, watch_predicates in self._watches:
-            controller.watch(cache.informer(watched), map_fn, watch_predicates)
+            controller.watch(KindSource(cache, watched), map_fn, watch_predicates)
         self._host.add_controller(controller)
         return controller

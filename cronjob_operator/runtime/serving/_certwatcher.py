@@ -1,19 +1,19 @@
 """A server's TLS certificate, reloaded when its files change; the one TLS policy.
 
-Used by the webhook server and by the HTTPS metrics server (``--metrics-cert-path``).
-cert-manager renews the serving certificate into a Secret and the kubelet swaps the
-mounted files; a local run rewrites them with ``hack/gen-webhook-certs.sh``. Either way
-the server must start using the new pair without a restart, as controller-runtime's
-``certwatcher`` does. ``CertWatcher.context`` is called for every new connection: it
-compares the files' identity (inode, size, mtime; the kubelet replaces a symlink, so the
-inode changes) with what it loaded, and only on a change builds a fresh ``SSLContext``.
+Used by the webhook server and by the HTTPS metrics server. cert-manager renews a
+serving certificate into a Secret and the kubelet swaps the mounted files; a local run
+rewrites them with a script. Either way the server must start using the new pair
+without a restart, as controller-runtime's ``certwatcher`` does.
+``CertWatcher.context`` is called for every new connection: it compares the files'
+identity (inode, size, mtime; the kubelet replaces a symlink, so the inode changes)
+with what it loaded, and only on a change builds a fresh ``SSLContext``.
 Connections already open keep the context they started with.
 
 A pair that does not load (missing, or caught half-written between the two files) leaves
 the last good context in use and is retried on the next connection; before any pair has
-loaded there is no context, and ``problem`` says why (the readiness check reports it)
-and what to do: a new user's first ``cronjob-operator run`` has webhooks on and no
-certificate, so the message names both ways out (``CERT_FIX``).
+loaded there is no context, and ``problem`` says why (the readiness check reports it),
+followed by the caller's ``advice``: what to do is the application's to say (its flags,
+its scripts), never the runtime's.
 
 ``server_context`` is the TLS policy of every server in the process: TLS 1.2 at least;
 for TLS 1.2 only ECDHE key exchange (forward secrecy) with AEAD ciphers (AES-GCM,
@@ -31,7 +31,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["CERT_FILE", "CERT_FIX", "KEY_FILE", "TLS12_CIPHERS", "CertWatcher", "server_context"]
+__all__ = ["CERT_FILE", "KEY_FILE", "TLS12_CIPHERS", "CertWatcher", "server_context"]
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +40,6 @@ KEY_FILE = "tls.key"
 
 TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 """OpenSSL cipher string for TLS 1.2: forward-secret key exchange, AEAD ciphers only."""
-
-CERT_FIX = (
-    "to run without webhooks pass --webhook-port=0 (kubebuilder's ENABLE_WEBHOOKS=false); "
-    "to serve them, put tls.crt and tls.key in --webhook-cert-dir "
-    "(hack/gen-webhook-certs.sh makes a pair for a local run; cert-manager in a cluster)"
-)
-"""What to do when no serving certificate has loaded yet; appended to the problem."""
 
 _Stamp = tuple[tuple[int, int, int], ...]
 
@@ -78,9 +71,12 @@ class CertWatcher:
         *,
         alpn_protocols: Sequence[str] = ("http/1.1",),
         purpose: str = "webhook",
+        advice: str = "",
     ) -> None:
+        """``advice`` is appended to ``problem`` while no pair has loaded yet."""
         self.cert_dir = cert_dir
         self._purpose = purpose
+        self._advice = advice
         self._alpn = list(alpn_protocols)
         self._lock = threading.Lock()
         self._context: ssl.SSLContext | None = None
@@ -110,7 +106,7 @@ class CertWatcher:
             try:
                 stamp = self._read_stamp()
             except OSError as exc:
-                self._set_problem(f"cannot read the webhook serving certificate: {exc}")
+                self._set_problem(f"cannot read the {self._purpose} serving certificate: {exc}")
                 return self._context
             if stamp != self._stamp:
                 self._reload(stamp)
@@ -137,10 +133,9 @@ class CertWatcher:
 
     def _set_problem(self, problem: str) -> None:
         """Record (and log once) why the files are not in use; until a pair has loaded,
-        the webhooks cannot serve at all, so the message says what to do about it (the
-        advice is about webhooks, so only a webhook certificate's problem carries it)."""
-        if self._context is None and self._purpose == "webhook":
-            problem = f"{problem}; {CERT_FIX}"
+        the server cannot serve at all, so the message carries the caller's advice."""
+        if self._context is None and self._advice:
+            problem = f"{problem}; {self._advice}"
         if problem != self._problem:
             log.error("%s", problem)
         self._problem = problem

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from cronjob_operator.runtime.certwatcher import server_context
+from cronjob_operator.runtime.serving._certwatcher import server_context
 
 __all__ = ["SelfSignedError", "self_signed_context"]
 

@@ -27,7 +27,7 @@ from http import HTTPStatus
 from typing import Any, Generic, Protocol, TypeVar
 
 from cronjob_operator.runtime import errors
-from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime.client import RestClient
 
 __all__ = ["ApiReviewer", "CacheSettings", "MetricsAuthorizer", "Reviewer", "User"]
 

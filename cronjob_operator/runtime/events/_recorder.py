@@ -29,7 +29,8 @@ from datetime import datetime
 from typing import Protocol
 
 from cronjob_operator.runtime import errors, kinds, objects
-from cronjob_operator.runtime._correlator import (
+from cronjob_operator.runtime.client import ObjectWriter
+from cronjob_operator.runtime.events._correlator import (
     DEFAULT_BURST,
     DEFAULT_QPS,
     NORMAL,
@@ -39,7 +40,6 @@ from cronjob_operator.runtime._correlator import (
     make_event,
     utc_now,
 )
-from cronjob_operator.runtime.client import ObjectWriter
 from cronjob_operator.runtime.runnable import run_between
 
 __all__ = ["NORMAL", "WARNING", "EventRecorder", "Recorder", "RecorderStats"]

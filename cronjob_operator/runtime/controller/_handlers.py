@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime._workqueue import WorkQueue
+from cronjob_operator.runtime.controller._predicates import Predicate
+from cronjob_operator.runtime.controller._reconcile import Request
+from cronjob_operator.runtime.controller._workqueue import WorkQueue
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.predicates import Predicate
-from cronjob_operator.runtime.reconcile import Request
 
 __all__ = ["EnqueueHandler", "MapFunc", "for_object", "for_owner"]
 

@@ -50,19 +50,24 @@ from pathlib import Path
 from types import FrameType
 
 from cronjob_operator.runtime import context
-from cronjob_operator.runtime._reflector import Transform
-from cronjob_operator.runtime._rest import RestClient
-from cronjob_operator.runtime.builder import Builder
-from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError
-from cronjob_operator.runtime.client import Client, Writer
-from cronjob_operator.runtime.controller import Controller, ControllerOptions
+from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError, Transform
+from cronjob_operator.runtime.client import Client, RestClient, Writer
+from cronjob_operator.runtime.controller import Builder, Controller, ControllerOptions
 from cronjob_operator.runtime.events import EventRecorder
-from cronjob_operator.runtime.httpserver import TLSContext
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig, LeaderElector
 from cronjob_operator.runtime.metrics import Metrics
 from cronjob_operator.runtime.runnable import Runnable
-from cronjob_operator.runtime.serving import Check, HttpServer, parse_address
+from cronjob_operator.runtime.serving import (
+    ApiReviewer,
+    CertWatcher,
+    Check,
+    HttpServer,
+    MetricsAuthorizer,
+    TLSContext,
+    parse_address,
+    self_signed_context,
+)
 
 __all__ = ["Manager", "Options"]
 
@@ -248,17 +253,13 @@ class Manager:
         registry = self.metrics.registry
         if not self.options.metrics_secure:
             return HttpServer(address, serve_metrics=True, registry=registry)
-        from cronjob_operator.runtime import certwatcher, metrics_auth, selfsigned
-
         tls: TLSContext
         if self.options.metrics_cert_dir:
-            tls = certwatcher.CertWatcher(
-                Path(self.options.metrics_cert_dir), purpose="metrics"
-            ).context
+            tls = CertWatcher(Path(self.options.metrics_cert_dir), purpose="metrics").context
         else:
-            context = selfsigned.self_signed_context()
+            context = self_signed_context()
             tls = lambda: context  # noqa: E731
-        authorizer = metrics_auth.MetricsAuthorizer(metrics_auth.ApiReviewer(self.rest))
+        authorizer = MetricsAuthorizer(ApiReviewer(self.rest))
         return HttpServer(
             address, serve_metrics=True, registry=registry, tls=tls, authorize=authorizer.check
         )

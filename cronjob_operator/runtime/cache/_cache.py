@@ -27,12 +27,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime._informer import Informer
-from cronjob_operator.runtime._labels import parse_selector
-from cronjob_operator.runtime._reflector import Transform, strip_managed_fields
-from cronjob_operator.runtime._rest import RestClient
-from cronjob_operator.runtime._store import NAMESPACE_INDEX, Store
-from cronjob_operator.runtime.client import not_found
+from cronjob_operator.runtime.cache._informer import Informer
+from cronjob_operator.runtime.cache._labels import parse_selector
+from cronjob_operator.runtime.cache._reflector import Transform, strip_managed_fields
+from cronjob_operator.runtime.cache._store import NAMESPACE_INDEX, Store
+from cronjob_operator.runtime.client import RestClient, not_found
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.runnable import run_between
 

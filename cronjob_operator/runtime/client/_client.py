@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime._rest import RestClient
+from cronjob_operator.runtime.client._rest import RestClient
 from cronjob_operator.runtime.kinds import Kind
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "Propagation",
     "Reader",
     "Writer",
+    "not_found",
 ]
 
 

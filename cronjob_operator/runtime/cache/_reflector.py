@@ -57,8 +57,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime._rest import RestClient, WatchStream
-from cronjob_operator.runtime._store import Store
+from cronjob_operator.runtime.cache._store import Store
+from cronjob_operator.runtime.client import RestClient, WatchStream
 from cronjob_operator.runtime.kinds import Kind
 
 __all__ = ["Backoff", "EventSink", "Reflector", "Transform", "strip_managed_fields"]

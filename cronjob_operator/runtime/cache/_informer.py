@@ -31,9 +31,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime._reflector import Reflector, Transform, strip_managed_fields
-from cronjob_operator.runtime._rest import RestClient
-from cronjob_operator.runtime._store import Store
+from cronjob_operator.runtime.cache._reflector import Reflector, Transform, strip_managed_fields
+from cronjob_operator.runtime.cache._store import Store
+from cronjob_operator.runtime.client import RestClient
 from cronjob_operator.runtime.kinds import Kind
 
 __all__ = ["EventHandler", "Informer"]

@@ -1,7 +1,7 @@
 """The controller: a work queue of requests, the watches that fill it, and workers.
 
 A ``Controller`` is what controller-runtime's builder produces. Watches (added with
-``watch``) turn informer events into ``Request``s on a de-duplicating, rate-limited
+``watch``, each on a ``Source``) turn events into ``Request``s on a de-duplicating, rate-limited
 queue; ``max_concurrent_reconciles`` worker threads take requests and call the
 reconciler. The queue guarantees one object is never reconciled by two workers at once.
 
@@ -43,13 +43,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cronjob_operator.runtime import context, errors
-from cronjob_operator.runtime._informer import Informer
-from cronjob_operator.runtime._workqueue import RateLimiter, WorkQueue
-from cronjob_operator.runtime.handlers import EnqueueHandler, MapFunc
+from cronjob_operator.runtime.controller._handlers import EnqueueHandler, MapFunc
+from cronjob_operator.runtime.controller._predicates import Predicate
+from cronjob_operator.runtime.controller._reconcile import (
+    Reconciler,
+    Request,
+    Result,
+    TerminalError,
+)
+from cronjob_operator.runtime.controller._source import Source
+from cronjob_operator.runtime.controller._workqueue import RateLimiter, WorkQueue
 from cronjob_operator.runtime.logs import reconcile_scope
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
-from cronjob_operator.runtime.predicates import Predicate
-from cronjob_operator.runtime.reconcile import Reconciler, Request, Result, TerminalError
 
 __all__ = ["Controller", "ControllerOptions"]
 
@@ -97,23 +102,21 @@ class Controller:
         self.queue: WorkQueue[Request] = WorkQueue(
             name, rate_limiter=rate_limiter, controller=name, metrics=self._metrics
         )
-        self._watches: list[tuple[Informer, EnqueueHandler]] = []
+        self._watches: list[tuple[Source, EnqueueHandler]] = []
         self._workers: list[threading.Thread] = []
         self._started = False
 
-    def watch(
-        self, informer: Informer, map_fn: MapFunc, predicates: Sequence[Predicate] = ()
-    ) -> None:
-        """Enqueue ``map_fn(obj)`` for every event of ``informer`` that passes ``predicates``."""
+    def watch(self, source: Source, map_fn: MapFunc, predicates: Sequence[Predicate] = ()) -> None:
+        """Enqueue ``map_fn(obj)`` for every event of ``source`` that passes ``predicates``."""
         handler = EnqueueHandler(self.queue, map_fn, predicates)
-        self._watches.append((informer, handler))
+        self._watches.append((source, handler))
         if self._started:
-            informer.add_handler(handler)
+            source.add_handler(handler)
 
     @property
-    def informers(self) -> list[Informer]:
-        """The informers this controller watches (the manager waits for their sync)."""
-        return [informer for informer, _ in self._watches]
+    def sources(self) -> list[Source]:
+        """The sources this controller watches, in the order they were added."""
+        return [source for source, _ in self._watches]
 
     needs_leader_election = True
     """A manager Runnable for the leader only: two replicas never reconcile at once."""
@@ -130,8 +133,8 @@ class Controller:
         if self._started:
             return
         self._started = True
-        for informer, handler in self._watches:
-            informer.add_handler(handler)
+        for source, handler in self._watches:
+            source.add_handler(handler)
         self._metrics.max_concurrent_reconciles.labels(self.name).set(
             self.max_concurrent_reconciles
         )

@@ -53,10 +53,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cronjob_operator.runtime import errors, kinds, objects
-from cronjob_operator.runtime._apply import ApplyConflict, Ownership, apply_configuration
-from cronjob_operator.runtime._store import Store
 from cronjob_operator.runtime.cache import (
     FieldIndexFunc,
+    Store,
     add_field_index,
     lookup,
     select,
@@ -64,7 +63,12 @@ from cronjob_operator.runtime.cache import (
 )
 from cronjob_operator.runtime.client import ClientInterface, PatchType, Propagation
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.conditions import rfc3339
+from cronjob_operator.runtime.controllerutil import (
+    ApplyConflict,
+    Ownership,
+    apply_configuration,
+    rfc3339,
+)
 from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import Kind
 

@@ -20,8 +20,13 @@ from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from cronjob_operator.runtime.httpserver import HardenedHandler, HardenedServer, Limits, TLSContext
 from cronjob_operator.runtime.metrics import DEFAULT
+from cronjob_operator.runtime.serving._httpserver import (
+    HardenedHandler,
+    HardenedServer,
+    Limits,
+    TLSContext,
+)
 
 __all__ = ["Authorize", "Check", "HttpServer", "parse_address"]
 

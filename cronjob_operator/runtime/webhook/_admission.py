@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.webhooks.server import BadRequest
+from cronjob_operator.runtime.webhook._server import BadRequest
 
 __all__ = [
     "AdmissionRequest",

@@ -62,7 +62,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cronjob_operator.runtime import context, errors, kinds, objects
-from cronjob_operator.runtime._leaserecord import (
+from cronjob_operator.runtime.client import LiveReader, RestClient, Writer
+from cronjob_operator.runtime.leaderelection._leaserecord import (
     LeaderElectionRecord,
     Observation,
     acquired_record,
@@ -72,11 +73,15 @@ from cronjob_operator.runtime._leaserecord import (
     record_from_lease,
     released_record,
 )
-from cronjob_operator.runtime._rest import RestClient
-from cronjob_operator.runtime.client import LiveReader, Writer
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
-__all__ = ["JITTER_FACTOR", "LeaderElectionConfig", "LeaderElector"]
+__all__ = [
+    "JITTER_FACTOR",
+    "POD_NAME_ENV",
+    "LeaderElectionConfig",
+    "LeaderElector",
+    "default_identity",
+]
 
 log = logging.getLogger(__name__)
 

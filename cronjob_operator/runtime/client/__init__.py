@@ -1,0 +1,53 @@
+"""The client: typed reads and writes against the API server, on one REST transport.
+
+``Client`` reads through the cache and writes to the API server; ``LiveReader`` reads
+the server itself; ``Reader``, ``Writer``, ``ObjectWriter`` and ``ClientInterface`` are
+the protocols a reconciler is written against (the fake implements them too).
+``RestClient`` is the JSON transport under everything (client-go's retries, a token
+bucket, watch streams, per-manager metrics) and ``load_configuration`` finds a cluster
+from a kubeconfig or the pod's service account.
+
+Machinery: ``_rest`` (transport), ``_client`` (the typed client over it).
+"""
+
+from cronjob_operator.runtime.client._client import (
+    Applier,
+    Client,
+    ClientInterface,
+    LiveReader,
+    ObjectWriter,
+    PatchType,
+    Propagation,
+    Reader,
+    Writer,
+    not_found,
+)
+from cronjob_operator.runtime.client._rest import (
+    WRITE_METHODS,
+    RestClient,
+    RetryPolicy,
+    TokenBucket,
+    WatchStream,
+    WriteFence,
+    load_configuration,
+)
+
+__all__ = [
+    "WRITE_METHODS",
+    "Applier",
+    "Client",
+    "ClientInterface",
+    "LiveReader",
+    "ObjectWriter",
+    "PatchType",
+    "Propagation",
+    "Reader",
+    "RestClient",
+    "RetryPolicy",
+    "TokenBucket",
+    "WatchStream",
+    "WriteFence",
+    "Writer",
+    "load_configuration",
+    "not_found",
+]

@@ -1,0 +1,61 @@
+"""HTTP serving for a manager: the hardened server, TLS, probes and authenticated metrics.
+
+``HardenedServer`` bounds every connection (header, body, idle, read and write
+timeouts, a connection cap); ``CertWatcher`` reloads a certificate pair when its files
+change and ``server_context`` is the one TLS policy; ``self_signed_context`` makes a
+pair when none is given; ``MetricsAuthorizer`` is controller-runtime's
+``WithAuthenticationAndAuthorization`` (TokenReview, SubjectAccessReview);
+``HttpServer`` serves the probes and ``/metrics``.
+
+Machinery: ``_httpserver``, ``_certwatcher``, ``_selfsigned``, ``_metrics_auth``,
+``_probes``.
+"""
+
+from cronjob_operator.runtime.serving._certwatcher import (
+    CERT_FILE,
+    KEY_FILE,
+    TLS12_CIPHERS,
+    CertWatcher,
+    server_context,
+)
+from cronjob_operator.runtime.serving._httpserver import (
+    HardenedHandler,
+    HardenedServer,
+    Limits,
+    Refused,
+    TLSContext,
+)
+from cronjob_operator.runtime.serving._metrics_auth import (
+    ApiReviewer,
+    CacheSettings,
+    MetricsAuthorizer,
+    Reviewer,
+    User,
+)
+from cronjob_operator.runtime.serving._probes import Authorize, Check, HttpServer, parse_address
+from cronjob_operator.runtime.serving._selfsigned import SelfSignedError, self_signed_context
+
+__all__ = [
+    "CERT_FILE",
+    "CERT_FIX",
+    "KEY_FILE",
+    "TLS12_CIPHERS",
+    "ApiReviewer",
+    "Authorize",
+    "CacheSettings",
+    "CertWatcher",
+    "Check",
+    "HardenedHandler",
+    "HardenedServer",
+    "HttpServer",
+    "Limits",
+    "MetricsAuthorizer",
+    "Refused",
+    "Reviewer",
+    "SelfSignedError",
+    "TLSContext",
+    "User",
+    "parse_address",
+    "self_signed_context",
+    "server_context",
+]

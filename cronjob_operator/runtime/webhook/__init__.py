@@ -1,0 +1,60 @@
+"""Admission and conversion webhooks: the HTTPS server and the AdmissionReview types.
+
+``WebhookServer`` serves ``Route`` s (a function from a decoded review to its answer)
+over TLS with certificate reload, on every replica; ``parse_review``, ``allow``,
+``patch``, ``deny`` and the ``FieldError`` helpers build AdmissionReview answers, and
+``review_handler`` turns a per-kind answer function into a route. What the application
+admits or converts is its own (``cronjob_operator.webhooks``).
+
+Machinery: ``_server``, ``_admission``.
+"""
+
+from cronjob_operator.runtime.webhook._admission import (
+    AdmissionRequest,
+    Answer,
+    ErrorType,
+    FieldError,
+    Operation,
+    allow,
+    deny,
+    invalid,
+    invalid_status,
+    name_too_long,
+    not_supported,
+    parse_review,
+    patch,
+    required,
+    review_handler,
+    validation_answer,
+)
+from cronjob_operator.runtime.webhook._server import (
+    LIMITS,
+    MAX_BODY_BYTES,
+    BadRequest,
+    Route,
+    WebhookServer,
+)
+
+__all__ = [
+    "LIMITS",
+    "MAX_BODY_BYTES",
+    "AdmissionRequest",
+    "Answer",
+    "BadRequest",
+    "ErrorType",
+    "FieldError",
+    "Operation",
+    "Route",
+    "WebhookServer",
+    "allow",
+    "deny",
+    "invalid",
+    "invalid_status",
+    "name_too_long",
+    "not_supported",
+    "parse_review",
+    "patch",
+    "required",
+    "review_handler",
+    "validation_answer",
+]
