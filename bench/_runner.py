@@ -157,9 +157,11 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
             STATS.count(method, path)
             return super().request(method, path, **kwargs)
 
-        def watch(self, path: str, params: Any, *, read_timeout: float) -> rest_module.WatchStream:
+        def watch(
+            self, path: str, params: Any, *, read_timeout: float, accept: str = rest_module.JSON
+        ) -> rest_module.WatchStream:
             STATS.count("WATCH", path)
-            return super().watch(path, params, read_timeout=read_timeout)
+            return super().watch(path, params, read_timeout=read_timeout, accept=accept)
 
     class BenchReconciler(cronjob.CronJobReconciler):
         def reconcile(self, request: Request) -> Result:

@@ -457,7 +457,7 @@ def test_etcd_compaction_relists_and_converges(
     table: FaultTable,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.cache._cache._reflector")
+    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.cache._reflector")
     clock = FakeClock()
     setups = {"cronjob": lambda mgr: cronjob.setup(mgr, clock=clock)}
     options = Options(namespace=namespace, health_probe_bind_address="0")

@@ -119,7 +119,7 @@ def test_relists_after_compaction_and_delivers_missed_deletes(
 ) -> None:
     for name in ("keep", "doomed"):
         rest.request("POST", CONFIG_MAP.collection_path(namespace), body=configmap(name, namespace))
-    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.cache._cache._reflector")
+    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.cache._reflector")
     gated = GatedRest(rest)
     informer = Informer(gated, CONFIG_MAP, namespace=namespace)  # type: ignore[arg-type]
     events = Events()

@@ -83,7 +83,7 @@ def test_the_initial_state_is_streamed_when_the_server_serves_watch_lists(
 def test_a_server_without_watch_lists_is_listed_in_pages(
     plane_without_watch_list: ControlPlane, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.cache._cache._reflector")
+    caplog.set_level(logging.INFO, logger="cronjob_operator.runtime.cache._reflector")
     informer = sync_and_follow(plane_without_watch_list)
     reflector = informer._reflector
     assert (reflector.streamed_syncs, reflector.listed_syncs) == (0, 1)

@@ -172,7 +172,7 @@ class TestBadIndexFunctions:
         self, caplog: pytest.LogCaptureFixture
     ) -> None:
         store = Store({"name": explosive, OWNER_INDEX: by_owner})
-        with caplog.at_level(logging.ERROR, logger="cronjob_operator.runtime.cache._cache._store"):
+        with caplog.at_level(logging.ERROR, logger="cronjob_operator.runtime.cache._store"):
             store.upsert(make("a", owner="o", boom=True))
         assert len(caplog.records) == 1
         assert "'name'" in caplog.records[0].getMessage()
@@ -187,7 +187,7 @@ class TestBadIndexFunctions:
         store = Store({"name": explosive})
         store.upsert(make("a"))
         assert names(store.by_index("name", "a")) == ["default/a"]
-        with caplog.at_level(logging.ERROR, logger="cronjob_operator.runtime.cache._cache._store"):
+        with caplog.at_level(logging.ERROR, logger="cronjob_operator.runtime.cache._store"):
             store.upsert(make("a", boom=True, rv=2))
             store.delete("default/a")
         assert len(caplog.records) == 1  # deleting does not call the function again
@@ -204,7 +204,7 @@ class TestBadIndexFunctions:
         self, fn: IndexFunc, caplog: pytest.LogCaptureFixture
     ) -> None:
         store = Store({"bad": fn})
-        with caplog.at_level(logging.ERROR, logger="cronjob_operator.runtime.cache._cache._store"):
+        with caplog.at_level(logging.ERROR, logger="cronjob_operator.runtime.cache._store"):
             store.upsert(make("a"))
         assert len(caplog.records) == 1
         assert store.index_values("bad", "default/a") == ()
@@ -213,7 +213,7 @@ class TestBadIndexFunctions:
 
     def test_raising_function_in_a_relist(self, caplog: pytest.LogCaptureFixture) -> None:
         store = Store({"name": explosive})
-        with caplog.at_level(logging.ERROR, logger="cronjob_operator.runtime.cache._cache._store"):
+        with caplog.at_level(logging.ERROR, logger="cronjob_operator.runtime.cache._store"):
             store.replace([make("a"), make("b", boom=True)])
         assert len(caplog.records) == 1
         assert names(store.by_index("name", "a")) == ["default/a"]

@@ -13,6 +13,14 @@ matching_fields={field: v})`` looks up ``"<ns>/v"`` (``"__all_namespaces/v"`` wi
 namespace). Only exact matches exist, and ``matching_fields`` on a field without an index
 raises ``UnindexedFieldError``: it never falls back to a silent scan.
 
+What each kind's informer lists and watches is its ``KindOptions`` (controller-runtime's
+``cache.Options.ByObject``): label and field selectors the API server applies,
+namespaces (one informer per namespace filling one store; the cache's own ``namespace``
+otherwise), a transform, and ``metadata_only`` (``PartialObjectMetadata``: only each
+object's metadata is sent and cached, for kinds whose content is never read).
+Options are set before anything uses the kind's informer (``set_kind_options``,
+``set_transform``, ``set_label_selector``, or the constructor's ``kind_options``).
+
 Reads return the cached (frozen) objects themselves: no copy, and no way to corrupt the
 cache. ``objects.thaw`` gives a mutable copy to a caller that wants one. What a get and
 a list return from a store (``lookup``, ``select``) is written once, here, and the fake
@@ -22,9 +30,12 @@ client (``fake``) reads its own stores through the same two functions.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.cache._informer import Informer
@@ -40,6 +51,7 @@ __all__ = [
     "Cache",
     "CacheSyncTimeoutError",
     "FieldIndexFunc",
+    "KindOptions",
     "Transform",
     "UnindexedFieldError",
     "add_field_index",
@@ -54,6 +66,29 @@ ALL_NAMESPACES = "__all_namespaces"
 DEFAULT_SYNC_TIMEOUT = 120.0
 
 FieldIndexFunc = Callable[[objects.Obj], Iterable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class KindOptions:
+    """What the cache lists, watches and keeps of one kind (the module doc)."""
+
+    label_selector: str | None = None
+    """Only objects whose labels match (``app=web,tier in (a,b)``), filtered by the server."""
+    field_selector: str | None = None
+    """Only objects whose fields match (``status.phase=Running``), filtered by the server."""
+    namespaces: tuple[str, ...] | None = None
+    """Only these namespaces (None: the cache's namespace, or all); namespaced kinds only."""
+    transform: Transform | None = None
+    """Applied to each object before it is cached (None: strip ``managedFields``)."""
+    metadata_only: bool = False
+    """Cache ``PartialObjectMetadata``: each object's apiVersion, kind and metadata only."""
+
+    def __post_init__(self) -> None:
+        if self.namespaces is not None and not self.namespaces:
+            raise ValueError("KindOptions.namespaces: name at least one namespace, or None")
+
+
+_DEFAULT_OPTIONS = KindOptions()
 
 
 class UnindexedFieldError(LookupError):
@@ -91,56 +126,77 @@ class Cache:
         *,
         namespace: str | None = None,
         transforms: Mapping[Kind, Transform] | None = None,
+        kind_options: Mapping[Kind, KindOptions] | None = None,
         resync_period: float | None = None,
         sync_timeout: float = DEFAULT_SYNC_TIMEOUT,
     ) -> None:
         self._rest = rest
         self._namespace = namespace
-        self._transforms = dict(transforms or {})
-        self._label_selectors: dict[Kind, str] = {}
+        self._options: dict[Kind, KindOptions] = dict(kind_options or {})
+        for kind, transform in (transforms or {}).items():
+            self._options[kind] = dataclasses.replace(self.kind_options(kind), transform=transform)
         self._resync_period = resync_period
         self._sync_timeout = sync_timeout
         self._informers: dict[Kind, Informer] = {}
         self._lock = threading.Lock()
         self._started = False
 
+    def kind_options(self, kind: Kind) -> KindOptions:
+        """What the cache lists, watches and keeps of ``kind`` (defaults when never set)."""
+        return self._options.get(kind, _DEFAULT_OPTIONS)
+
+    def set_kind_options(self, kind: Kind, options: KindOptions) -> None:
+        """List, watch and keep ``kind`` as ``options`` say; before its informer exists."""
+        with self._lock:
+            if kind in self._informers:
+                raise RuntimeError(f"options for {kind} set after its informer was created")
+            self._options[kind] = options
+
     def set_transform(self, kind: Kind, transform: Transform) -> None:
         """Transform ``kind``'s objects before caching (e.g. keep only what is read).
 
         Must be called before anything uses the kind's informer.
         """
-        with self._lock:
-            if kind in self._informers:
-                raise RuntimeError(f"set_transform({kind}) after its informer was created")
-            self._transforms[kind] = transform
+        self._update_options(kind, transform=transform)
 
     def set_label_selector(self, kind: Kind, selector: str) -> None:
         """Cache only the objects of ``kind`` that ``selector`` matches, filtered by the API
         server (the selector goes on the informer's list and watch): a sharded controller
         caches only its share. Must be called before anything uses the kind's informer.
         """
+        self._update_options(kind, label_selector=selector)
+
+    def _update_options(self, kind: Kind, **changes: Any) -> None:
         with self._lock:
             if kind in self._informers:
-                raise RuntimeError(f"set_label_selector({kind}) after its informer was created")
-            self._label_selectors[kind] = selector
+                raise RuntimeError(f"options for {kind} set after its informer was created")
+            self._options[kind] = dataclasses.replace(self.kind_options(kind), **changes)
 
     def informer(self, kind: Kind) -> Informer:
         """The shared informer of ``kind``, created (and started, if the cache runs) on demand."""
         with self._lock:
             informer = self._informers.get(kind)
             if informer is None:
-                informer = Informer(
-                    self._rest,
-                    kind,
-                    namespace=self._namespace if kind.namespaced else None,
-                    transform=self._transforms.get(kind, strip_managed_fields),
-                    resync_period=self._resync_period,
-                    label_selector=self._label_selectors.get(kind),
-                )
+                informer = self._new_informer(kind, self.kind_options(kind))
                 self._informers[kind] = informer
                 if self._started:
                     informer.start()
             return informer
+
+    def _new_informer(self, kind: Kind, options: KindOptions) -> Informer:
+        namespace: str | tuple[str, ...] | None = None
+        if kind.namespaced:
+            namespace = options.namespaces or self._namespace
+        return Informer(
+            self._rest,
+            kind,
+            namespace=namespace,
+            transform=options.transform or strip_managed_fields,
+            resync_period=self._resync_period,
+            label_selector=options.label_selector,
+            field_selector=options.field_selector,
+            metadata_only=options.metadata_only,
+        )
 
     def index_field(self, kind: Kind, field: str, fn: FieldIndexFunc) -> None:
         """Index ``kind`` by ``field``: ``fn`` returns the values an object has for it."""

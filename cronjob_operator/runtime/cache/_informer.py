@@ -18,6 +18,11 @@ event, so an object changing meanwhile may reach the new handler twice, never no
 ``has_synced`` means the store holds the first list (client-go's informer
 ``HasSynced``), not that every handler has processed it.
 
+An informer of several namespaces (``namespace`` a sequence) runs one reflector per
+namespace into its one store, as controller-runtime's multi-namespace cache runs one
+informer per namespace; it has synced when every reflector has. Selectors and
+``metadata_only`` go to every reflector (``_reflector``).
+
 Resync is local: every ``resync_period`` the cached objects are re-delivered as updates
 (old == new); the API server is never asked.
 """
@@ -27,7 +32,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from cronjob_operator.runtime import objects
@@ -111,10 +116,12 @@ class Informer:
         rest: RestClient,
         kind: Kind,
         *,
-        namespace: str | None = None,
+        namespace: str | Sequence[str] | None = None,
         transform: Transform = strip_managed_fields,
         resync_period: float | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> None:
         self.kind = kind
         self.store = Store()
@@ -124,15 +131,22 @@ class Informer:
         self._stop = threading.Event()
         self._resync_period = resync_period
         self._threads: list[threading.Thread] = []
-        self._reflector = Reflector(
-            rest,
-            kind,
-            self.store,
-            self,
-            namespace=namespace,
-            transform=transform,
-            label_selector=label_selector,
-        )
+        self._reflectors = [
+            Reflector(
+                rest,
+                kind,
+                self.store,
+                _SyncTracker(self, index),
+                namespace=one,
+                transform=transform,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                metadata_only=metadata_only,
+            )
+            for index, one in enumerate(_namespaces(namespace))
+        ]
+        self._reflector = self._reflectors[0]
+        self._unsynced = set(range(len(self._reflectors)))
 
     @property
     def has_synced(self) -> bool:
@@ -141,8 +155,8 @@ class Informer:
 
     @property
     def last_error(self) -> Exception | None:
-        """The reflector's latest list/watch failure, cleared by the next success."""
-        return self._reflector.last_error
+        """A reflector's latest list/watch failure, cleared by its next success."""
+        return next((r.last_error for r in self._reflectors if r.last_error), None)
 
     def handlers_idle(self) -> bool:
         """True when every handler has finished every event the store has passed on so
@@ -163,14 +177,16 @@ class Informer:
         """Start the reflector (and the resync timer) on daemon threads; returns at once."""
         if self._threads:
             return
-        self._spawn(self._reflector.run, self._stop, name=f"reflector-{self.kind.plural}")
+        for reflector in self._reflectors:
+            self._spawn(reflector.run, self._stop, name=f"reflector-{self.kind.plural}")
         if self._resync_period:
             self._spawn(self._resync_loop, self._resync_period, name=f"resync-{self.kind.plural}")
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop watching and wait (up to ``timeout``) for the threads to end."""
         self._stop.set()
-        self._reflector.stop()
+        for reflector in self._reflectors:
+            reflector.stop()
         listeners = self._listeners
         for listener in listeners:
             listener.stop()
@@ -199,7 +215,15 @@ class Informer:
                 listener.put((listener.on_delete, (obj,)))
 
     def on_synced(self) -> None:
+        """Every reflector has synced (an informer of one namespace: its only one)."""
         self._synced.set()
+
+    def reflector_synced(self, index: int) -> None:
+        with self._handlers_lock:
+            self._unsynced.discard(index)
+            done = not self._unsynced
+        if done:
+            self.on_synced()
 
     def _resync_loop(self, period: float) -> None:
         while not self._stop.wait(period):
@@ -210,3 +234,32 @@ class Informer:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
+
+
+class _SyncTracker:
+    """One reflector's sink: events go to the informer; its sync is counted."""
+
+    def __init__(self, informer: Informer, index: int) -> None:
+        self._informer = informer
+        self._index = index
+
+    def on_add(self, obj: objects.Obj) -> None:
+        self._informer.on_add(obj)
+
+    def on_update(self, old: objects.Obj, new: objects.Obj) -> None:
+        self._informer.on_update(old, new)
+
+    def on_delete(self, obj: objects.Obj) -> None:
+        self._informer.on_delete(obj)
+
+    def on_synced(self) -> None:
+        self._informer.reflector_synced(self._index)
+
+
+def _namespaces(namespace: str | Sequence[str] | None) -> list[str | None]:
+    """One entry per reflector: all namespaces (None), one, or each of several."""
+    if namespace is None or isinstance(namespace, str):
+        return [namespace]
+    if not namespace:
+        raise ValueError("an informer of several namespaces needs at least one")
+    return list(dict.fromkeys(namespace))

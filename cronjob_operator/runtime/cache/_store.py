@@ -173,8 +173,11 @@ class Store:
                     index.unfile(key)
             return old
 
-    def replace(self, objs: Iterable[Obj]) -> list[Obj]:
+    def replace(self, objs: Iterable[Obj], *, namespace: str | None = None) -> list[Obj]:
         """Make the store hold exactly ``objs`` (a relist); return the objects that vanished.
+
+        With ``namespace``, only that namespace's objects are replaced and the others kept
+        (one reflector per namespace fills a store of several).
 
         The new contents and indexes are built outside the lock and swapped in at once,
         so readers are not blocked by the rebuild and see either the old or the new
@@ -182,6 +185,8 @@ class Store:
         it had come just before the relist. For a key listed twice, the later object wins.
         """
         items = {object_key(obj): obj for obj in objs}
+        if namespace:
+            return self._replace_namespace(items, namespace)
         with self._lock:
             current = list(self._indexes.values())
         indexes = {index.name: index.rebuilt(items) for index in current}
@@ -193,6 +198,16 @@ class Store:
             self._items = items
             self._indexes = indexes
         return [obj for key, obj in old_items.items() if key not in items]
+
+    def _replace_namespace(self, items: dict[str, Obj], namespace: str) -> list[Obj]:
+        """``replace`` of one namespace, under the lock throughout: another namespace's
+        reflector may write meanwhile, and its writes must survive this relist."""
+        with self._lock:
+            old_items = self._items
+            kept = {k: o for k, o in old_items.items() if namespace_of(o) != namespace}
+            self._items = kept | items
+            self._indexes = {n: i.rebuilt(self._items) for n, i in self._indexes.items()}
+        return [o for k, o in old_items.items() if namespace_of(o) == namespace and k not in items]
 
     def get(self, key: str) -> Obj | None:
         """The object stored under ``key``, or None."""

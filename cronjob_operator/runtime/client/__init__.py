@@ -23,6 +23,9 @@ from cronjob_operator.runtime.client._client import (
     not_found,
 )
 from cronjob_operator.runtime.client._rest import (
+    JSON,
+    METADATA,
+    METADATA_LIST,
     WRITE_METHODS,
     RestClient,
     RetryPolicy,
@@ -33,6 +36,9 @@ from cronjob_operator.runtime.client._rest import (
 )
 
 __all__ = [
+    "JSON",
+    "METADATA",
+    "METADATA_LIST",
     "WRITE_METHODS",
     "Applier",
     "Client",

@@ -63,6 +63,9 @@ from cronjob_operator.runtime import context, errors
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
 __all__ = [
+    "JSON",
+    "METADATA",
+    "METADATA_LIST",
     "WRITE_METHODS",
     "RestClient",
     "RetryPolicy",
@@ -75,6 +78,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
+METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+"""Accept for a watch (or a get) that wants only each object's metadata; the plain JSON
+after the comma is what a server that cannot convert answers instead."""
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+"""Accept for a list that wants only the metadata of each item (client-go's metadata client)."""
 DEFAULT_USER_AGENT = "cronjob-operator-runtime"
 """Sent when the caller names no user agent; an application passes its own (name/version)."""
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -290,8 +298,12 @@ class RestClient:
         body: Any = None,
         content_type: str = JSON,
         timeout: float | None = None,
+        accept: str = JSON,
     ) -> Any:
         """Send one request (retried as the module doc says) and return the parsed JSON body.
+
+        ``accept`` asks for another representation of the same JSON (``METADATA_LIST``:
+        the metadata of each listed object only).
 
         Raises the typed ``ApiError`` for an error status, ``ConnectionLost`` or
         ``TransportError`` when no whole answer came. ``timeout`` (the client's default
@@ -304,7 +316,9 @@ class RestClient:
         retries = 0
         while True:
             try:
-                return self._request_once(ctx, method, path, params, body, content_type, deadline)
+                return self._request_once(
+                    ctx, method, path, params, body, content_type, deadline, accept
+                )
             except (errors.ApiError, errors.TransportError) as exc:
                 delay = errors.retry_delay(method, exc)
                 out_of_time = delay is not None and delay >= _remaining(ctx, deadline)
@@ -321,11 +335,27 @@ class RestClient:
                 )
                 _sleep_within(ctx)(delay)
 
-    def watch(self, path: str, params: Mapping[str, Any], *, read_timeout: float) -> WatchStream:
-        """Open a watch on ``path``; raises the typed error when the server refuses it."""
+    def watch(
+        self,
+        path: str,
+        params: Mapping[str, Any],
+        *,
+        read_timeout: float,
+        accept: str = JSON,
+    ) -> WatchStream:
+        """Open a watch on ``path``; raises the typed error when the server refuses it.
+        ``accept`` as for ``request`` (``METADATA``: each event's object as metadata only)."""
         query = {**params, "watch": "true"}
         response = self._send(
-            context.current(), "GET", path, query, None, JSON, read_timeout, stream=True
+            context.current(),
+            "GET",
+            path,
+            query,
+            None,
+            JSON,
+            read_timeout,
+            stream=True,
+            accept=accept,
         )
         return WatchStream(response)
 
@@ -338,12 +368,13 @@ class RestClient:
         body: Any,
         content_type: str,
         deadline: float,
+        accept: str,
     ) -> Any:
         ctx.check(f"{method} {path}")
         timeout = _remaining(ctx, deadline)
         limit = ctx.with_timeout(timeout) if self._rate_limiter is not None else ctx
         response = self._send(
-            limit, method, path, params, body, content_type, timeout, stream=False
+            limit, method, path, params, body, content_type, timeout, stream=False, accept=accept
         )
         data = response.data
         return orjson.loads(data) if data else None
@@ -359,11 +390,12 @@ class RestClient:
         timeout: float,
         *,
         stream: bool,
+        accept: str = JSON,
     ) -> urllib3.BaseHTTPResponse:
         url = self._host + path
         if params:
             url += "?" + urlencode({k: _query_value(v) for k, v in params.items() if v is not None})
-        headers = self._headers(content_type if body is not None else None)
+        headers = self._headers(content_type if body is not None else None, accept)
         encoded = orjson.dumps(body) if body is not None else None
         if self._rate_limiter is not None:
             waited = self._rate_limiter.acquire(ctx)
@@ -396,8 +428,8 @@ class RestClient:
         if refusal is not None:
             raise errors.NotLeader(f"{method} {path} not sent: {refusal}")
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": JSON, "User-Agent": self._user_agent}
+    def _headers(self, content_type: str | None, accept: str = JSON) -> dict[str, str]:
+        headers = {"Accept": accept, "User-Agent": self._user_agent}
         if content_type:
             headers["Content-Type"] = content_type
         token = self._configuration.get_api_key_with_prefix("BearerToken", alias="authorization")

@@ -50,7 +50,7 @@ from pathlib import Path
 from types import FrameType
 
 from cronjob_operator.runtime import context
-from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError, Transform
+from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError, KindOptions, Transform
 from cronjob_operator.runtime.client import Client, RestClient, Writer
 from cronjob_operator.runtime.controller import Builder, Controller, ControllerOptions
 from cronjob_operator.runtime.events import EventRecorder
@@ -107,7 +107,10 @@ class Manager:
         options: Options | None = None,
         *,
         transforms: Mapping[Kind, Transform] | None = None,
+        kind_options: Mapping[Kind, KindOptions] | None = None,
     ) -> None:
+        """``transforms`` and ``kind_options`` say what the cache keeps of each kind
+        (``cache.KindOptions``; a transform given both ways is the ``transforms`` one)."""
         self.options = options or Options()
         self.metrics = Metrics()
         self.rest = rest.with_metrics(self.metrics)
@@ -115,6 +118,7 @@ class Manager:
             self.rest,
             namespace=self.options.namespace,
             transforms=transforms,
+            kind_options=kind_options,
             sync_timeout=self.options.cache_sync_timeout,
         )
         self.elector = self._build_elector()
