@@ -1,7 +1,7 @@
 """Hostile clients: how fast a normal request is served while slow clients attack.
 
 Starts the probe server (``runtime.serving.HttpServer`` on the hardened
-``runtime.httpserver``) on 127.0.0.1, opens N connections that send a request header one
+``runtime.serving.HardenedServer``) on 127.0.0.1, opens N connections that send a request header one
 byte every 50 ms (a slowloris), and times normal ``GET /healthz`` requests meanwhile:
 median and worst latency, and how many were refused. Also times how long the server
 lets one trickling client live (its ``read_header_timeout`` deadline, 10 s by default).

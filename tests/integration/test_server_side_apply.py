@@ -2,8 +2,8 @@
 
 Each scenario runs twice, once through ``client.Writer`` against the local control plane
 and once on ``fake.FakeClient``, and asserts the same outcome, so the fake's model
-(``runtime/_apply.py``) cannot drift from the server unnoticed. The model's own corner
-cases are unit tested in tests/unit/test_server_side_apply.py.
+(``runtime/controllerutil/_apply.py``) cannot drift from the server unnoticed. The
+model's own corner cases are unit tested in tests/unit/test_server_side_apply.py.
 """
 
 from __future__ import annotations

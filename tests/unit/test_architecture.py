@@ -13,6 +13,7 @@ declares ``__all__``, so the architecture stays readable from the tree.
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -230,6 +231,12 @@ def test_runtime_modules_import_each_other_without_a_cycle() -> None:
 def test_the_builder_does_not_know_the_manager() -> None:
     builder = imported_modules(PACKAGE / "runtime" / "controller" / "_builder.py")
     assert not any(name.startswith(f"{RUNTIME}.manager") for name in builder)
+
+
+@pytest.mark.parametrize("unit", sorted(VOCABULARY | set(RUNTIME_IMPORTS)))
+def test_every_name_a_runtime_package_exports_exists(unit: str) -> None:
+    module = importlib.import_module(f"{RUNTIME}.{unit}")
+    assert [name for name in module.__all__ if not hasattr(module, name)] == []
 
 
 def test_the_runtime_facade_exports_exactly_the_public_names() -> None:

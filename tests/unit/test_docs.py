@@ -80,3 +80,34 @@ def test_relative_markdown_links_resolve(page: Path) -> None:
     ]
     missing = [link for link in targets if not (page.parent / link).exists()]
     assert missing == [], f"{page.relative_to(REPO)} links to missing files: {missing}"
+
+
+SOURCE_PATH = re.compile(r"(?<![\w/.:-])((?:cronjob_operator|tests|examples|bench)/[\w/]*\w\.py)\b")
+"""A Python file of the project named by its path (``cronjob_operator/runtime/objects.py``)."""
+
+PATH_PATTERNS = {"cronjob_operator/a/b.py"}
+"""Paths written as a pattern, not a citation (hack/mutation.sh explains a mapping)."""
+
+
+def cited_source_paths() -> dict[str, list[str]]:
+    """Each project ``.py`` path named anywhere, with the files that name it."""
+    cited: dict[str, list[str]] = {}
+    for path in [*scanned_files(), *sorted((REPO / "examples").rglob("*.py"))]:
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for match in SOURCE_PATH.findall(text):
+            if match not in PATH_PATTERNS:
+                cited.setdefault(match, []).append(str(path.relative_to(REPO)))
+    return cited
+
+
+def test_the_source_path_scan_finds_a_citation() -> None:
+    assert "cronjob_operator/runtime/objects.py" in cited_source_paths()
+
+
+@pytest.mark.parametrize("cited", sorted(cited_source_paths()))
+def test_every_cited_source_path_exists(cited: str) -> None:
+    where = sorted(set(cited_source_paths()[cited]))
+    assert (REPO / cited).exists(), f"{cited} is named in {', '.join(where)} but does not exist"

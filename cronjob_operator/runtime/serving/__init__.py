@@ -37,7 +37,6 @@ from cronjob_operator.runtime.serving._selfsigned import SelfSignedError, self_s
 
 __all__ = [
     "CERT_FILE",
-    "CERT_FIX",
     "KEY_FILE",
     "TLS12_CIPHERS",
     "ApiReviewer",

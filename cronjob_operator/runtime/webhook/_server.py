@@ -10,7 +10,7 @@ into answers instead of crashes:
   route rejects by raising ``BadRequest``: 4xx with a ``Status`` naming the problem;
 - a route that raises anything else: 500, logged with its traceback;
 - a client that fails the TLS handshake, goes silent, trickles, or sends too much: cut
-  off by ``runtime.httpserver``'s limits (``LIMITS``), while other connections are
+  off by ``runtime.serving``'s limits (``LIMITS``), while other connections are
   served (a thread per connection, at most ``LIMITS.max_connections``).
 
 HTTP/2: ALPN offers only ``http/1.1``. Go clients (the API server) then speak HTTP/1.1,
@@ -59,7 +59,7 @@ LIMITS: Final = Limits(
     read_timeout=30.0,  # the API server gives a webhook 10 s (30 s at most) in all
     write_timeout=30.0,
 )
-"""Per-connection bounds (see ``runtime.httpserver``); at most 128 threads for webhooks."""
+"""Per-connection bounds (see ``runtime.serving``); at most 128 threads for webhooks."""
 
 Route = Callable[[Any], Any]
 """Answers one decoded JSON body with a JSON-serialisable answer; raises ``BadRequest``."""
