@@ -4,6 +4,6 @@
 ``cronjob_operator.schedule``) and ``configdeployment`` (pure rules in
 ``configdeployment_state``). Only what is about CronJobs and ConfigDeployments lives
 here: the clock, owner references, the status writer and conditions they share come
-from ``cronjob_operator.runtime`` (``clock``, ``controllerutil``, ``status``,
-``conditions``).
+from ``cronjob_operator.runtime`` (``clock``; ``controllerutil``, which has the status
+writer and conditions too).
 """

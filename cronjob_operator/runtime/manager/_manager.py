@@ -8,7 +8,7 @@ process's main loop, as controller-runtime's ``mgr.Start``:
 
 1. run every runnable that does not need the lease, each on its own thread: the probe
    and metrics servers first (metrics over HTTPS with authn/authz when
-   ``metrics_secure``: see ``metrics_auth``), then the others in the order they were
+   ``metrics_secure``: see ``serving.MetricsAuthorizer``), then the others in the order they were
    added (the cache lists and watches on followers too: a warm standby);
 2. with leader election, block until this process holds the Lease; without it, go on;
 3. wait for the caches to sync (a timeout is logged with the kinds and the last error,

@@ -4,7 +4,7 @@ An admission webhook receives an AdmissionReview whose ``request`` holds the obj
 the old one on UPDATE) and answers with one whose ``response`` echoes the request's uid
 and says ``allowed``; a mutating webhook adds a base64 JSON Patch, a validating one that
 denies adds a ``metav1.Status``. ``parse_review`` turns a decoded body into an
-``AdmissionRequest`` or raises ``server.BadRequest`` (HTTP 400: such a body did not come
+``AdmissionRequest`` or raises ``BadRequest`` (HTTP 400: such a body did not come
 from an API server); ``allow``, ``patch`` and ``deny`` build the responses
 (``validation_answer`` the one a validating webhook gives, from its create and update
 rules), and ``review_handler`` makes a server route of a function that judges one object.
