@@ -3,12 +3,15 @@
 # with `stress-ng --cpu 2` (installed from Debian's packages when missing), run
 # `CI=true bash .ci/run` in the clone, and repeat; stop at the first red run. Prints one
 # row per run (commit, load, result, wall time, pytest's summary line), measured from that
-# run's log. Logs and clones live under a temporary directory that is removed on success
-# and kept (its path printed) on failure.
+# run's log. With CONCURRENT=1 the runs go at once, each in its own clone with its own
+# control plane, beside the one stress-ng (heavier than the load CI meets). Logs and clones
+# live under a temporary directory that is removed on success and kept (its path printed)
+# on failure.
 #
-#   hack/ci-under-load.sh            # three loaded runs of HEAD
-#   hack/ci-under-load.sh 1 abc1234  # one loaded run of a commit
-#   LOAD=none hack/ci-under-load.sh 1  # the same, without stress-ng
+#   hack/ci-under-load.sh                 # three loaded runs of HEAD, one after another
+#   hack/ci-under-load.sh 1 abc1234       # one loaded run of a commit
+#   LOAD=none hack/ci-under-load.sh 1     # the same, without stress-ng
+#   CONCURRENT=1 hack/ci-under-load.sh 3  # three at once, beside stress-ng
 #
 # The control plane's binaries come from the shared cache (hack/build-binaries.sh), so only
 # the first run on a fresh machine builds them.
@@ -20,6 +23,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 RUNS="${1:-3}"
 COMMIT="$(git -C "${REPO_ROOT}" rev-parse --short "${2:-HEAD}")"
 LOAD="${LOAD:-cpu2}"
+CONCURRENT="${CONCURRENT:-0}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/ci-under-load.XXXXXX")"
 STRESS_PID=""
 
@@ -44,9 +48,7 @@ one_run() {
   git -C "${clone}" checkout --quiet "${COMMIT}"
   started="${SECONDS}"
   log "run ${n} of ${COMMIT} (load ${LOAD}): log at ${logfile}"
-  start_stress
   (cd "${clone}" && CI=true bash .ci/run) >"${logfile}" 2>&1 || status=$?
-  stop_stress
   summary="$(grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' "${logfile}" | tail -1 | tr -d '=' | xargs || true)"
   printf 'run %d  %s  load=%s  %s  wall %ds  %s\n' "${n}" "${COMMIT}" "${LOAD}" \
     "$([[ ${status} -eq 0 ]] && echo green || echo RED)" $((SECONDS - started)) "${summary:-no pytest summary}"
@@ -54,10 +56,24 @@ one_run() {
   return "${status}"
 }
 
-for ((n = 1; n <= RUNS; n++)); do
-  if ! one_run "${n}"; then
-    log "run ${n} failed; its log: ${WORK}/run-${n}.log"
-    exit 1
-  fi
-done
+start_stress
+failed=0
+if [[ "${CONCURRENT}" == 1 ]]; then
+  pids=()
+  for ((n = 1; n <= RUNS; n++)); do
+    one_run "${n}" &
+    pids+=($!)
+    sleep 5 # clones and venvs do not all start in the same instant
+  done
+  for pid in "${pids[@]}"; do wait "${pid}" || failed=1; done
+else
+  for ((n = 1; n <= RUNS; n++)); do
+    one_run "${n}" || { failed=1; break; }
+  done
+fi
+stop_stress
+if ((failed)); then
+  log "a run failed; logs under ${WORK}"
+  exit 1
+fi
 rm -rf "${WORK}"
