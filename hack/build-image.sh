@@ -6,7 +6,7 @@
 #
 # Prints two lines on stdout: the image name and the archive's path
 # (${CRONJOB_OPERATOR_CACHE:-~/.cache/cronjob-operator}/images/<image id>.tar, reused
-# while the image is unchanged; older archives are removed). Installs buildah and runc from Debian when missing.
+# while the image is unchanged; archives of other builds are removed after a day). Installs buildah and runc from Debian when missing.
 #
 # No container registry is reachable on the machines this project is built on, so when
 # the Dockerfile's base image (its BASE_IMAGE default) is not in the store and
@@ -101,9 +101,12 @@ save_archive() {
   esac
   if [[ ! -s "${archive}" ]]; then
     mkdir -p "${dir}"
-    buildah push --quiet "${NAME}" "docker-archive:${archive}.partial:${reference}" >/dev/null
-    mv "${archive}.partial" "${archive}"
-    find "${dir}" -maxdepth 1 -name '*.tar' ! -path "${archive}" -delete  # older builds
+    # A partial file per process: concurrent builds of one image (hack/ci-under-load.sh's
+    # CONCURRENT=1) each write their own and rename it into place, which is atomic.
+    buildah push --quiet "${NAME}" "docker-archive:${archive}.partial.$$:${reference}" >/dev/null
+    mv -f "${archive}.partial.$$" "${archive}"
+    # Older builds, once a day old: a run of another commit may still be importing its own.
+    find "${dir}" -maxdepth 1 -name '*.tar' ! -path "${archive}" -mtime +0 -delete
   fi
   echo "${archive}"
 }

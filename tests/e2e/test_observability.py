@@ -6,7 +6,9 @@ metrics they name exist, so here a manager runs on the local control plane with
 /metrics on a free port and leader election on, runs CronJobs (one that succeeds, one
 that fails, one still running), and a Prometheus built from Go modules
 (hack/build-tools.sh) scrapes it every second and loads the rules. Then every panel's
-query goes to Prometheus's HTTP API and must return at least one series, and every
+query goes to Prometheus's HTTP API and must return at least one series (the panels
+of the sharding row only parse here: tests/e2e/test_sharding.py finds their series on
+sharded replicas), and every
 alert expression must evaluate and each metric selector in it must return series (the
 expression itself returns nothing while all is well, which is the point of an alert).
 A panel or an alert that names a metric the manager does not export fails the test.
@@ -36,30 +38,14 @@ from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controllerutil import parse_time
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
+from tests.e2e.dashboards import DASHBOARDS, SHARDING_ROW, panel_queries
 from tests.e2e.support import _die_with_parent, apply_all, cronjob_manifest, free_port, jobs
 from tests.integration.support import REPO, RunningManager, install_crds, spy_on_events
 from tests.tools import tool
 
-DASHBOARDS = sorted((REPO / "config" / "grafana").glob("*.json"))
 RULES = REPO / "config" / "prometheus" / "rules.yaml"
 RULE_TESTS = Path(__file__).with_name("alerts_test.yaml")
-# Grafana's variables, as Grafana would fill them for a short time range.
-GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__range": "5m"}
 CRONJOBS = "cronjobs.batch.tutorial.kubebuilder.io"
-
-
-def panel_queries() -> list[tuple[str, str]]:
-    """(``dashboard / panel``, expression) for every target of every panel."""
-    queries = []
-    for path in DASHBOARDS:
-        dashboard = json.loads(path.read_text())
-        for panel in dashboard["panels"]:
-            for target in panel["targets"]:
-                expr = target["expr"]
-                for variable, value in GRAFANA_VARIABLES.items():
-                    expr = expr.replace(variable, value)
-                queries.append((f"{dashboard['title']} / {panel['title']}", expr))
-    return queries
 
 
 def alert_rules() -> list[dict[str, Any]]:
@@ -84,7 +70,9 @@ def test_dashboards_are_grafana_json_with_queries() -> None:
         dashboard = json.loads(path.read_text())
         ids = [panel["id"] for panel in dashboard["panels"]]
         assert len(ids) == len(set(ids)), f"{path.name}: panel ids repeat"
-        assert all(panel["targets"] for panel in dashboard["panels"]), path.name
+        charts = [panel for panel in dashboard["panels"] if panel["type"] != "row"]
+        assert all(panel["targets"] for panel in charts), path.name
+    assert panel_queries(sharding=True), f"no panels under the {SHARDING_ROW!r} row"
 
 
 def test_promtool_check_rules_passes(rules_file: Path) -> None:
@@ -317,6 +305,9 @@ def prometheus(
 def test_every_panel_and_alert_returns_data_from_prometheus(prometheus: Prometheus) -> None:
     empty = [f"{where}: {expr}" for where, expr in panel_queries() if not prometheus.series(expr)]
     assert empty == [], "panels whose query returns no series:\n" + "\n".join(empty)
+    # The sharding row needs --sharded replicas (tests/e2e/test_sharding.py); here, it parses.
+    for where, expr in panel_queries(sharding=True):
+        assert prometheus.api("parse_query", query=expr)["status"] == "success", where
 
     missing = []
     for rule in alert_rules():

@@ -16,11 +16,12 @@ which replica reconciled which CronJob when. Each test checks, when it ends:
   the same-second handovers are counted;
 * every CronJob ends on a live member (the first test).
 
-``test_kill_the_leader_then_add_a_member`` (2 replicas, 10 CronJobs, 1.5 to 2.5 minutes,
-by where in the minute it starts):
+``test_kill_the_leader_then_add_a_member_and_every_sharding_panel_has_data`` (2
+replicas, 10 CronJobs, 1.5 to 2.5 minutes, by where in the minute it starts):
 SIGKILL the leader (the other must take the dead member's Lease over on its own clock,
 then move its CronJobs without a drain), then start a third replica (CronJobs move to
-it through the drain handshake).
+it through the drain handshake). At the end, the two live replicas' /metrics hold a
+sample of every metric the runtime dashboard's sharding row queries.
 
 ``test_chaos`` (issue 24's proof; about 7 minutes): 3 replicas, 60 CronJobs, a replica
 SIGKILLed and replaced every ~40 s, 9 times (the leader among them), then a 4th added,
@@ -36,6 +37,7 @@ import contextlib
 import itertools
 import signal
 import time
+import urllib.request
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -47,6 +49,7 @@ import pytest
 from cronjob_operator.cli import DEFAULT_LEADER_ELECTION_ID
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.envtest.audit import AuditEvent, writes
+from tests.e2e.dashboards import metric_names, panel_queries
 from tests.e2e.support import (
     OperatorProcess,
     apply_all,
@@ -55,6 +58,7 @@ from tests.e2e.support import (
     cronjob_manifest,
     cronjobs,
     figure_reporter,
+    free_port,
     operator_process,
 )
 
@@ -215,19 +219,37 @@ def all_ran(plane: ControlPlane, namespace: str, names: list[str], tick: datetim
     return run.lost == 0
 
 
-def test_kill_the_leader_then_add_a_member(
+def metrics_args(port: int) -> tuple[str, ...]:
+    """FAST_LEASE, with plain-HTTP /metrics on ``port``."""
+    return (*FAST_LEASE, f"--metrics-bind-address=127.0.0.1:{port}", "--no-metrics-secure")
+
+
+def sampled_metrics(port: int) -> set[str]:
+    """The names of the samples a replica's /metrics holds now."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        line.split("{")[0].split(" ")[0]
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+
+
+def test_kill_the_leader_then_add_a_member_and_every_sharding_panel_has_data(
     plane: ControlPlane, namespace: str, tmp_path: Path, report: Callable[[str], None]
 ) -> None:
     started = time.monotonic()
-    common: dict[str, Any] = {
-        "namespace": namespace,
-        "leader_election_namespace": namespace,
-        "args": FAST_LEASE,
-    }
+    common: dict[str, Any] = {"namespace": namespace, "leader_election_namespace": namespace}
+    ports = {name: free_port() for name in ("a", "b", "c")}
     names = [f"every-minute-{i:02d}" for i in range(10)]
+
+    def replica(name: str) -> contextlib.AbstractContextManager[OperatorProcess]:
+        args = metrics_args(ports[name])
+        return operator_process(plane, tmp_path, name=name, args=args, **common)
+
     with contextlib.ExitStack() as processes:
-        first = processes.enter_context(operator_process(plane, tmp_path, name="a", **common))
-        second = processes.enter_context(operator_process(plane, tmp_path, name="b", **common))
+        first = processes.enter_context(replica("a"))
+        second = processes.enter_context(replica("b"))
         first.wait_ready()
         second.wait_ready()
         wait_for(lambda: member_of(first) and member_of(second), 60, message="both to join")
@@ -251,7 +273,7 @@ def test_kill_the_leader_then_add_a_member(
         )
         report(f"the killed leader's CronJobs moved after {time.monotonic() - killed_at:.1f}s")
 
-        third = processes.enter_context(operator_process(plane, tmp_path, name="c", **common))
+        third = processes.enter_context(replica("c"))
         third.wait_ready()
         wait_for(lambda: member_of(third), 60, message="the third to join")
         added_at = time.monotonic()
@@ -276,6 +298,15 @@ def test_kill_the_leader_then_add_a_member(
         assert set(per_cronjob) == set(names)
         assert unordered_handovers(per_cronjob, assignments(plane, namespace)) == []
         assert live_members(plane, namespace) >= {member_of(survivor), member_of(third)}
+
+        exported = sampled_metrics(ports[survivor.name]) | sampled_metrics(ports[third.name])
+        unfed = [
+            f"{where}: {name}"
+            for where, expr in panel_queries(sharding=True)
+            for name in sorted(metric_names(expr))
+            if name not in exported
+        ]
+        assert unfed == [], "sharding panels naming series no replica exports:\n" + "\n".join(unfed)
     report(f"took {time.monotonic() - started:.0f}s")
 
 
