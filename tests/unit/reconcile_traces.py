@@ -48,7 +48,7 @@ def _spec(rng: random.Random) -> dict[str, Any]:
     if rng.random() < 0.2:
         spec["schedules"] = rng.sample(SCHEDULES, 2)
     else:
-        spec["schedule"] = rng.choice(SCHEDULES + ("bogus",) if rng.random() < 0.05 else SCHEDULES)
+        spec["schedule"] = rng.choice((*SCHEDULES, "bogus") if rng.random() < 0.05 else SCHEDULES)
     choices: dict[str, tuple[Any, ...]] = {
         "timeZone": ZONES,
         "concurrencyPolicy": (None, "Allow", "Forbid", "Replace", "BufferOne"),
@@ -162,8 +162,8 @@ class _Story:
     def request_run(self) -> None:
         token = f"t{self.rng.randint(0, 3)}"
         self.world.edit(
-            lambda body: body["metadata"].setdefault("annotations", {}).update(
-                {RUN_ANNOTATION: token}
+            lambda body: (
+                body["metadata"].setdefault("annotations", {}).update({RUN_ANNOTATION: token})
             )
         )
 
