@@ -143,7 +143,8 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
     """Patch the REST client and the reconciler; return a kick function."""
     from cronjob_operator import runtime
     from cronjob_operator.api.batch_v1 import CRONJOB
-    from cronjob_operator.controllers import cronjob, cronjob_state
+    from cronjob_operator.controllers import cronjob
+    from cronjob_operator.controllers.cronjob.jobs import JobSets, classify
     from cronjob_operator.runtime import objects
     from cronjob_operator.runtime.client import _rest as rest_module
     from cronjob_operator.runtime.clock import Clock, utc_now
@@ -175,7 +176,7 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
                     time.thread_time() - cpu,
                 )
 
-        def _owned_jobs(self, cronjob_obj: objects.Obj) -> cronjob_state.JobSets:
+        def _owned_jobs(self, cronjob_obj: objects.Obj) -> JobSets:
             variant = STATS.variant
             if variant == "indexed":
                 return super()._owned_jobs(cronjob_obj)
@@ -189,7 +190,7 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
                     label_selector={OWNER_LABEL: metadata["name"]},
                 )
             uid = metadata.get("uid")
-            return cronjob_state.classify(
+            return classify(
                 job for job in listed if (objects.controller_ref(job) or {}).get("uid") == uid
             )
 

@@ -10,8 +10,8 @@ time; for the first scheduled minute after everything is quiet, the benchmark re
   and mean over the spread, and the operator's requests in the measured phase (each run
   is a Job create plus a status write);
 * delay: Job creation time (1-second resolution) minus the time the run was due, which
-  is the scheduled time plus the CronJob's offset (``cronjob_features.stagger_offset``),
-  the same reference as the operator's skew histogram.
+  is the scheduled time plus the CronJob's offset (``stagger_offset`` in
+  ``controllers/cronjob/stagger.py``), the same reference as the operator's skew histogram.
 
     python -m bench.stagger [--cronjobs 1000] [--stagger 50] [--workers 5] [--margin 20]
 """
@@ -33,7 +33,7 @@ from bench import _cluster, _common
 from bench._runner import ManagerProcess
 from bench.skew import JobWatcher, Seen
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.controllers import cronjob_features as features
+from cronjob_operator.controllers.cronjob.stagger import stagger_offset
 from cronjob_operator.runtime.client import Writer
 
 EVERY_MINUTE = "* * * * *"
@@ -42,7 +42,7 @@ EVERY_MINUTE = "* * * * *"
 def _due(seen: Seen, namespace_of: dict[str, str], stagger: int) -> float:
     """When the run of ``seen`` was due: its nominal time (in its name) plus the offset."""
     cronjob, _, nominal = seen.name.rpartition("-")
-    offset = features.stagger_offset(namespace_of[cronjob], cronjob, stagger)
+    offset = stagger_offset(namespace_of[cronjob], cronjob, stagger)
     return float(nominal) + offset.total_seconds()
 
 

@@ -41,8 +41,10 @@ from kubernetes import config as k8s_config
 from cronjob_operator import schedule as schedules
 from cronjob_operator._flags import positive_int
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
-from cronjob_operator.controllers import cronjob_backfill as backfills
-from cronjob_operator.controllers import cronjob_features as features
+from cronjob_operator.controllers.cronjob import backfill as backfills
+from cronjob_operator.controllers.cronjob.jobs import INSTANTIATE_ANNOTATION, manual_job_name
+from cronjob_operator.controllers.cronjob.runs import parse_spec_schedule
+from cronjob_operator.controllers.cronjob.stagger import stagger_offset
 from cronjob_operator.runtime import Obj, RestClient, errors, load_configuration
 from cronjob_operator.runtime.client import LiveReader, Writer
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
@@ -230,7 +232,7 @@ def run(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     cluster.cronjob(args.name)  # a clear NotFound before anything is written
     token = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     cluster.patch_cronjob(args.name, {"metadata": {"annotations": {RUN_ANNOTATION: token}}})
-    job = features.manual_job_name(args.name, token)
+    job = manual_job_name(args.name, token)
     deadline = time.monotonic() + args.timeout
     pending_said = False
     while time.monotonic() < deadline:
@@ -271,7 +273,7 @@ def _parse(expression: str, zone: str | None) -> schedules.Schedule:
 
 def _parse_spec(spec: Mapping[str, Any]) -> schedules.AnySchedule:
     try:
-        return features.parse_spec_schedule(spec)
+        return parse_spec_schedule(spec)
     except schedules.ScheduleError as exc:
         raise PluginError(str(exc)) from None
 
@@ -347,7 +349,7 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     item = cluster.cronjob(target)
     spec = item.get("spec") or {}
     spec_schedule = _parse_spec(spec)
-    offset = features.stagger_offset(
+    offset = stagger_offset(
         item["metadata"]["namespace"], target, int(spec.get("staggerSeconds") or 0)
     )
     if spec.get("suspend"):
@@ -393,7 +395,7 @@ def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
 
 def _kind(annotations: Mapping[str, Any]) -> str:
     """manual (run now), backfill, or scheduled."""
-    if annotations.get(features.INSTANTIATE_ANNOTATION) == "manual":
+    if annotations.get(INSTANTIATE_ANNOTATION) == "manual":
         return "manual"
     if backfills.BACKFILL_TOKEN_ANNOTATION in annotations:
         return "backfill"

@@ -6,7 +6,7 @@
 # per module killed/survived/timeout/total and the surviving mutants.
 #
 #   hack/mutation.sh                        # every target, from an empty ./mutants/
-#   hack/mutation.sh cronjob_operator.runtime.status    # one module (or a mutmut glob)
+#   hack/mutation.sh cronjob_operator.runtime.controllerutil._status    # one module (or a mutmut glob)
 #   hack/mutation.sh --survivors            # re-run only the last run's survivors
 #   .venv/bin/mutmut show <mutant>          # the diff of one survivor
 #
@@ -26,10 +26,10 @@ if ! "${VENV}/bin/python" -c 'import mutmut' 2>/dev/null; then
   "${VENV}/bin/python" -m pip install --quiet -e "${REPO_ROOT}[mutation]" >&2
 fi
 
-# The CronJob reconciler's decision methods. All of cronjob.py (1,400 mutants, over an
-# hour on one core) is too slow; the rest of it is event text, the Job's shape, the
-# conditions' wording and metrics.
-DECISIONS=(reconcile _schedule _run _make_room _replace_active _prune _sync _count_failures)
+# The CronJob decision's sequencing methods (controllers/cronjob/decide.py). All of it is
+# too slow on one core; the rest is event text, the conditions' wording and the error
+# path, which the other listed modules' rules and the trace harness cover.
+DECISIONS=(plan _schedule _run _create _prune _sync _count_failures)
 
 # The modules come from pyproject (one place): cronjob_operator/a/b.py -> cronjob_operator.a.b
 mapfile -t listed < <("${VENV}/bin/python" -c '
@@ -52,9 +52,9 @@ targets=()
 for target in "$@"; do
   if [[ "${target}" == *'*'* ]]; then
     targets+=("${target}")
-  elif [[ "${target}" == cronjob_operator.controllers.cronjob ]]; then
+  elif [[ "${target}" == cronjob_operator.controllers.cronjob.decide ]]; then
     for method in "${DECISIONS[@]}"; do
-      targets+=("${target}.xǁCronJobReconcilerǁ${method}__mutmut_*")
+      targets+=("${target}.xǁ_Decisionǁ${method}__mutmut_*")
     done
   else
     targets+=("${target}.*")

@@ -1,7 +1,7 @@
 """The reconcilers, one per kind, each with the ``setup(manager)`` that registers it.
 
-``cronjob`` (with its pure rules in ``cronjob_state`` and the time math in
-``cronjob_operator.schedule``) and ``configdeployment`` (pure rules in
+``cronjob`` (a package: observe, decide, act, with its pure rules by concept and the
+time math in ``cronjob_operator.schedule``) and ``configdeployment`` (pure rules in
 ``configdeployment_state``). Only what is about CronJobs and ConfigDeployments lives
 here: the clock, owner references, the status writer and conditions they share come
 from ``cronjob_operator.runtime`` (``clock``; ``controllerutil``, which has the status

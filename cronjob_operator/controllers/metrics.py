@@ -22,7 +22,7 @@ import contextlib
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from cronjob_operator.api.batch_v1 import SkipReason
-from cronjob_operator.controllers.cronjob_state import FINISHED_CONDITIONS
+from cronjob_operator.controllers.cronjob.jobs import FINISHED_CONDITIONS
 
 __all__ = ["CronJobMetrics", "job_creation_skew"]
 

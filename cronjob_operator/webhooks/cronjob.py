@@ -31,8 +31,11 @@ from pydantic_core import PydanticUndefined
 
 from cronjob_operator import schedule
 from cronjob_operator.api import batch_v1
-from cronjob_operator.controllers import cronjob_backfill as backfills
-from cronjob_operator.controllers import cronjob_features as features
+from cronjob_operator.controllers.cronjob import backfill as backfills
+from cronjob_operator.controllers.cronjob.conditions import PAUSE_FIELD
+from cronjob_operator.controllers.cronjob.requests import TOKEN_FIELD, token_problem
+from cronjob_operator.controllers.cronjob.runs import parse_spec_schedule
+from cronjob_operator.controllers.cronjob.stagger import STAGGER_FIELD, stagger_problem
 from cronjob_operator.runtime import webhook
 from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
 
@@ -252,13 +255,13 @@ def _stagger_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     if value is None:
         return []
     if not _is_count(value):
-        return [webhook.invalid(features.STAGGER_FIELD, value, "must be a whole number")]
+        return [webhook.invalid(STAGGER_FIELD, value, "must be a whole number")]
     try:
-        parsed = features.parse_spec_schedule(spec)
+        parsed = parse_spec_schedule(spec)
     except (schedule.ScheduleError, TypeError):
         parsed = None  # reported as a schedule error; only the range can be checked
-    detail = features.stagger_problem(parsed, value)
-    return [] if detail is None else [webhook.invalid(features.STAGGER_FIELD, value, detail)]
+    detail = stagger_problem(parsed, value)
+    return [] if detail is None else [webhook.invalid(STAGGER_FIELD, value, detail)]
 
 
 def _failure_policy_errors(spec: Mapping[str, Any]) -> list[FieldError]:
@@ -272,7 +275,7 @@ def _failure_policy_errors(spec: Mapping[str, Any]) -> list[FieldError]:
         return []
     return [
         webhook.invalid(
-            features.PAUSE_FIELD,
+            PAUSE_FIELD,
             value,
             "must be a whole number of at least 1 (pause after that many failed runs in a "
             "row), or unset to never pause",
@@ -285,11 +288,11 @@ def _run_request_errors(cronjob: Mapping[str, Any]) -> list[FieldError]:
     token = annotations.get(batch_v1.RUN_ANNOTATION)
     if not isinstance(token, str):
         return []
-    problem = features.token_problem(token)
+    problem = token_problem(token)
     if problem is None:
         return []
     detail = problem.partition(": ")[2]
-    return [webhook.invalid(features.TOKEN_FIELD, f"<{len(token)} characters>", detail)]
+    return [webhook.invalid(TOKEN_FIELD, f"<{len(token)} characters>", detail)]
 
 
 def _backfill_errors(cronjob: Mapping[str, Any], spec: Mapping[str, Any]) -> list[FieldError]:
@@ -299,7 +302,7 @@ def _backfill_errors(cronjob: Mapping[str, Any], spec: Mapping[str, Any]) -> lis
     if raw is None:
         return []
     try:
-        parsed = features.parse_spec_schedule(spec)
+        parsed = parse_spec_schedule(spec)
     except (schedule.ScheduleError, TypeError):
         parsed = None  # reported as a schedule error; only the shape can be checked
     problem = backfills.request_problem(raw, parsed)

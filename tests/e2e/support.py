@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from cronjob_operator.controllers.cronjob_state import SCHEDULED_AT_ANNOTATION
+from cronjob_operator.controllers.cronjob.jobs import SCHEDULED_AT_ANNOTATION
 from cronjob_operator.envtest import RUN_DURATION_ANNOTATION, ControlPlane, wait_for
 from tests.integration.support import install_crds
 

@@ -32,7 +32,7 @@ import yaml
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob
-from cronjob_operator.controllers import cronjob_state as state
+from cronjob_operator.controllers.cronjob.jobs import SCHEDULED_AT_ANNOTATION, build_job
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import errors, metrics, objects
 from cronjob_operator.runtime.client import Client, RestClient, load_configuration
@@ -279,7 +279,7 @@ def test_apiserver_killed_while_runs_are_due(
     assert control_plane.healthy()
     late = max(
         (parse_time(j["metadata"]["creationTimestamp"]) or checked)
-        - parse_stamp(j["metadata"]["annotations"][state.SCHEDULED_AT_ANNOTATION])
+        - parse_stamp(j["metadata"]["annotations"][SCHEDULED_AT_ANNOTATION])
         for j in jobs(control_plane, namespace)
     )
     retries = sum("list/watch failed" in e["msg"] for e in logs)
@@ -528,7 +528,7 @@ def test_manager_restarted_mid_run_reruns_nothing(
         return [ref["name"] for ref in status(name).get("active") or []]
 
     # "torn": a manager died between creating the run's Job and writing status.
-    job = state.build_job(owners["torn"], first, zoneinfo.ZoneInfo("UTC"))
+    job = build_job(owners["torn"], first, zoneinfo.ZoneInfo("UTC"))
     made = control_plane.kubectl("create", "-f", "-", input=json.dumps(job))
     assert made.returncode == 0, made.stderr
     # A manager creates steady's run and takes torn's up; it is stopped while both run.

@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cronjob_operator.controllers.cronjob_state import SCHEDULED_AT_ANNOTATION
+from cronjob_operator.controllers.cronjob.jobs import SCHEDULED_AT_ANNOTATION
 from cronjob_operator.envtest import REAL_NODE_NAME, REAL_NODE_TAINT, ControlPlane, wait_for
 from cronjob_operator.envtest._components import free_ports
 from cronjob_operator.runtime.controllerutil import parse_time

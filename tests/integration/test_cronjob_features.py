@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from cronjob_operator.api.batch_v1 import RUN_ANNOTATION
-from cronjob_operator.controllers import cronjob, cronjob_features
+from cronjob_operator.controllers import cronjob
+from cronjob_operator.controllers.cronjob.conditions import PAUSED_REASON
+from cronjob_operator.controllers.cronjob.jobs import manual_job_name
+from cronjob_operator.controllers.cronjob.stagger import stagger_offset
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controllerutil import rfc3339
@@ -103,7 +106,7 @@ def test_a_run_request_token_creates_one_manual_job(operator: RunningManager, wo
     apply(world.cp, cronjob_object("manual", world.ns, suspend=True))
     wait_for(lambda: world.condition("manual", "Available"), 30, message="first reconcile")
     annotate(world, "manual", "first")
-    job_name = cronjob_features.manual_job_name("manual", "first")
+    job_name = manual_job_name("manual", "first")
     wait_for(lambda: job_name in world.jobs(), 30, message="the manual job")
     wait_for(
         lambda: world.status("manual").get("lastHandledRunRequest") == "first",
@@ -153,8 +156,7 @@ def test_failing_runs_pause_after_n_and_resume_on_a_spec_edit(
         )
     available = wait_for(
         lambda: (
-            (world.condition("flaky", "Available") or {}).get("reason")
-            == cronjob_features.PAUSED_REASON
+            (world.condition("flaky", "Available") or {}).get("reason") == PAUSED_REASON
             and world.condition("flaky", "Available")
         ),
         30,
@@ -164,7 +166,7 @@ def test_failing_runs_pause_after_n_and_resume_on_a_spec_edit(
     assert "edit the spec" in available["message"]
     assert "nextScheduleTime" not in world.status("flaky")
     wait_for(
-        lambda: cronjob_features.PAUSED_REASON in world.event_reasons("flaky"),
+        lambda: PAUSED_REASON in world.event_reasons("flaky"),
         30,
         message="Warning event",
     )
@@ -190,7 +192,7 @@ def test_stagger_delays_the_run_and_keeps_the_nominal_name(
     operator: RunningManager, clock: FakeClock, world: World
 ) -> None:
     apply(world.cp, cronjob_object("spread", world.ns, staggerSeconds=240))
-    offset = cronjob_features.stagger_offset(world.ns, "spread", 240)
+    offset = stagger_offset(world.ns, "spread", 240)
     first = tick_after(created_at(world, "spread") - offset)  # first staggered time after creation
     wait_for(
         lambda: world.status("spread").get("nextScheduleTime") == rfc3339(first + offset),

@@ -1,7 +1,7 @@
 """The CronJob reconciler on the runtime's fake client, for unit tests of the reconcile.
 
 One harness for every unit test that drives ``CronJobReconciler`` (test_cronjob_reconciler,
-test_cronjob_features, test_cronjob_reconciler_defects, test_cronjob_exactly_once): a
+test_cronjob_requests_and_conditions, test_cronjob_reconciler_defects, test_cronjob_exactly_once): a
 ``Harness`` wires the reconciler to ``runtime.fake``'s client and recorder, to a
 ``FakeClock`` and to a metrics registry of its own. It reconciles at a chosen moment
 (plus the follow-up the work queue runs after a create, or without it, to play a

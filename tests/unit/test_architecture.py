@@ -243,3 +243,42 @@ def test_the_runtime_facade_exports_exactly_the_public_names() -> None:
     assert set(cronjob_operator.runtime.__all__) == PUBLIC_RUNTIME_NAMES
     missing = [n for n in PUBLIC_RUNTIME_NAMES if not hasattr(cronjob_operator.runtime, n)]
     assert missing == []
+
+
+CRONJOB_CONTROLLER = PACKAGE / "controllers" / "cronjob"
+CRONJOB_IO = ("reconciler.py", "__init__.py")
+"""The CronJob controller's modules that do I/O: observe and act. The rest decide."""
+IMPURE = (
+    "cronjob_operator.runtime.client",
+    "cronjob_operator.runtime.events",
+    "cronjob_operator.runtime.clock",
+    "cronjob_operator.runtime.manager",
+    "cronjob_operator.runtime.leaderelection",
+    # From the packages that also hold values (Result, parse_time), the names that act.
+    "cronjob_operator.runtime.controllerutil.write_status",
+    "cronjob_operator.runtime.controllerutil.create_or_update",
+    "cronjob_operator.runtime.controllerutil.create_or_patch",
+    "cronjob_operator.runtime.controller.Controller",
+    "cronjob_operator.runtime.controller.Builder",
+    "cronjob_operator.controllers.metrics",
+    "cronjob_operator.controllers.cronjob.reconciler",
+    "prometheus_client",
+    "logging",
+    "time",
+)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted(CRONJOB_CONTROLLER.glob("*.py")) if p.name not in CRONJOB_IO],
+    ids=lambda p: p.name,
+)
+def test_the_cronjob_decision_does_no_io(path: Path) -> None:
+    """decide() and its rules never reach a client, recorder, clock or metric: the
+    reconciler observes and acts, the decision is a function of the view and the time."""
+    bad = {
+        name
+        for name in imported_modules(path)
+        if any(name == impure or name.startswith(impure + ".") for impure in IMPURE)
+    }
+    assert not bad, f"{module_name(path)} imports {sorted(bad)}"

@@ -10,8 +10,8 @@ import pytest
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, MAX_BACKFILL
-from cronjob_operator.controllers import cronjob_backfill as backfills
-from cronjob_operator.controllers.cronjob_state import job_name
+from cronjob_operator.controllers.cronjob import backfill as backfills
+from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.webhooks import cronjob as webhook
 from tests.unit.cronjob_harness import Harness

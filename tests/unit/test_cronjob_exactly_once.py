@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
-from cronjob_operator.controllers import cronjob_state as state
+from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.fake import Action, Reaction
@@ -62,9 +62,9 @@ def test_runs_that_finish_before_they_are_recorded_are_created_once(limit: int) 
         assert result.follow_up, f"the reconcile at {run} created its run"
     done = runs[-1] + timedelta(seconds=30)
     for n, run in enumerate(runs):
-        world.finish(state.job_name(NAME, run), at=done, started=done - timedelta(seconds=n))
+        world.finish(job_name(NAME, run), at=done, started=done - timedelta(seconds=n))
     settle(world, done + timedelta(seconds=1))
-    assert world.runs() == {state.job_name(NAME, run): 1 for run in runs}
+    assert world.runs() == {job_name(NAME, run): 1 for run in runs}
     assert world.status()["lastScheduleTime"] == rfc3339(runs[-1])
     assert len(world.jobs()) == limit
 
@@ -72,7 +72,7 @@ def test_runs_that_finish_before_they_are_recorded_are_created_once(limit: int) 
 def test_the_follow_up_records_a_run_that_finished_before_it_and_prunes_it_after() -> None:
     world = minutely(successfulJobsHistoryLimit=0)
     world.reconcile_once_at(FIRST + timedelta(seconds=1))
-    job = state.job_name(NAME, FIRST)
+    job = job_name(NAME, FIRST)
     world.finish(job)
     world.reconcile_once_at(FIRST + timedelta(seconds=5))  # the follow-up
     assert world.status()["lastScheduleTime"] == rfc3339(FIRST)
@@ -86,7 +86,7 @@ def test_a_cache_that_lags_our_status_write_delays_the_prune_and_never_reruns() 
     world = minutely(successfulJobsHistoryLimit=0)
     before_record = world.cronjob()
     world.reconcile_once_at(FIRST + timedelta(seconds=1))
-    job = state.job_name(NAME, FIRST)
+    job = job_name(NAME, FIRST)
     world.finish(job)
     world.reconcile_once_at(FIRST + timedelta(seconds=5))  # records the run
     assert world.status()["lastScheduleTime"] == rfc3339(FIRST)
@@ -104,7 +104,7 @@ def test_a_cache_that_lags_our_status_write_delays_the_prune_and_never_reruns() 
 def test_a_finished_run_whose_record_was_lost_is_recorded_from_its_job_not_rerun() -> None:
     world = minutely(successfulJobsHistoryLimit=1)
     world.reconcile_at(FIRST + timedelta(seconds=1))
-    job = state.job_name(NAME, FIRST)
+    job = job_name(NAME, FIRST)
     world.finish(job)
     world.edit_status(lambda status: status.pop("lastScheduleTime"))  # the record is lost
     settle(world, FIRST + timedelta(seconds=10))
@@ -145,7 +145,7 @@ def test_a_finished_run_is_reported_once_when_the_next_run_is_created_beside_it(
     must not report it again (event and runs-finished counter)."""
     world = minutely()
     world.reconcile_at(FIRST + timedelta(seconds=1))
-    world.finish(state.job_name(NAME, FIRST), "Failed")
+    world.finish(job_name(NAME, FIRST), "Failed")
     world.reconcile_at(FIRST + MINUTE + timedelta(seconds=1))  # sees it, creates the next
     assert world.recorder.reasons().count("SawCompletedJob") == 1
     labels = {"namespace": NS, "cronjob": NAME, "condition": "Failed"}

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
-from cronjob_operator.controllers.cronjob_state import (
+from cronjob_operator.controllers.cronjob.jobs import (
     SCHEDULED_AT_ANNOTATION,
     job_name,
     job_reference,

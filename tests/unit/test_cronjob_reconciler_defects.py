@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.controllers import cronjob_state as state
+from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.controller import Result
 from cronjob_operator.runtime.controllerutil import rfc3339
@@ -49,7 +49,7 @@ def harness(cronjob: dict[str, Any]) -> Harness:
 def first_run_active() -> Harness:
     world = harness(replace_cronjob())
     world.reconcile_at(FIRST + timedelta(minutes=1))
-    assert list(world.jobs()) == [state.job_name(NAME, FIRST)]
+    assert list(world.jobs()) == [job_name(NAME, FIRST)]
     return world
 
 
@@ -65,25 +65,25 @@ def test_a_failed_delete_stops_the_replace_before_anything_is_created(
     error: errors.ApiError,
 ) -> None:
     world = first_run_active()
-    old = state.job_name(NAME, FIRST)
+    old = job_name(NAME, FIRST)
     failing = {old: error}
     world.client.prepend_reactor("delete", JOB, lambda action: failing.get(action.name))
     with pytest.raises(type(error)):  # the controller retries with backoff
         world.reconcile_at(SECOND + timedelta(minutes=1))
     assert list(world.jobs()) == [old]
     created = [action.name for action in world.client.writes_of("create", JOB)]
-    assert state.job_name(NAME, SECOND) not in created
+    assert job_name(NAME, SECOND) not in created
     assert [ref["name"] for ref in world.status()["active"]] == [old]
     assert "FailedDelete" in world.recorder.reasons()
 
     del failing[old]  # the retry, once the delete works
     world.reconcile_at(SECOND + timedelta(minutes=1))
-    assert list(world.jobs()) == [state.job_name(NAME, SECOND)]
+    assert list(world.jobs()) == [job_name(NAME, SECOND)]
 
 
 def test_a_failed_get_of_the_old_job_stops_the_replace() -> None:
     world = first_run_active()
-    old = state.job_name(NAME, FIRST)
+    old = job_name(NAME, FIRST)
     world.client.delete(JOB, old, namespace=NS)  # not in the cache: the reconciler asks the server
     failed = failure(errors.ServerError, 500)
     world.client.prepend_reactor("get", JOB, lambda action: failed if action.name == old else None)
@@ -107,7 +107,7 @@ def test_a_cronjob_being_deleted_is_not_available() -> None:
     assert (available["status"], available["reason"]) == ("False", "Terminating")
     assert "metadata.deletionTimestamp" in available["message"]
     assert "example.com/hold" in available["message"]
-    assert list(world.jobs()) == [state.job_name(NAME, FIRST)], "no new run while deleting"
+    assert list(world.jobs()) == [job_name(NAME, FIRST)], "no new run while deleting"
 
 
 def test_a_job_template_the_api_server_rejects_is_not_available() -> None:
@@ -149,7 +149,7 @@ def test_a_schedule_edit_does_not_run_a_time_before_the_edit() -> None:
     assert world.jobs() == {}, "10:30 is before the edit: no catch-up run"
     assert result.requeue_after == pytest.approx(timedelta(minutes=50).total_seconds() + 0.1)
     world.reconcile_at(FIRST + timedelta(minutes=90, seconds=1))
-    assert list(world.jobs()) == [state.job_name(NAME, FIRST + timedelta(minutes=90))]
+    assert list(world.jobs()) == [job_name(NAME, FIRST + timedelta(minutes=90))]
 
 
 def test_a_time_zone_edit_does_not_run_the_day_twice() -> None:
@@ -249,4 +249,4 @@ def test_replace_deletes_the_active_job_only_while_it_is_the_run_recorded(
     monkeypatch.setattr(world.client, "delete", spy)
     world.reconcile_at(SECOND + timedelta(minutes=1))
     assert deletes == [(entry["name"], entry["uid"])]
-    assert list(world.jobs()) == [state.job_name(NAME, SECOND)]
+    assert list(world.jobs()) == [job_name(NAME, SECOND)]

@@ -15,27 +15,26 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.controllers import cronjob_state as state
+from cronjob_operator.controllers.cronjob.history import sync_status
+from cronjob_operator.controllers.cronjob.jobs import JobSets, classify, job_name, job_reference
 from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.fake import DEFAULT_START
 from tests.unit import cronjob_harness
-from tests.unit.test_cronjob_state import job
+from tests.unit.test_cronjob_history import job
 
 
 def test_a_run_leaving_active_says_how_it_finished_once() -> None:
     failed, complete = job("f", finished="Failed"), job("c", finished="Complete")
-    status: dict[str, Any] = {
-        "active": [state.job_reference(failed), state.job_reference(complete)]
-    }
-    sets = state.classify([failed, complete])
-    assert [n.finished for n in state.sync_status(status, sets)] == ["Failed", "Complete"]
-    assert [n.finished for n in state.sync_status(status, sets)] == []  # counted once
+    status: dict[str, Any] = {"active": [job_reference(failed), job_reference(complete)]}
+    sets = classify([failed, complete])
+    assert [n.finished for n in sync_status(status, sets)] == ["Failed", "Complete"]
+    assert [n.finished for n in sync_status(status, sets)] == []  # counted once
 
 
 def test_missing_runs_are_not_counted_as_finished() -> None:
     status: dict[str, Any] = {"active": [{"name": "gone", "uid": "uid-gone"}]}
-    notices = state.sync_status(status, state.JobSets(), confirmed_missing=["uid-gone"])
+    notices = sync_status(status, JobSets(), confirmed_missing=["uid-gone"])
     assert [(n.reason, n.finished) for n in notices] == [("MissingJob", None)]
 
 
@@ -86,7 +85,7 @@ def test_every_series_of_a_deleted_cronjob_goes_with_it() -> None:
         request = Request(namespace, name)
         world.reconciler.reconcile(request)  # creates the run
         if n % 3:
-            world.finish(state.job_name(name, first), "Complete" if n % 3 == 1 else "Failed")
+            world.finish(job_name(name, first), "Complete" if n % 3 == 1 else "Failed")
         world.reconciler.reconcile(request)  # records it (and sees it finished)
     samples = {sample for sample, _labels in series_of(world.registry, namespace)}
     assert {

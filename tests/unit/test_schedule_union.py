@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cronjob_operator import schedule
-from cronjob_operator.controllers import cronjob_features as features
+from cronjob_operator.controllers.cronjob.stagger import shortest_gap, stagger_problem
 from cronjob_operator.schedule import (
     ScheduleError,
     missed_times,
@@ -91,9 +91,9 @@ def test_an_empty_list_is_refused() -> None:
 
 def test_the_stagger_check_uses_the_union_gap() -> None:
     union = parse_schedules(["0 * * * *", "30 * * * *"])
-    assert features.shortest_gap(union) == timedelta(minutes=30)
-    assert features.stagger_problem(union, 1799) is None
-    problem = features.stagger_problem(union, 1800)
+    assert shortest_gap(union) == timedelta(minutes=30)
+    assert stagger_problem(union, 1799) is None
+    problem = stagger_problem(union, 1800)
     assert problem is not None
     assert "0 * * * *; 30 * * * *" in problem
     assert "use at most 1799" in problem

@@ -1,4 +1,4 @@
-"""The three-way status merge after a Conflict (``runtime.status.merge_status``).
+"""The three-way status merge after a Conflict (``runtime.controllerutil.merge_status``).
 
 A field or condition this reconcile did not change keeps the server's value, one it
 set takes ours, and one it removed is removed, whether or not the server still has it.

@@ -26,7 +26,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cronjob_operator.controllers import cronjob_state as state
+from cronjob_operator.controllers.cronjob.history import Notice, sync_status, unconfirmed_active
+from cronjob_operator.controllers.cronjob.jobs import JobSets, classify, job_reference
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 from cronjob_operator.runtime.objects import Obj, freeze
 
@@ -103,7 +104,7 @@ def worlds(draw: st.DrawFn) -> World:
     jobs = [draw(job_specs(i)) for i in range(count)]
     owned = [job for job in jobs if draw(st.booleans())]
     listed = draw(st.lists(st.sampled_from(jobs), max_size=10)) if jobs else []
-    active = [state.job_reference(job.obj()) for job in listed]
+    active = [job_reference(job.obj()) for job in listed]
     owned_uids = {job.uid for job in owned}
     unconfirmed = sorted({ref["uid"] for ref in active} - owned_uids)
     confirmed = {uid for uid in unconfirmed if draw(st.booleans())}
@@ -117,12 +118,12 @@ def stored_status(world: World) -> dict[str, Any]:
     return status
 
 
-def sync(world: World, status: dict[str, Any]) -> tuple[state.JobSets, list[state.Notice]]:
-    sets = state.classify([job.obj() for job in world.owned])
+def sync(world: World, status: dict[str, Any]) -> tuple[JobSets, list[Notice]]:
+    sets = classify([job.obj() for job in world.owned])
     owned = [*sets.active, *sets.successful, *sets.failed]
-    unconfirmed = {ref["uid"] for ref in state.unconfirmed_active(status, owned)}
+    unconfirmed = {ref["uid"] for ref in unconfirmed_active(status, owned)}
     missing = [uid for uid in world.confirmed_missing if uid in unconfirmed]
-    return sets, state.sync_status(status, sets, confirmed_missing=missing)
+    return sets, sync_status(status, sets, confirmed_missing=missing)
 
 
 def uids(objs: list[Obj]) -> list[str]:
@@ -132,7 +133,7 @@ def uids(objs: list[Obj]) -> list[str]:
 @settings(max_examples=100, deadline=None)
 @given(worlds())
 def test_classify_puts_each_job_in_exactly_one_class(world: World) -> None:
-    sets = state.classify([job.obj() for job in world.owned])
+    sets = classify([job.obj() for job in world.owned])
     classes = {
         "running": uids(sets.active),
         "Complete": uids(sets.successful),

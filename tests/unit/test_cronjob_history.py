@@ -1,4 +1,8 @@
-"""The CronJob controller's pure rules: classification, status sync, pruning, Job shape."""
+"""History and Jobs: classification, status sync, pruning, Job names and shape.
+
+The pure rules of ``controllers/cronjob/history.py`` and ``jobs.py``, and
+``runs.observe_schedule``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,23 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from cronjob_operator.controllers import cronjob_state as state
+from cronjob_operator.controllers.cronjob.history import (
+    advance_last_schedule_time,
+    recorded_by,
+    sync_status,
+    to_prune,
+    unconfirmed_active,
+)
+from cronjob_operator.controllers.cronjob.jobs import (
+    SCHEDULED_AT_ANNOTATION,
+    build_job,
+    classify,
+    finished_state,
+    job_name,
+    job_reference,
+    scheduled_time,
+)
+from cronjob_operator.controllers.cronjob.runs import observe_schedule
 from cronjob_operator.runtime.objects import freeze
 
 
@@ -41,7 +61,7 @@ def job(
 
 
 def test_classify_by_terminal_conditions() -> None:
-    sets = state.classify([job("a"), job("b", finished="Complete"), job("c", finished="Failed")])
+    sets = classify([job("a"), job("b", finished="Complete"), job("c", finished="Failed")])
     assert [j["metadata"]["name"] for j in sets.active] == ["a"]
     assert [j["metadata"]["name"] for j in sets.successful] == ["b"]
     assert [j["metadata"]["name"] for j in sets.failed] == ["c"]
@@ -54,7 +74,7 @@ def test_condition_false_is_not_finished() -> None:
             "status": {"conditions": [{"type": "Complete", "status": "False"}]},
         }
     )
-    assert state.finished_state(pending) is None
+    assert finished_state(pending) is None
 
 
 def test_sync_removes_finished_and_confirmed_missing_adds_unlisted() -> None:
@@ -62,14 +82,14 @@ def test_sync_removes_finished_and_confirmed_missing_adds_unlisted() -> None:
     running = job("running")
     status: dict[str, Any] = {
         "active": [
-            state.job_reference(done),
+            job_reference(done),
             {"name": "gone", "uid": "uid-gone"},
             {"name": "lagging", "uid": "uid-lag"},
         ],
         "lastSuccessfulTime": "2016-05-19T09:00:00Z",
     }
-    sets = state.classify([done, running])
-    notices = state.sync_status(status, sets, confirmed_missing=["uid-gone"])
+    sets = classify([done, running])
+    notices = sync_status(status, sets, confirmed_missing=["uid-gone"])
     assert [n.reason for n in notices] == ["SawCompletedJob", "MissingJob"]
     assert [ref["name"] for ref in status["active"]] == ["lagging", "running"]
     assert status["lastSuccessfulTime"] == "2016-05-19T10:05:00Z"
@@ -77,23 +97,23 @@ def test_sync_removes_finished_and_confirmed_missing_adds_unlisted() -> None:
 
 def test_last_successful_time_only_moves_forward() -> None:
     status: dict[str, Any] = {"lastSuccessfulTime": "2016-05-19T11:00:00Z"}
-    state.sync_status(
-        status, state.classify([job("old", finished="Complete", completion="2016-05-19T10:00:00Z")])
+    sync_status(
+        status, classify([job("old", finished="Complete", completion="2016-05-19T10:00:00Z")])
     )
     assert status["lastSuccessfulTime"] == "2016-05-19T11:00:00Z"
 
 
 def test_sync_never_lists_a_job_twice() -> None:
     running = job("running")
-    status: dict[str, Any] = {"active": [state.job_reference(running)]}
-    state.sync_status(status, state.classify([running]))
-    state.sync_status(status, state.classify([running]))
+    status: dict[str, Any] = {"active": [job_reference(running)]}
+    sync_status(status, classify([running]))
+    sync_status(status, classify([running]))
     assert len(status["active"]) == 1
 
 
 def test_unconfirmed_active_lists_entries_the_cache_lacks() -> None:
     status = {"active": [{"name": "a", "uid": "uid-a"}, {"name": "b", "uid": "uid-b"}]}
-    assert [r["name"] for r in state.unconfirmed_active(status, [job("a")])] == ["b"]
+    assert [r["name"] for r in unconfirmed_active(status, [job("a")])] == ["b"]
 
 
 def test_prune_oldest_by_start_time_unset_last_ties_by_name() -> None:
@@ -103,10 +123,10 @@ def test_prune_oldest_by_start_time_unset_last_ties_by_name() -> None:
         job("b", start="2016-05-19T09:00:00Z"),
         job("a", start="2016-05-19T10:00:00Z"),
     ]
-    assert [j["metadata"]["name"] for j in state.to_prune(jobs, 1)] == ["b", "a", "c"]
-    assert state.to_prune(jobs, None) == []
-    assert len(state.to_prune(jobs, 0)) == 4
-    assert state.to_prune(jobs, 4) == []
+    assert [j["metadata"]["name"] for j in to_prune(jobs, 1)] == ["b", "a", "c"]
+    assert to_prune(jobs, None) == []
+    assert len(to_prune(jobs, 0)) == 4
+    assert to_prune(jobs, 4) == []
 
 
 def test_job_name_and_shape() -> None:
@@ -126,12 +146,12 @@ def test_job_name_and_shape() -> None:
             },
         }
     )
-    built = state.build_job(cronjob, scheduled, ZoneInfo("Europe/Berlin"))
+    built = build_job(cronjob, scheduled, ZoneInfo("Europe/Berlin"))
     assert built["metadata"]["name"] == "hello-1463652000"
     assert built["metadata"]["labels"] == {"app": "x"}
     assert built["metadata"]["annotations"] == {
         "note": "y",
-        state.SCHEDULED_AT_ANNOTATION: "2016-05-19T12:00:00+02:00",
+        SCHEDULED_AT_ANNOTATION: "2016-05-19T12:00:00+02:00",
     }
     owner = built["metadata"]["ownerReferences"][0]
     assert owner == {
@@ -163,33 +183,33 @@ def test_job_name_and_shape() -> None:
 def test_scheduled_time_is_read_back_from_the_job_name(
     name: str, expected: datetime | None
 ) -> None:
-    assert state.scheduled_time("hello", name) == expected
+    assert scheduled_time("hello", name) == expected
     if expected is not None:
-        assert state.job_name("hello", expected) == name
+        assert job_name("hello", expected) == name
 
 
 def test_last_schedule_time_advances_to_the_newest_existing_run_never_back() -> None:
     ten, eleven = "hello-1463652000", "hello-1463655600"
     status: dict[str, Any] = {}
-    state.advance_last_schedule_time(status, "hello", [job(ten), job(eleven), job("hello-mabc")])
+    advance_last_schedule_time(status, "hello", [job(ten), job(eleven), job("hello-mabc")])
     assert status["lastScheduleTime"] == "2016-05-19T11:00:00Z"
     status = {"lastScheduleTime": "2016-05-19T12:00:00Z"}
-    state.advance_last_schedule_time(status, "hello", [job(ten, finished="Complete")])
+    advance_last_schedule_time(status, "hello", [job(ten, finished="Complete")])
     assert status["lastScheduleTime"] == "2016-05-19T12:00:00Z"
     status = {}
-    state.advance_last_schedule_time(status, "hello", [])
+    advance_last_schedule_time(status, "hello", [])
     assert status == {}
 
 
 def test_only_runs_the_stored_status_recorded_may_be_pruned() -> None:
     ten, eleven, manual = job("hello-1463652000"), job("hello-1463655600"), job("hello-mabc")
     recorded = {"lastScheduleTime": "2016-05-19T10:00:00Z"}
-    assert state.recorded_by(recorded, "hello", [ten, eleven, manual]) == [ten, manual]
-    assert state.recorded_by({}, "hello", [ten, eleven, manual]) == [manual]
+    assert recorded_by(recorded, "hello", [ten, eleven, manual]) == [ten, manual]
+    assert recorded_by({}, "hello", [ten, eleven, manual]) == [manual]
 
 
 def test_max_length_name_fits_job_name_limit() -> None:
-    name = state.job_name("x" * 52, datetime(2100, 1, 1, tzinfo=UTC))
+    name = job_name("x" * 52, datetime(2100, 1, 1, tzinfo=UTC))
     assert len(name) <= 63
 
 
@@ -239,7 +259,7 @@ EDITED = datetime(2016, 5, 19, 10, 40, 0, 700000, tzinfo=UTC)
 
 def test_first_sight_of_a_schedule_dates_it_from_creation() -> None:
     status: dict[str, Any] = {}
-    since = state.observe_schedule(status, {"schedule": "0 * * * *"}, created=CREATED, now=EDITED)
+    since = observe_schedule(status, {"schedule": "0 * * * *"}, created=CREATED, now=EDITED)
     assert since == CREATED
     assert status["observedSchedule"] == {"schedule": "0 * * * *", "since": "2016-05-19T09:59:00Z"}
 
@@ -254,7 +274,7 @@ def test_an_unchanged_schedule_keeps_its_since() -> None:
     }
     before = dict(status["observedSchedule"])
     spec = {"schedule": "0 * * * *", "timeZone": "UTC"}
-    assert state.observe_schedule(status, spec, created=CREATED, now=EDITED) == datetime(
+    assert observe_schedule(status, spec, created=CREATED, now=EDITED) == datetime(
         2016, 5, 19, 9, tzinfo=UTC
     )
     assert status["observedSchedule"] == before
@@ -272,6 +292,6 @@ def test_an_edit_dates_the_schedule_from_the_reconcile_that_sees_it(spec: dict[s
     status: dict[str, Any] = {
         "observedSchedule": {"schedule": "0 * * * *", "since": "2016-05-19T09:59:00Z"}
     }
-    since = state.observe_schedule(status, spec, created=CREATED, now=EDITED)
+    since = observe_schedule(status, spec, created=CREATED, now=EDITED)
     assert since == EDITED.replace(microsecond=0)
     assert status["observedSchedule"] == {**spec, "since": "2016-05-19T10:40:00Z"}

@@ -1,6 +1,8 @@
 """Beyond the built-in CronJob: next run, run now, failure pause, stagger (issue 14).
 
-The pure rules of ``cronjob_features``, then the reconciler on the runtime's fake client
+The pure rules of run requests (``controllers/cronjob/requests.py``, ``jobs.py``) and of
+the failure pause (``history.py``, ``conditions.py``; stagger's are
+test_cronjob_stagger.py), then the reconciler on the runtime's fake client
 (through ``cronjob_harness``) with an injected clock: every time in these tests is
 chosen, none read.
 """
@@ -13,11 +15,25 @@ from typing import Any
 
 import pytest
 
-from cronjob_operator import schedule as schedules
 from cronjob_operator.api import batch_v1
 from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
-from cronjob_operator.controllers import cronjob_features as features
-from cronjob_operator.controllers import cronjob_state as state
+from cronjob_operator.controllers.cronjob.conditions import (
+    PAUSE_FIELD,
+    PAUSED_REASON,
+    paused,
+    resume_on_new_generation,
+)
+from cronjob_operator.controllers.cronjob.history import counted, failure_time, record_failures
+from cronjob_operator.controllers.cronjob.jobs import (
+    INSTANTIATE_ANNOTATION,
+    SCHEDULED_AT_ANNOTATION,
+    job_name,
+    manual_job_name,
+)
+from cronjob_operator.controllers.cronjob.requests import TOKEN_FIELD, token_problem
+from cronjob_operator.controllers.cronjob.stagger import (
+    stagger_offset,
+)
 from cronjob_operator.runtime.controllerutil import find_condition, rfc3339
 from cronjob_operator.runtime.objects import freeze, thaw
 from cronjob_operator.webhooks import conversion
@@ -34,85 +50,29 @@ HOUR = timedelta(hours=1)
 
 def test_manual_job_names_are_deterministic_fit_63_and_never_look_scheduled() -> None:
     longest = "x" * batch_v1.MAX_NAME_LENGTH
-    name = features.manual_job_name(longest, "2026-12-02T10:00:00Z")
-    assert name == features.manual_job_name(longest, "2026-12-02T10:00:00Z")
+    name = manual_job_name(longest, "2026-12-02T10:00:00Z")
+    assert name == manual_job_name(longest, "2026-12-02T10:00:00Z")
     assert len(name) <= 63
-    assert len(name) == len(state.job_name(longest, CREATED))
+    assert len(name) == len(job_name(longest, CREATED))
     suffix = name.rpartition("-")[2]
     assert suffix.startswith("m")
     assert not suffix.isdigit()
-    assert features.manual_job_name("a", "t1") != features.manual_job_name("a", "t2")
+    assert manual_job_name("a", "t1") != manual_job_name("a", "t2")
 
 
 def test_manual_job_names_are_valid_object_names() -> None:
     """Lower case only: the API server rejects a Job name with capitals (DNS-1123)."""
     for token in ("t", "2026-12-02T10:00:00Z", "x" * 256):
-        assert re.fullmatch(r"cj-m[a-z2-7]{9}", features.manual_job_name("cj", token)), token
+        assert re.fullmatch(r"cj-m[a-z2-7]{9}", manual_job_name("cj", token)), token
 
 
 def test_token_problem_names_the_annotation_and_the_limit() -> None:
-    assert features.token_problem("x" * batch_v1.MAX_RUN_TOKEN_LENGTH) is None
-    problem = features.token_problem("x" * 300)
+    assert token_problem("x" * batch_v1.MAX_RUN_TOKEN_LENGTH) is None
+    problem = token_problem("x" * 300)
     assert problem is not None
     assert RUN_ANNOTATION in problem
     assert "300" in problem
     assert "256" in problem
-
-
-def test_stagger_offset_is_stable_in_range_and_spread() -> None:
-    offsets = {features.stagger_offset("ns", f"cj-{n}", 300) for n in range(200)}
-    assert all(timedelta(0) <= o <= timedelta(seconds=300) for o in offsets)
-    assert len(offsets) > 100, "200 CronJobs spread over many offsets"
-    assert features.stagger_offset("ns", "a", 300) == features.stagger_offset("ns", "a", 300)
-    assert features.stagger_offset("ns", "a", 0) == timedelta(0)
-
-
-@pytest.mark.parametrize("stagger", [1, 2])
-def test_a_small_stagger_uses_every_offset_from_0_to_stagger(stagger: int) -> None:
-    offsets = {features.stagger_offset("ns", f"cj-{n}", stagger) for n in range(50)}
-    assert offsets == {timedelta(seconds=s) for s in range(stagger + 1)}
-
-
-def test_stagger_offsets_do_not_change_between_releases() -> None:
-    """sha256("<namespace>/<name>"), first 8 bytes big-endian, mod (stagger + 1): an
-    upgrade that changed the hash would move every staggered CronJob's runs."""
-    assert [features.stagger_offset("ns", n, 300).total_seconds() for n in ("cj", "a")] == [
-        285,
-        69,
-    ]
-
-
-@pytest.mark.parametrize(
-    ("expression", "zone", "gap"),
-    [
-        ("*/15 * * * *", None, timedelta(minutes=15)),
-        ("@hourly", None, HOUR),
-        ("@every 90m", None, timedelta(minutes=90)),
-        ("0 1,3 * * *", None, 2 * HOUR),
-        # The spring-forward day: 01:00 EST to 03:00 EDT is one hour.
-        ("0 1,3 * * *", "America/New_York", HOUR),
-        # 24 runs a day: the first 1,000 end in February, before the spring-forward day
-        # (01:40 EST to 03:00 EDT is 20 minutes), which only the scan around it finds.
-        ("0,40 1-23/2 * * *", None, timedelta(minutes=40)),
-        ("0,40 1-23/2 * * *", "America/New_York", timedelta(minutes=20)),
-        ("0 0 29 2 *", None, None),  # once in the scanned span
-    ],
-)
-def test_shortest_gap(expression: str, zone: str | None, gap: timedelta | None) -> None:
-    features.shortest_gap.cache_clear()  # computed here, not remembered from another test
-    assert features.shortest_gap(schedules.parse_schedule(expression, zone)) == gap
-
-
-def test_stagger_problem_names_the_numbers() -> None:
-    hourly = schedules.parse_schedule("0 1,3 * * *", "America/New_York")
-    assert features.stagger_problem(hourly, 3599) is None
-    assert features.stagger_problem(hourly, 0) is None, "0 is no stagger, and valid"
-    problem = features.stagger_problem(hourly, 3600)
-    assert problem is not None
-    assert "(3600 seconds)" in problem
-    assert "use at most 3599" in problem
-    assert features.stagger_problem(None, 4000) == "must be between 0 and 3600 seconds"
-    assert features.stagger_problem(schedules.parse_schedule("@every 30s"), 30) is not None
 
 
 def failed_job(name: str, at: str) -> Any:
@@ -130,53 +90,53 @@ def test_a_failure_is_timed_by_its_failed_condition_else_by_the_jobs_creation() 
     target = {"type": "FailureTarget", "status": "True", "lastTransitionTime": rfc3339(CREATED)}
     failed = {"type": "Failed", "status": "True", "lastTransitionTime": rfc3339(CREATED + HOUR)}
     job = freeze({"metadata": {"name": "a"}, "status": {"conditions": [target, failed]}})
-    assert features.failure_time(job) == CREATED + HOUR
+    assert failure_time(job) == CREATED + HOUR
     untimed = freeze(
         {
             "metadata": {"name": "b", "creationTimestamp": rfc3339(CREATED)},
             "status": {"conditions": [{"type": "Failed", "status": "True"}]},
         }
     )
-    assert features.failure_time(untimed) == CREATED
+    assert failure_time(untimed) == CREATED
 
 
 def test_each_failed_job_counts_once_and_a_success_resets() -> None:
     status: dict[str, Any] = {}
     first = failed_job("a", rfc3339(CREATED))
     second = failed_job("b", rfc3339(CREATED + HOUR))
-    assert features.record_failures(status, [first]) == ["a"]
-    assert features.record_failures(status, [first]) == []  # a repeat reconcile
-    assert features.record_failures(status, [second, first]) == ["b"]
+    assert record_failures(status, [first]) == ["a"]
+    assert record_failures(status, [first]) == []  # a repeat reconcile
+    assert record_failures(status, [second, first]) == ["b"]
     assert status == {"consecutiveFailures": 2, "lastFailureTime": rfc3339(CREATED + HOUR)}
     # Pruned: the Job is gone, the count stays.
-    assert features.record_failures(status, []) == []
+    assert record_failures(status, []) == []
     assert status["consecutiveFailures"] == 2
     status["lastSuccessfulTime"] = rfc3339(CREATED + 2 * HOUR)
-    features.record_failures(status, [first, second])
+    record_failures(status, [first, second])
     assert status["consecutiveFailures"] == 0
     third = failed_job("c", rfc3339(CREATED + 3 * HOUR))
-    features.record_failures(status, [first, second, third])
+    record_failures(status, [first, second, third])
     assert status["consecutiveFailures"] == 1
 
 
 def test_only_counted_failures_may_be_pruned() -> None:
     old, new = failed_job("a", rfc3339(CREATED)), failed_job("b", rfc3339(CREATED + HOUR))
-    assert features.counted([old, new], {}) == []
-    assert features.counted([old, new], {"lastFailureTime": rfc3339(CREATED)}) == [old]
+    assert counted([old, new], {}) == []
+    assert counted([old, new], {"lastFailureTime": rfc3339(CREATED)}) == [old]
 
 
 def test_pause_and_resume_on_a_new_generation() -> None:
     spec = {"failurePolicy": {"pauseAfterConsecutiveFailures": 2}}
-    assert not features.paused(spec, {"consecutiveFailures": 1})
-    assert features.paused(spec, {"consecutiveFailures": 2})
-    assert not features.paused({"failurePolicy": {"pauseAfterConsecutiveFailures": 0}}, {})
+    assert not paused(spec, {"consecutiveFailures": 1})
+    assert paused(spec, {"consecutiveFailures": 2})
+    assert not paused({"failurePolicy": {"pauseAfterConsecutiveFailures": 0}}, {})
     status: dict[str, Any] = {
         "consecutiveFailures": 2,
         "observedGeneration": 1,
-        "conditions": [{"type": "Available", "reason": features.PAUSED_REASON}],
+        "conditions": [{"type": "Available", "reason": PAUSED_REASON}],
     }
-    assert not features.resume_on_new_generation(status, 1)
-    assert features.resume_on_new_generation(status, 2)
+    assert not resume_on_new_generation(status, 1)
+    assert resume_on_new_generation(status, 2)
     assert status["consecutiveFailures"] == 0
 
 
@@ -248,10 +208,10 @@ def test_a_run_request_creates_one_manual_job_even_when_suspended(cluster: Harne
     reconcile(cluster, CREATED)
     request_run(cluster, "token-1")
     status = reconcile(cluster, CREATED + timedelta(seconds=5))
-    name = features.manual_job_name("cj", "token-1")
+    name = manual_job_name("cj", "token-1")
     job = cluster.jobs()[name]
-    assert job["metadata"]["annotations"][features.INSTANTIATE_ANNOTATION] == "manual"
-    assert state.SCHEDULED_AT_ANNOTATION not in job["metadata"]["annotations"]
+    assert job["metadata"]["annotations"][INSTANTIATE_ANNOTATION] == "manual"
+    assert SCHEDULED_AT_ANNOTATION not in job["metadata"]["annotations"]
     assert status["lastHandledRunRequest"] == "token-1"
     assert [ref["name"] for ref in status["active"]] == [name]
     assert "lastScheduleTime" not in status
@@ -268,7 +228,7 @@ def test_a_run_request_waits_under_forbid_and_runs_when_the_active_job_ends(
     add_cronjob(cluster, concurrencyPolicy="Forbid")
     ten = CREATED + timedelta(minutes=1)
     status = reconcile(cluster, ten + timedelta(seconds=1))
-    scheduled = state.job_name("cj", ten)
+    scheduled = job_name("cj", ten)
     assert [ref["name"] for ref in status["active"]] == [scheduled]
     request_run(cluster, "now")
     status = reconcile(cluster, ten + timedelta(seconds=2))
@@ -279,7 +239,7 @@ def test_a_run_request_waits_under_forbid_and_runs_when_the_active_job_ends(
     assert cluster.recorder.reasons().count("RunRequestPending") == 1, "one event per pending token"
     cluster.finish(scheduled, "Complete", at=ten + timedelta(seconds=30))
     status = reconcile(cluster, ten + timedelta(seconds=31))
-    manual = features.manual_job_name("cj", "now")
+    manual = manual_job_name("cj", "now")
     assert manual in cluster.jobs()
     assert "pendingRunRequest" not in status
     assert status["lastHandledRunRequest"] == "now"
@@ -303,7 +263,7 @@ def fail_runs(cluster: Harness, first: datetime, count: int) -> datetime:
     moment = first
     for _ in range(count):
         reconcile(cluster, moment + timedelta(seconds=1))
-        cluster.finish(state.job_name("cj", moment), "Failed", at=moment + timedelta(seconds=10))
+        cluster.finish(job_name("cj", moment), "Failed", at=moment + timedelta(seconds=10))
         moment += HOUR
     return moment
 
@@ -320,21 +280,19 @@ def test_pause_after_consecutive_failures_and_resume_on_a_spec_edit(cluster: Har
     assert status["consecutiveFailures"] == 2
     assert status["lastFailureTime"] == rfc3339(ten + HOUR + timedelta(seconds=10))
     available = condition(status, "Available")
-    assert (available["status"], available["reason"]) == ("False", features.PAUSED_REASON)
+    assert (available["status"], available["reason"]) == ("False", PAUSED_REASON)
     assert "kubectl cjt run cj" in available["message"]
     assert "nextScheduleTime" not in status
-    assert cluster.recorder.reasons().count(features.PAUSED_REASON) == 1
+    assert cluster.recorder.reasons().count(PAUSED_REASON) == 1
     jobs_before = set(cluster.jobs())
     status = reconcile(cluster, after + timedelta(seconds=1))
     assert set(cluster.jobs()) <= jobs_before, "no scheduled run while paused"
-    assert cluster.recorder.reasons().count(features.PAUSED_REASON) == 1, (
-        "the Warning is not repeated"
-    )
+    assert cluster.recorder.reasons().count(PAUSED_REASON) == 1, "the Warning is not repeated"
     cluster.edit(lambda cronjob: cronjob["spec"].update(startingDeadlineSeconds=600))
     status = reconcile(cluster, after + timedelta(seconds=2))
     assert status["consecutiveFailures"] == 0
     assert condition(status, "Available")["status"] == "True"
-    assert state.job_name("cj", after) in cluster.jobs(), "the due run starts again"
+    assert job_name("cj", after) in cluster.jobs(), "the due run starts again"
     (resumed,) = [event for event in cluster.recorder.events if event.reason == "Resumed"]
     assert resumed.type == "Normal"
     assert resumed.message.startswith("spec changed (generation 2): scheduled runs resume")
@@ -355,10 +313,10 @@ def test_a_successful_manual_run_resumes_a_paused_cronjob(cluster: Harness) -> N
     ten = CREATED + timedelta(minutes=1)
     after = fail_runs(cluster, ten, 1)
     status = reconcile(cluster, ten + timedelta(seconds=20))
-    assert condition(status, "Available")["reason"] == features.PAUSED_REASON
+    assert condition(status, "Available")["reason"] == PAUSED_REASON
     request_run(cluster, "fixed")
     reconcile(cluster, ten + timedelta(seconds=30))
-    manual = features.manual_job_name("cj", "fixed")
+    manual = manual_job_name("cj", "fixed")
     cluster.finish(manual, "Complete", at=ten + timedelta(seconds=40))
     status = reconcile(cluster, ten + timedelta(seconds=41))
     assert status["consecutiveFailures"] == 0
@@ -371,7 +329,7 @@ def test_a_bad_pause_count_stored_past_validation_is_degraded(cluster: Harness) 
     status = reconcile(cluster, CREATED)
     degraded = condition(status, "Degraded")
     assert degraded["reason"] == "InvalidFailurePolicy"
-    assert features.PAUSE_FIELD in degraded["message"]
+    assert PAUSE_FIELD in degraded["message"]
     assert condition(status, "Available")["status"] == "True"
 
 
@@ -379,14 +337,14 @@ def test_stagger_runs_late_keeps_the_nominal_name_and_counts_the_deadline_from_i
     cluster: Harness,
 ) -> None:
     add_cronjob(cluster, staggerSeconds=600, startingDeadlineSeconds=30)
-    offset = features.stagger_offset("ns", "cj", 600)
+    offset = stagger_offset("ns", "cj", 600)
     assert offset > timedelta(seconds=30), "the test needs an offset beyond the deadline"
     ten = CREATED + timedelta(minutes=1)
     status = reconcile(cluster, ten + timedelta(seconds=1))
     assert cluster.jobs() == {}, "not before the staggered time"
     assert status["nextScheduleTime"] == rfc3339(ten + offset)
     reconcile(cluster, ten + offset + timedelta(seconds=5))
-    assert list(cluster.jobs()) == [state.job_name("cj", ten)]
+    assert list(cluster.jobs()) == [job_name("cj", ten)]
     status = thaw(cluster.status())
     assert status["lastScheduleTime"] == rfc3339(ten)
     assert status["nextScheduleTime"] == rfc3339(ten + HOUR + offset)
@@ -395,19 +353,19 @@ def test_stagger_runs_late_keeps_the_nominal_name_and_counts_the_deadline_from_i
 def test_stagger_on_a_dst_day_shifts_each_wall_clock_run(cluster: Harness) -> None:
     # 2016-03-13, America/New_York springs forward at 02:00: the daily 03:30 is 07:30Z.
     add_cronjob(cluster, schedule="30 3 * * *", timeZone="America/New_York", staggerSeconds=900)
-    offset = features.stagger_offset("ns", "cj", 900)
+    offset = stagger_offset("ns", "cj", 900)
     status = reconcile(cluster, datetime(2016, 3, 13, 6, 0, tzinfo=UTC))
     assert status["nextScheduleTime"] == rfc3339(datetime(2016, 3, 13, 7, 30, tzinfo=UTC) + offset)
 
 
 def test_stagger_with_every(cluster: Harness) -> None:
     add_cronjob(cluster, schedule="@every 1h", staggerSeconds=120)
-    offset = features.stagger_offset("ns", "cj", 120)
+    offset = stagger_offset("ns", "cj", 120)
     status = reconcile(cluster, CREATED)
     # @every anchors at the (staggered) creation time: runs at creation + k hours.
     assert status["nextScheduleTime"] == rfc3339(CREATED + HOUR)
     reconcile(cluster, CREATED + HOUR + timedelta(seconds=1))
-    assert list(cluster.jobs()) == [state.job_name("cj", CREATED - offset + HOUR)]
+    assert list(cluster.jobs()) == [job_name("cj", CREATED - offset + HOUR)]
 
 
 def test_a_stagger_stored_past_validation_is_degraded_without_runs(cluster: Harness) -> None:
@@ -459,12 +417,12 @@ def test_webhook_rejects_bad_new_fields_naming_field_and_fix() -> None:
     (negative,) = messages(spec(staggerSeconds=-1))
     assert "between 0 and 3600" in negative
     (pause,) = messages(spec(failurePolicy={"pauseAfterConsecutiveFailures": 0}))
-    assert pause.startswith(features.PAUSE_FIELD)
+    assert pause.startswith(PAUSE_FIELD)
     assert "at least 1" in pause
     obj = spec()
     obj["metadata"]["annotations"][RUN_ANNOTATION] = "x" * 257
     (token,) = messages(obj)
-    assert token.startswith(features.TOKEN_FIELD)
+    assert token.startswith(TOKEN_FIELD)
     assert "256" in token
 
 

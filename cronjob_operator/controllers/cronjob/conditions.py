@@ -1,0 +1,117 @@
+"""Conditions and next time: Available, Degraded, Progressing, the failure pause, nextScheduleTime.
+
+Pure rules over the CronJob and the status the decision has built:
+
+* ``status.nextScheduleTime`` is the next time a scheduled run is due (after stagger), an
+  RFC 3339 string; absent when none will start (suspended, paused, being deleted, bad
+  schedule, never fires).
+* Failure pause (``spec.failurePolicy.pauseAfterConsecutiveFailures``): scheduled runs
+  stop once the consecutive failure count reaches the threshold (``paused``); a spec
+  edit (a new generation) resets the count (``resume_on_new_generation``).
+* ``availability`` says whether runs really start on schedule, naming what keeps them
+  from starting, most fundamental first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.controllerutil import find_condition, rfc3339
+
+if TYPE_CHECKING:
+    from cronjob_operator.controllers.cronjob.plan import Problem
+
+__all__ = [
+    "PAUSED_REASON",
+    "PAUSE_FIELD",
+    "availability",
+    "pause_threshold",
+    "paused",
+    "resume_on_new_generation",
+    "set_next_schedule_time",
+]
+
+PAUSED_REASON: Final = "PausedAfterFailures"
+
+PAUSE_FIELD: Final = "spec.failurePolicy.pauseAfterConsecutiveFailures"
+
+
+def pause_threshold(spec: Mapping[str, Any]) -> int | None:
+    """``spec.failurePolicy.pauseAfterConsecutiveFailures`` as stored (None when unset)."""
+    policy = spec.get("failurePolicy")
+    if not isinstance(policy, Mapping):
+        return None
+    value = policy.get("pauseAfterConsecutiveFailures")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def paused(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether scheduled runs are paused: the failure count reached a valid threshold."""
+    threshold = pause_threshold(spec)
+    if threshold is None or threshold < 1:
+        return False
+    return int(status.get("consecutiveFailures") or 0) >= threshold
+
+
+def resume_on_new_generation(status: dict[str, Any], generation: int) -> bool:
+    """Reset the count of a CronJob paused at an older generation; True if it did.
+
+    A spec edit (any change bumps ``metadata.generation``) is the user's "try again": the
+    count restarts, so the pause needs as many new failures as the threshold says.
+    """
+    available = find_condition(status.get("conditions") or [], "Available") or {}
+    observed = status.get("observedGeneration")
+    if available.get("reason") != PAUSED_REASON or observed is None or observed == generation:
+        return False
+    status["consecutiveFailures"] = 0
+    return True
+
+
+def set_next_schedule_time(status: dict[str, Any], moment: datetime | None) -> None:
+    """Set ``status.nextScheduleTime`` to ``moment``, or remove it when None."""
+    if moment is None:
+        status.pop("nextScheduleTime", None)
+    else:
+        status["nextScheduleTime"] = rfc3339(moment)
+
+
+def _pause_message(cronjob: objects.Obj, status: dict[str, Any]) -> str:
+    threshold = pause_threshold(cronjob.get("spec") or {})
+    return (
+        f"{status.get('consecutiveFailures')} consecutive failed runs (the last at "
+        f"{status.get('lastFailureTime')}) reached spec.failurePolicy."
+        f"pauseAfterConsecutiveFailures={threshold}: no scheduled run starts. To resume, fix "
+        "the job template and edit the spec, or start a manual run "
+        f"(kubectl cjt run {cronjob['metadata']['name']}) that succeeds"
+    )
+
+
+def availability(
+    cronjob: objects.Obj, status: dict[str, Any], problem: Problem | None
+) -> tuple[bool, str, str]:
+    """Available's (status, reason, message): True only when runs really start on schedule.
+
+    The reason names what keeps runs from starting, most fundamental first: the CronJob
+    is being deleted, suspended, has a problem that stops scheduled runs (which includes a
+    Job template that the API server rejects: every run would fail to start), or is paused
+    after consecutive failures (spec.failurePolicy)."""
+    metadata = cronjob["metadata"]
+    if metadata.get("deletionTimestamp"):
+        finalizers = ", ".join(metadata.get("finalizers") or ()) or "none"
+        return (
+            False,
+            "Terminating",
+            "metadata.deletionTimestamp is set: no new runs start; the CronJob is removed "
+            f"once its finalizers are gone ({finalizers})",
+        )
+    spec = cronjob.get("spec") or {}
+    if spec.get("suspend"):
+        return False, "Suspended", "spec.suspend is true: no new runs start"
+    if problem is not None and problem.stops_schedule:
+        return False, problem.reason, problem.message
+    if paused(spec, status):
+        return False, PAUSED_REASON, _pause_message(cronjob, status)
+    return True, "Scheduling", "runs start on schedule"

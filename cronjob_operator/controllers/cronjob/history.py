@@ -1,0 +1,240 @@
+"""History and pruning: status.active, lastSuccessfulTime, failures, and which Jobs may go.
+
+Pure rules over the owned Jobs and the status (steps 2-4 and 9 of
+docs/cronjob-semantics.md, and the failure count of docs/beyond-builtin.md):
+
+* ``sync_status`` brings ``status.active`` and ``status.lastSuccessfulTime`` in line with
+  the owned Jobs: finished Jobs leave ``active`` (``SawCompletedJob``), entries whose Job
+  is confirmed gone leave it (``MissingJob``), unfinished owned Jobs missing from it are
+  added, and ``lastSuccessfulTime`` only ever moves forward.
+* Failure awareness: ``record_failures`` counts each failed Job once, by the time its
+  ``Failed`` condition became true, against a watermark (``status.lastFailureTime``)
+  written in the same status update as the count.
+* Exactly once past the Job's life: ``advance_last_schedule_time`` moves
+  ``status.lastScheduleTime`` forward to the newest scheduled time among the Jobs that
+  exist, so a run is recorded before anything else is decided. ``prunable`` deletes only
+  Jobs the *stored* status has recorded (``recorded_by``: scheduled at or before its
+  ``lastScheduleTime``; ``counted``: a failure its watermark has counted), never the
+  manual Job of a run request it has not handled, nor one a running backfill still has
+  to reach. A Job is therefore deleted only after the status write that records its run.
+* ``to_prune`` picks the oldest finished Jobs beyond a history limit, ordered by
+  ``status.startTime`` (unset last, ties by name), as the built-in controller does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cronjob_operator.controllers.cronjob import backfill
+from cronjob_operator.controllers.cronjob.jobs import (
+    JobSets,
+    finished_state,
+    job_reference,
+    job_uid,
+    scheduled_time,
+)
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
+
+__all__ = [
+    "Notice",
+    "advance_last_schedule_time",
+    "counted",
+    "failure_time",
+    "prunable",
+    "record_failures",
+    "recorded_by",
+    "sync_status",
+    "to_prune",
+    "unconfirmed_active",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """An event the reconciler should record about the CronJob."""
+
+    type: str
+    reason: str
+    message: str
+    finished: str | None = None  # "Complete" or "Failed" when a run left status.active
+
+
+def unconfirmed_active(
+    status: Mapping[str, Any], owned: Sequence[objects.Obj]
+) -> list[dict[str, Any]]:
+    """Entries of ``status.active`` whose Job the cache does not have (maybe gone, maybe lag)."""
+    present = {job_uid(job) for job in owned}
+    return [dict(ref) for ref in status.get("active") or () if ref.get("uid") not in present]
+
+
+def sync_status(
+    status: dict[str, Any], jobs: JobSets, *, confirmed_missing: Iterable[str] = ()
+) -> list[Notice]:
+    """Update ``status`` (active, lastSuccessfulTime) in place from the owned Jobs.
+
+    ``confirmed_missing`` holds the uids of active entries that the API server confirmed
+    are gone; an entry the cache lacks but the server still has is left alone.
+    """
+    notices: list[Notice] = []
+    finished = {job_uid(job): job for job in (*jobs.successful, *jobs.failed)}
+    missing = set(confirmed_missing)
+    active: list[dict[str, Any]] = []
+    seen: set[Any] = set()
+    for ref in status.get("active") or ():
+        uid = ref.get("uid")
+        if uid in seen:
+            continue  # a repeated entry (stored by some other writer): one per Job
+        seen.add(uid)
+        if uid in finished:
+            state = finished_state(finished[uid])
+            notices.append(
+                Notice(
+                    "Normal",
+                    "SawCompletedJob",
+                    f"Saw completed job: {ref.get('name')}, status: {state}",
+                    finished=state,
+                )
+            )
+        elif uid in missing:
+            notices.append(
+                Notice("Normal", "MissingJob", f"Active job went missing: {ref.get('name')}")
+            )
+        else:
+            active.append(dict(ref))
+    listed = {ref.get("uid") for ref in active}
+    active.extend(job_reference(job) for job in jobs.active if job_uid(job) not in listed)
+    status["active"] = active
+    _advance_last_successful(status, jobs.successful)
+    return notices
+
+
+def _advance_last_successful(status: dict[str, Any], successful: Iterable[objects.Obj]) -> None:
+    latest = parse_time(status.get("lastSuccessfulTime"))
+    for job in successful:
+        completed = parse_time((job.get("status") or {}).get("completionTime"))
+        if completed is not None and (latest is None or completed > latest):
+            latest = completed
+    if latest is not None:
+        status["lastSuccessfulTime"] = rfc3339(latest)
+
+
+def advance_last_schedule_time(
+    status: dict[str, Any], cronjob_name: str, owned: Iterable[objects.Obj]
+) -> None:
+    """Move ``status.lastScheduleTime`` forward (never back) to the newest scheduled time
+    among the ``owned`` Jobs: a run whose Job exists is recorded, even when the write
+    that should have recorded it has not happened yet (Jobs first) or was lost."""
+    latest = parse_time(status.get("lastScheduleTime"))
+    for job in owned:
+        moment = scheduled_time(cronjob_name, objects.name_of(job))
+        if moment is not None and (latest is None or moment > latest):
+            latest = moment
+    if latest is not None:
+        status["lastScheduleTime"] = rfc3339(latest)
+
+
+def recorded_by(
+    stored_status: Mapping[str, Any], cronjob_name: str, jobs: Iterable[objects.Obj]
+) -> list[objects.Obj]:
+    """The ``jobs`` whose scheduled run the stored status has recorded: scheduled at or
+    before its ``lastScheduleTime``. Jobs of other names (manual runs) are not judged
+    here."""
+    recorded = parse_time(stored_status.get("lastScheduleTime"))
+    kept = []
+    for job in jobs:
+        moment = scheduled_time(cronjob_name, objects.name_of(job))
+        if moment is None or (recorded is not None and moment <= recorded):
+            kept.append(job)
+    return kept
+
+
+def to_prune(finished: Sequence[objects.Obj], limit: int | None) -> list[objects.Obj]:
+    """The oldest finished Jobs beyond ``limit`` (None keeps everything)."""
+    if limit is None or len(finished) <= limit:
+        return []
+
+    def age(job: objects.Obj) -> tuple[int, str, str]:
+        start = (job.get("status") or {}).get("startTime")
+        return (0 if start else 1, str(parse_time(start) or ""), objects.name_of(job))
+
+    ordered = sorted(finished, key=age)
+    return ordered[: len(ordered) - limit]
+
+
+def failure_time(job: objects.Obj) -> datetime | None:
+    """When ``job`` failed: its ``Failed=True`` condition's transition time."""
+    for condition in (job.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Failed" and condition.get("status") == "True":
+            return parse_time(condition.get("lastTransitionTime")) or parse_time(
+                (job.get("metadata") or {}).get("creationTimestamp")
+            )
+    return None
+
+
+def record_failures(status: dict[str, Any], failed: Iterable[objects.Obj]) -> list[str]:
+    """Count the failed Jobs not counted yet; returns their names, oldest first.
+
+    A failure counts when it is newer than ``status.lastFailureTime`` (the watermark); a
+    success newer than the watermark (``status.lastSuccessfulTime``, already advanced)
+    resets the count, and only failures after it count. Two failures in the same second
+    seen by different reconciles count once (the watermark has second precision).
+    """
+    watermark = parse_time(status.get("lastFailureTime"))
+    last_success = parse_time(status.get("lastSuccessfulTime"))
+    fresh = sorted(
+        (when, objects.name_of(job))
+        for job in failed
+        if (when := failure_time(job)) is not None and (watermark is None or when > watermark)
+    )
+    count = int(status.get("consecutiveFailures") or 0)
+    if last_success is not None and (watermark is None or last_success > watermark):
+        count = 0
+    count += sum(1 for when, _ in fresh if last_success is None or when > last_success)
+    status["consecutiveFailures"] = count
+    if fresh:
+        status["lastFailureTime"] = rfc3339(fresh[-1][0])
+    return [name for _, name in fresh]
+
+
+def counted(failed: Iterable[objects.Obj], stored_status: Mapping[str, Any]) -> list[objects.Obj]:
+    """The failed Jobs the stored status has counted already: only these may be pruned."""
+    watermark = parse_time(stored_status.get("lastFailureTime"))
+    if watermark is None:
+        return []
+    return [job for job in failed if (when := failure_time(job)) is not None and when <= watermark]
+
+
+def prunable(
+    spec: Mapping[str, Any],
+    cronjob_name: str,
+    jobs: JobSets,
+    stored: Mapping[str, Any],
+    *,
+    unrecorded: str | None,
+) -> list[objects.Obj]:
+    """The finished Jobs to delete now: beyond their history limit, and only those the
+    stored status has recorded (a failed one only once it is counted); never
+    ``unrecorded`` (the manual Job of an unhandled run request) nor a Job a running
+    backfill still has to reach."""
+
+    def recorded(finished: list[objects.Obj]) -> list[objects.Obj]:
+        kept = recorded_by(stored, cronjob_name, finished)
+        return [
+            job
+            for job in kept
+            if objects.name_of(job) != unrecorded and not _backfill_keeps(stored, cronjob_name, job)
+        ]
+
+    return [
+        *to_prune(recorded(jobs.successful), spec.get("successfulJobsHistoryLimit")),
+        *to_prune(counted(recorded(jobs.failed), stored), spec.get("failedJobsHistoryLimit")),
+    ]
+
+
+def _backfill_keeps(stored: Mapping[str, Any], cronjob_name: str, job: objects.Obj) -> bool:
+    moment = scheduled_time(cronjob_name, objects.name_of(job))
+    return moment is not None and backfill.protected(stored, moment)

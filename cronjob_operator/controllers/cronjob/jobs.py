@@ -1,0 +1,209 @@
+"""The CronJob's Jobs: their names, their state, the Jobs to create, the cache's view of them.
+
+One place for what a Job of a CronJob is, read by the view (``view.py``) and built by
+the decision (``decide.py``):
+
+* A Job is finished when it has the condition ``Complete=True`` (succeeded) or
+  ``Failed=True`` (failed); otherwise it is active.
+* Scheduled Job names are ``<cronjob>-<scheduled Unix seconds>``: deterministic, so a
+  retry, a restart or a second manager can never create the same run twice while its Job
+  exists. ``scheduled_time`` reads the time back from a name (the Job cache keeps no
+  annotations).
+* A run request's Job is ``<cronjob>-m<9 base32 characters of sha256(token)>``
+  (``manual_job_name``): one Job per token, and never a scheduled name (whose suffix is
+  all digits).
+* The informer cache keeps a slim Job (``slim_job``) and indexes it by its controlling
+  CronJob's name (``job_owner_index``, the ``.metadata.controller`` index).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+from zoneinfo import ZoneInfo
+
+from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.runtime import controllerutil, objects
+from cronjob_operator.runtime.cache import strip_managed_fields
+
+__all__ = [
+    "FINISHED_CONDITIONS",
+    "INSTANTIATE_ANNOTATION",
+    "JOB_OWNER_INDEX",
+    "RUN_TOKEN_ANNOTATION",
+    "SCHEDULED_AT_ANNOTATION",
+    "JobSets",
+    "build_job",
+    "build_manual_job",
+    "classify",
+    "finished_state",
+    "job_from_template",
+    "job_name",
+    "job_owner_index",
+    "job_reference",
+    "job_uid",
+    "manual_job_name",
+    "scheduled_time",
+    "slim_job",
+]
+
+SCHEDULED_AT_ANNOTATION = "batch.tutorial.kubebuilder.io/scheduled-at"
+
+FINISHED_CONDITIONS = ("Complete", "Failed")
+"""The Job conditions that end a run (when True): succeeded, failed."""
+
+RUN_TOKEN_ANNOTATION: Final = "batch.tutorial.kubebuilder.io/run-request"
+"""On a manual Job: the token that asked for it."""
+
+INSTANTIATE_ANNOTATION: Final = "cronjob.kubernetes.io/instantiate"
+"""On a manual Job: ``manual``, as ``kubectl create job --from=cronjob/x`` sets it."""
+
+JOB_OWNER_INDEX = ".metadata.controller"
+
+_NAME_HASH_CHARS: Final = 9  # "-m" + 9 = 11 characters, as "-<unix seconds>"
+
+
+@dataclass(slots=True)
+class JobSets:
+    """Owned Jobs by state."""
+
+    active: list[objects.Obj] = field(default_factory=list)
+    successful: list[objects.Obj] = field(default_factory=list)
+    failed: list[objects.Obj] = field(default_factory=list)
+
+
+def job_uid(obj: Mapping[str, Any]) -> str:
+    """The object's uid (empty when it has none)."""
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def finished_state(job: objects.Obj) -> str | None:
+    """ "Complete" or "Failed" for a finished Job, None while it runs."""
+    for condition in (job.get("status") or {}).get("conditions") or ():
+        if condition.get("type") in FINISHED_CONDITIONS and condition.get("status") == "True":
+            return str(condition["type"])
+    return None
+
+
+def classify(jobs: Iterable[objects.Obj]) -> JobSets:
+    """Split Jobs into active, successful and failed."""
+    sets = JobSets()
+    for job in jobs:
+        state = finished_state(job)
+        if state == "Complete":
+            sets.successful.append(job)
+        elif state == "Failed":
+            sets.failed.append(job)
+        else:
+            sets.active.append(job)
+    return sets
+
+
+def job_reference(job: Mapping[str, Any]) -> dict[str, str]:
+    """The ObjectReference ``status.active`` holds for ``job``."""
+    metadata = job.get("metadata") or {}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "namespace": str(metadata.get("namespace") or ""),
+        "name": str(metadata.get("name") or ""),
+        "uid": str(metadata.get("uid") or ""),
+        "resourceVersion": str(metadata.get("resourceVersion") or ""),
+    }
+
+
+def job_name(cronjob_name: str, scheduled: datetime) -> str:
+    """``<cronjob>-<scheduled time as Unix seconds>``."""
+    return f"{cronjob_name}-{int(scheduled.timestamp())}"
+
+
+def scheduled_time(cronjob_name: str, name: str) -> datetime | None:
+    """The scheduled time a Job name of ``job_name``'s form encodes; None for any other
+    name (a manual run's, say)."""
+    prefix = f"{cronjob_name}-"
+    seconds = name[len(prefix) :] if name.startswith(prefix) else ""
+    if not (seconds.isascii() and seconds.isdigit()):
+        return None
+    return datetime.fromtimestamp(int(seconds), UTC)
+
+
+def build_job(cronjob: objects.Obj, scheduled: datetime, zone: ZoneInfo) -> dict[str, Any]:
+    """The Job to create for the run scheduled at ``scheduled``."""
+    return job_from_template(
+        cronjob,
+        name=job_name(cronjob["metadata"]["name"], scheduled),
+        annotations={SCHEDULED_AT_ANNOTATION: scheduled.astimezone(zone).isoformat()},
+    )
+
+
+def build_manual_job(cronjob: objects.Obj, token: str) -> dict[str, Any]:
+    """The Job a run request with ``token`` creates."""
+    return job_from_template(
+        cronjob,
+        name=manual_job_name(cronjob["metadata"]["name"], token),
+        annotations={INSTANTIATE_ANNOTATION: "manual", RUN_TOKEN_ANNOTATION: token},
+    )
+
+
+def manual_job_name(cronjob_name: str, token: str) -> str:
+    """``<cronjob>-m<9 base32 characters of sha256(token)>``: fits 63 as a scheduled name
+    does, and never equals one (a scheduled suffix is all digits)."""
+    digest = hashlib.sha256(token.encode()).digest()
+    encoded = base64.b32encode(digest).decode().lower()
+    return f"{cronjob_name}-m{encoded[:_NAME_HASH_CHARS]}"
+
+
+def job_from_template(
+    cronjob: objects.Obj, *, name: str, annotations: Mapping[str, str]
+) -> dict[str, Any]:
+    """A Job named ``name`` from the CronJob's template, owned by it, with ``annotations``
+    added to the template's."""
+    metadata = cronjob["metadata"]
+    template = (cronjob.get("spec") or {}).get("jobTemplate") or {}
+    template_meta = template.get("metadata") or {}
+    merged = dict(objects.thaw(template_meta.get("annotations") or {}))
+    merged.update(annotations)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": metadata["namespace"],
+            "labels": objects.thaw(template_meta.get("labels") or {}),
+            "annotations": merged,
+            "ownerReferences": [controllerutil.controller_reference(cronjob)],
+        },
+        "spec": objects.thaw(template.get("spec") or {}),
+    }
+
+
+def job_owner_index(job: objects.Obj) -> list[str]:
+    """The ``.metadata.controller`` index: the owning CronJob's name, if a CronJob owns it."""
+    ref = objects.controller_ref(job)
+    if ref is None or ref.get("apiVersion") != CRONJOB.api_version or ref.get("kind") != "CronJob":
+        return []
+    return [str(ref.get("name"))]
+
+
+def slim_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Cache transform: keep only the parts of a Job this controller reads.
+
+    A Job's spec (its whole pod template) is most of its size and is never read here;
+    nor are its labels and annotations (Jobs are found by the owner index).
+    """
+    job = strip_managed_fields(job)
+    job.pop("spec", None)
+    metadata = job.get("metadata") or {}
+    metadata.pop("labels", None)
+    metadata.pop("annotations", None)
+    status = job.get("status") or {}
+    job["status"] = {
+        key: status[key]
+        for key in ("conditions", "startTime", "completionTime", "active", "succeeded", "failed")
+        if key in status
+    }
+    return job

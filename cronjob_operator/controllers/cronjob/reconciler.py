@@ -1,0 +1,238 @@
+"""The CronJob reconciler: observe, decide, act.
+
+Observe: read the CronJob and, through the informer cache's ``.metadata.controller``
+field index (never by listing all Jobs), the Jobs whose controller owner uid is this
+CronJob's; ask the API server about each ``status.active`` entry the cache lacks (the
+cache may lag a Job just created), and build the view (``view.py``). Decide: ``decide``
+(``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
+deletes, creates); a step whose outcome the decision needs (``plan.pending``) is
+performed and the decision asked again with its outcome. Then write the status (once,
+only when it changed, retrying conflicts against a fresh read; ``runtime.controllerutil.write_status``),
+report the notices and skipped runs with that write, set the active gauge, and raise the
+Plan's API error if it has one.
+
+Errors: a failed prune is reported (``FailedDelete``) and retried by the next reconcile;
+any other API failure raises after the write of what was learned, so the controller
+retries with backoff.
+
+RBAC this code needs (mirrored in config/rbac/role.yaml, checked by an e2e test):
+cronjobs get/list/watch, cronjobs/status get/update; jobs get/list/watch/create/delete;
+events create/patch.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import Histogram
+
+from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.controllers.cronjob import history, jobs, policies
+from cronjob_operator.controllers.cronjob.decide import decide
+from cronjob_operator.controllers.cronjob.jobs import JOB_OWNER_INDEX
+from cronjob_operator.controllers.cronjob.plan import (
+    Create,
+    Created,
+    Delete,
+    Deleted,
+    Event,
+    Foreign,
+    Outcome,
+    Plan,
+    Rejected,
+    Step,
+    Unknown,
+)
+from cronjob_operator.controllers.cronjob.view import CronJobView, view_of
+from cronjob_operator.controllers.metrics import CronJobMetrics
+from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.client import ClientInterface, Propagation
+from cronjob_operator.runtime.clock import Clock, utc_now
+from cronjob_operator.runtime.controllerutil import parse_time
+from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.events import Recorder
+from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.manager import Manager
+from cronjob_operator.runtime.controller import Request, Result
+from cronjob_operator.runtime.sharding import Shard
+from cronjob_operator.runtime.controllerutil import write_status
+
+__all__ = ["CronJobReconciler", "observe_skew", "setup"]
+
+log = logging.getLogger("cronjob_operator.controllers.cronjob")
+
+
+class CronJobReconciler:
+    """Reconciles one CronJob per call; see the module docstring."""
+
+    def __init__(
+        self,
+        client: ClientInterface,
+        recorder: Recorder,
+        *,
+        clock: Clock = utc_now,
+        metrics: CronJobMetrics | None = None,
+    ) -> None:
+        self._client = client
+        self._recorder = recorder
+        self._clock = clock
+        self._metrics = metrics if metrics is not None else CronJobMetrics(None)
+
+    def reconcile(self, request: Request) -> Result:
+        try:
+            cronjob = self._client.get(CRONJOB, request.name, request.namespace)
+        except errors.NotFound:
+            self._metrics.forget_cronjob(request.namespace, request.name)
+            return Result()  # deleted: garbage collection removes its Jobs
+        now = self._clock()
+        view = self._observe(cronjob)
+        plan = self._act(view, now)
+        if plan.status is not None:
+            self._record(view, plan)
+        if plan.error is not None:
+            raise plan.error
+        if plan.active is not None:
+            self._metrics.active_jobs.labels(request.namespace, request.name).set(plan.active)
+        return plan.result
+
+    # --- observe --------------------------------------------------------------------
+
+    def _observe(self, cronjob: objects.Obj) -> CronJobView:
+        owned = self._owned_jobs(cronjob)
+        present = [*owned.active, *owned.successful, *owned.failed]
+        missing = [
+            ref["uid"]
+            for ref in history.unconfirmed_active(cronjob.get("status") or {}, present)
+            if not self._exists_live(ref)
+        ]
+        return view_of(cronjob, present, missing=missing)
+
+    def _owned_jobs(self, cronjob: objects.Obj) -> jobs.JobSets:
+        metadata = cronjob["metadata"]
+        listed = self._client.list(
+            JOB,
+            namespace=metadata["namespace"],
+            matching_fields={JOB_OWNER_INDEX: metadata["name"]},
+        )
+        uid = metadata.get("uid")
+        ours = [job for job in listed if (objects.controller_ref(job) or {}).get("uid") == uid]
+        return jobs.classify(ours)
+
+    def _exists_live(self, ref: dict[str, Any]) -> bool:
+        # The cache may lag a Job we just created: ask the server before calling it missing.
+        try:
+            job = self._client.live.get(JOB, ref["name"], ref["namespace"])
+        except errors.NotFound:
+            return False
+        return (job.get("metadata") or {}).get("uid") == ref.get("uid")
+
+    # --- act ------------------------------------------------------------------------
+
+    def _act(self, view: CronJobView, now: datetime) -> Plan:
+        """Decide and apply the steps, deciding again after each step whose outcome the
+        decision needs; the final Plan."""
+        outcomes: dict[int, Outcome] = {}
+        applied = 0
+        while True:
+            plan = decide(view, now, outcomes)
+            for index in range(applied, len(plan.steps)):
+                outcome = self._apply(view, plan.steps[index])
+                if outcome is not None:
+                    outcomes[index] = outcome
+            applied = len(plan.steps)
+            if not plan.pending:
+                return plan
+
+    def _apply(self, view: CronJobView, step: Step) -> Outcome | None:
+        if isinstance(step, Event):
+            self._recorder.event(view.obj, step.type, step.reason, step.message)
+            return None
+        if isinstance(step, Delete):
+            error = self._delete_job(view, step.name, uid=step.uid)
+            return (Deleted() if error is None else Rejected(error)) if step.replace else None
+        return self._create(view, step)
+
+    def _delete_job(
+        self, view: CronJobView, name: str, *, uid: str | None
+    ) -> errors.ApiError | None:
+        """Delete one Job (only if it still has ``uid``); the error, None when it is gone."""
+        try:
+            self._client.delete(
+                JOB, name, namespace=view.namespace, propagation=Propagation.BACKGROUND, uid=uid
+            )
+        except errors.NotFound:
+            return None
+        except errors.ApiError as exc:
+            log.warning("deleting job %s failed: %s", name, exc)
+            self._recorder.event(view.obj, "Warning", "FailedDelete", f"Deleted job {name}: {exc}")
+            return exc
+        self._recorder.event(view.obj, "Normal", "SuccessfulDelete", f"Deleted job {name}")
+        return None
+
+    def _create(self, view: CronJobView, step: Create) -> Outcome:
+        """Create the Job; an existing one of the same name is ours (``Created``, not new)
+        or another owner's (``Foreign``)."""
+        job = step.job
+        try:
+            created: objects.Obj = self._client.create(JOB, job)
+        except errors.AlreadyExists:
+            try:
+                existing = self._client.live.get(JOB, job["metadata"]["name"], view.namespace)
+            except errors.ApiError as exc:
+                return Unknown(exc)
+            if (objects.controller_ref(existing) or {}).get("uid") != view.obj["metadata"]["uid"]:
+                return Foreign()
+            return Created(existing, new=False)
+        except errors.ApiError as exc:
+            return Rejected(exc)
+        if step.due is not None:
+            observe_skew(self._metrics.job_creation_skew, created, step.due)
+        self._metrics.jobs_created.labels(view.namespace, view.name).inc()
+        return Created(created)
+
+    def _record(self, view: CronJobView, plan: Plan) -> None:
+        """Write the Plan's status, then report its notices and skipped runs: each is
+        reported once, by the reconcile whose write records it (none when the server had
+        it)."""
+        assert plan.status is not None
+        if not write_status(self._client, CRONJOB, view.obj, plan.status):
+            return
+        if plan.accounting is not None and plan.accounting.skipped:
+            self._report_skips(view, plan.accounting)
+        for notice in plan.notices:
+            self._recorder.event(view.obj, notice.type, notice.reason, notice.message)
+            if notice.finished is not None:
+                self._metrics.jobs_finished.labels(view.namespace, view.name, notice.finished).inc()
+
+    def _report_skips(self, view: CronJobView, accounting: policies.Accounting) -> None:
+        """The Warning event (the recorder aggregates repeats) and the skipped counter."""
+        for reason, count in accounting.skipped.items():
+            self._metrics.runs_skipped.labels(view.namespace, view.name, reason).inc(count)
+        message = policies.skipped_message(accounting)
+        self._recorder.event(view.obj, "Warning", "RunsSkipped", message)
+
+
+def observe_skew(skew: Histogram, job: objects.Obj, scheduled: datetime) -> None:
+    """Record how late a Job was created relative to its scheduled time."""
+    created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+    if created is not None:
+        skew.observe(max(0.0, (created - scheduled).total_seconds()))
+
+
+def setup(manager: Manager, *, clock: Clock = utc_now, shard: Shard | None = None) -> Controller:
+    """Register the Job transform and owner index, and the CronJob controller.
+
+    With ``shard`` (``runtime.sharding.attach``), the controller runs on every replica
+    for its share, writing through the shard's fenced client; Jobs inherit the
+    CronJob's shard label at creation (``decide``).
+    """
+    manager.cache.set_transform(JOB, jobs.slim_job)
+    manager.cache.index_field(JOB, JOB_OWNER_INDEX, jobs.job_owner_index)
+    metrics = CronJobMetrics(manager.metrics.registry)
+    if shard is not None:
+        reconciler = CronJobReconciler(shard.client, shard.recorder, clock=clock, metrics=metrics)
+        return shard.builder("cronjob").for_(CRONJOB).owns(JOB).complete(reconciler)
+    reconciler = CronJobReconciler(manager.client, manager.recorder, clock=clock, metrics=metrics)
+    return manager.builder("cronjob").for_(CRONJOB).owns(JOB).complete(reconciler)

@@ -1,0 +1,84 @@
+"""Due runs: the schedule in effect, since when, and which scheduled times have run.
+
+* ``parse_spec_schedule``: ``spec.schedule`` or, when unset, ``spec.schedules`` (their
+  union), in ``spec.timeZone``.
+* ``observe_schedule`` keeps ``status.observedSchedule``: the schedule and time zone in
+  effect and since when. Runs are never created for a time at or before ``since``, so
+  editing either never starts a catch-up run for a time before the edit.
+* ``ran``: the scheduled times that ran (their Jobs exist, or the latest is recorded);
+  ``active_since``: when the oldest active run began.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from cronjob_operator import schedule as schedules
+from cronjob_operator.controllers.cronjob.jobs import JobSets, scheduled_time
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
+
+__all__ = ["active_since", "observe_schedule", "parse_spec_schedule", "ran"]
+
+
+def parse_spec_schedule(spec: Mapping[str, Any]) -> schedules.AnySchedule:
+    """``spec.schedule`` or, when it is unset, ``spec.schedules`` (their union), in
+    ``spec.timeZone``. Raises ``ScheduleError`` naming the field (``spec.schedules[1]``)."""
+    many = spec.get("schedules")
+    if spec.get("schedule") is None and isinstance(many, (list, tuple)):
+        return schedules.parse_schedules([str(entry) for entry in many], spec.get("timeZone"))
+    return schedules.parse_schedule(str(spec.get("schedule") or ""), spec.get("timeZone"))
+
+
+def observe_schedule(
+    status: dict[str, Any], spec: Mapping[str, Any], *, created: datetime, now: datetime
+) -> datetime:
+    """Bring ``status.observedSchedule`` in line with ``spec``; return its ``since``.
+
+    First sight (a new CronJob, or one from before this field existed): ``since`` is the
+    creation time, so nothing changes for it. An edit of ``schedule``, ``schedules`` (kept
+    joined by ``"; "``, as the SCHEDULES column shows them) or ``timeZone`` since the
+    record: ``since`` becomes ``now``, the first reconcile that sees the edit (later than
+    the edit itself, never earlier: a time between the two is not run).
+    """
+    many = spec.get("schedules")
+    if spec.get("schedule") is None and isinstance(many, (list, tuple)):
+        current: dict[str, Any] = {"schedules": "; ".join(str(entry) for entry in many)}
+    else:
+        current = {"schedule": str(spec.get("schedule") or "")}
+    if spec.get("timeZone") is not None:
+        current["timeZone"] = spec["timeZone"]
+    recorded = status.get("observedSchedule") or {}
+    since = parse_time(recorded.get("since"))
+    if since is not None and {k: v for k, v in recorded.items() if k != "since"} == current:
+        return since
+    since = created if not recorded else now
+    status["observedSchedule"] = {**current, "since": rfc3339(since)}
+    return since.replace(microsecond=0)
+
+
+def ran(cronjob_name: str, jobs: JobSets, status: Mapping[str, Any]) -> set[datetime]:
+    """The scheduled times that ran: their Jobs exist, or the latest is recorded."""
+    times = {
+        moment
+        for job in (*jobs.active, *jobs.successful, *jobs.failed)
+        if (moment := scheduled_time(cronjob_name, objects.name_of(job))) is not None
+    }
+    last = parse_time(status.get("lastScheduleTime"))
+    return times if last is None else {*times, last}
+
+
+def active_since(
+    cronjob_name: str, status: Mapping[str, Any], created: Mapping[str, datetime | None]
+) -> datetime | None:
+    """When the oldest active run began: its scheduled time (a manual run's creation,
+    ``created`` by Job name); None when no run is active, the minimum time when one's
+    start is unknown."""
+    starts = []
+    for ref in status.get("active") or ():
+        name = str(ref.get("name"))
+        start = scheduled_time(cronjob_name, name) or created.get(name)
+        starts.append(start or datetime.min.replace(tzinfo=UTC))
+    return min(starts, default=None)
