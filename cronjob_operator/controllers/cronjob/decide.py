@@ -61,13 +61,13 @@ from cronjob_operator.controllers.cronjob.plan import (
 )
 from cronjob_operator.controllers.cronjob.view import CronJobView
 from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.controller import Result
 from cronjob_operator.runtime.controllerutil import (
     condition_setter,
     find_condition,
     parse_time,
     rfc3339,
 )
-from cronjob_operator.runtime.controller import Result
 from cronjob_operator.runtime.sharding import inherited_labels
 
 __all__ = ["decide"]

@@ -7,7 +7,7 @@ cache may lag a Job just created), and build the view (``view.py``). Decide: ``d
 (``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
 deletes, creates); a step whose outcome the decision needs (``plan.pending``) is
 performed and the decision asked again with its outcome. Then write the status (once,
-only when it changed, retrying conflicts against a fresh read; ``runtime.controllerutil.write_status``),
+only when it changed, retrying conflicts against a fresh read; ``controllerutil.write_status``),
 report the notices and skipped runs with that write, set the active gauge, and raise the
 Plan's API error if it has one.
 
@@ -50,14 +50,12 @@ from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import ClientInterface, Propagation
 from cronjob_operator.runtime.clock import Clock, utc_now
-from cronjob_operator.runtime.controllerutil import parse_time
-from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.controller import Controller, Request, Result
+from cronjob_operator.runtime.controllerutil import parse_time, write_status
 from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager
-from cronjob_operator.runtime.controller import Request, Result
 from cronjob_operator.runtime.sharding import Shard
-from cronjob_operator.runtime.controllerutil import write_status
 
 __all__ = ["CronJobReconciler", "observe_skew", "setup"]
 
