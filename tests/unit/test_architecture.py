@@ -6,8 +6,10 @@ nothing else of the operator, and no module imports a private (``_``-prefixed) m
 of a package it is not inside. Inside the runtime: each package imports only the
 packages ``RUNTIME_IMPORTS`` allows it (a DAG, drawn in docs/architecture.md), never
 the facade; the modules import each other without a cycle; the facade exports exactly
-``PUBLIC_RUNTIME_NAMES``. Every module opens with a docstring, and every runtime module
-declares ``__all__``, so the architecture stays readable from the tree.
+``PUBLIC_RUNTIME_NAMES``. Every module opens with a docstring, and every public runtime
+module declares ``__all__``, so the architecture stays readable from the tree; a private
+(``_``) module declares none, as its package's ``__init__`` is the one list of which of
+its names are public.
 """
 
 from __future__ import annotations
@@ -132,13 +134,41 @@ def test_every_module_says_why_it_exists(path: Path) -> None:
     assert docstring, f"{path} has no module docstring"
 
 
-def test_runtime_modules_declare_their_public_names() -> None:
+def declares_all(path: Path) -> bool:
+    """Whether the module assigns ``__all__`` at its top level."""
+    return any(
+        isinstance(node, ast.Assign | ast.AnnAssign) and "__all__" in assigned_names(node)
+        for node in ast.parse(path.read_text()).body
+    )
+
+
+def assigned_names(node: ast.Assign | ast.AnnAssign) -> set[str]:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return {target.id for target in targets if isinstance(target, ast.Name)}
+
+
+def is_private_module(path: Path) -> bool:
+    return path.stem.startswith("_") and path.name != "__init__.py"
+
+
+def test_public_runtime_modules_declare_their_public_names() -> None:
     missing = [
         str(path.relative_to(PACKAGE))
         for path in modules(PACKAGE / "runtime")
-        if "__all__" not in path.read_text()
+        if not is_private_module(path) and not declares_all(path)
     ]
     assert missing == []
+
+
+def test_private_runtime_modules_leave_their_public_names_to_the_package() -> None:
+    """A package's ``__init__`` imports the names it makes public and lists them in its
+    ``__all__``; a private module's own ``__all__`` would repeat that list."""
+    repeating = [
+        str(path.relative_to(PACKAGE))
+        for path in modules(PACKAGE / "runtime")
+        if is_private_module(path) and declares_all(path)
+    ]
+    assert repeating == []
 
 
 def test_no_module_imports_another_packages_private_modules() -> None:

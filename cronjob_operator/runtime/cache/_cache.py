@@ -46,22 +46,6 @@ from cronjob_operator.runtime.client import RestClient, not_found
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.runnable import run_between
 
-__all__ = [
-    "ALL_NAMESPACES",
-    "Cache",
-    "CacheSyncTimeoutError",
-    "FieldIndexFunc",
-    "KindOptions",
-    "Transform",
-    "UnindexedFieldError",
-    "add_field_index",
-    "field_index_name",
-    "lookup",
-    "select",
-    "store_key",
-    "strip_managed_fields",
-]
-
 ALL_NAMESPACES = "__all_namespaces"
 DEFAULT_SYNC_TIMEOUT = 120.0
 

@@ -41,8 +41,6 @@ from cronjob_operator.runtime.cache._store import Store
 from cronjob_operator.runtime.client import RestClient
 from cronjob_operator.runtime.kinds import Kind
 
-__all__ = ["EventHandler", "Informer"]
-
 log = logging.getLogger(__name__)
 
 

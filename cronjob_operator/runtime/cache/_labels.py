@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-__all__ = ["LabelMatcher", "parse_selector"]
-
 LabelMatcher = Callable[[Mapping[str, str]], bool]
 
 _REQUIREMENT = re.compile(

@@ -67,8 +67,6 @@ from cronjob_operator.runtime.cache._store import NAMESPACE_INDEX, Store
 from cronjob_operator.runtime.client import METADATA, METADATA_LIST, RestClient, WatchStream
 from cronjob_operator.runtime.kinds import Kind
 
-__all__ = ["Backoff", "EventSink", "Reflector", "Transform", "strip_managed_fields"]
-
 log = logging.getLogger(__name__)
 
 Transform = Callable[[dict[str, Any]], dict[str, Any]]

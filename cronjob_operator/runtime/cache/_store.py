@@ -30,8 +30,6 @@ from collections.abc import Callable, Iterable, Mapping
 
 from cronjob_operator.runtime.objects import Obj, namespace_of, object_key
 
-__all__ = ["NAMESPACE_INDEX", "IndexFunc", "Store"]
-
 log = logging.getLogger(__name__)
 
 IndexFunc = Callable[[Obj], Iterable[str]]

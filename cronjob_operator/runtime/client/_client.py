@@ -17,19 +17,6 @@ from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client._rest import RestClient
 from cronjob_operator.runtime.kinds import Kind
 
-__all__ = [
-    "Applier",
-    "Client",
-    "ClientInterface",
-    "LiveReader",
-    "ObjectWriter",
-    "PatchType",
-    "Propagation",
-    "Reader",
-    "Writer",
-    "not_found",
-]
-
 
 class PatchType(enum.StrEnum):
     """The patch formats the API server accepts, as their content types."""

@@ -62,19 +62,6 @@ from kubernetes import config as k8s_config
 from cronjob_operator.runtime import context, errors
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
-__all__ = [
-    "JSON",
-    "METADATA",
-    "METADATA_LIST",
-    "WRITE_METHODS",
-    "RestClient",
-    "RetryPolicy",
-    "TokenBucket",
-    "WatchStream",
-    "WriteFence",
-    "load_configuration",
-]
-
 log = logging.getLogger(__name__)
 
 JSON = "application/json"

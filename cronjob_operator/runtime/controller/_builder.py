@@ -27,8 +27,6 @@ from cronjob_operator.runtime.controller._source import KindSource
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.metrics import Metrics
 
-__all__ = ["Builder", "ControllerHost"]
-
 
 class ControllerHost(Protocol):
     """What the builder needs from a manager."""

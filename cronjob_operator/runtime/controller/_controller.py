@@ -56,8 +56,6 @@ from cronjob_operator.runtime.controller._workqueue import RateLimiter, WorkQueu
 from cronjob_operator.runtime.logs import reconcile_scope
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
-__all__ = ["Controller", "ControllerOptions"]
-
 # The result label values of controller_runtime_reconcile_total this controller reports.
 _RESULTS = ("success", "error", "requeue", "requeue_after")
 

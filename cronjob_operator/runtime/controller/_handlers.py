@@ -20,8 +20,6 @@ from cronjob_operator.runtime.controller._reconcile import Request
 from cronjob_operator.runtime.controller._workqueue import WorkQueue
 from cronjob_operator.runtime.kinds import Kind
 
-__all__ = ["EnqueueHandler", "MapFunc", "for_object", "for_owner"]
-
 MapFunc = Callable[[objects.Obj], Iterable[Request]]
 
 

@@ -15,17 +15,6 @@ from dataclasses import dataclass
 
 from cronjob_operator.runtime.objects import Obj
 
-__all__ = [
-    "Predicate",
-    "and_",
-    "annotations_changed",
-    "generation_changed",
-    "labels_changed",
-    "not_",
-    "or_",
-    "resource_version_changed",
-]
-
 
 def _always(*_objs: Obj) -> bool:
     return True

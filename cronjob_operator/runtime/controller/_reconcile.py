@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Reconciler", "Request", "Result", "TerminalError"]
-
 
 @dataclass(frozen=True, slots=True)
 class Request:

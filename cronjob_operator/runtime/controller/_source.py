@@ -22,8 +22,6 @@ from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.cache import Cache, EventHandler
 from cronjob_operator.runtime.kinds import Kind
 
-__all__ = ["ChannelSource", "KindSource", "Source"]
-
 
 class Source(Protocol):
     """What a controller watches: it takes handlers and knows when it has synced."""

@@ -45,8 +45,6 @@ from typing import Generic, Protocol, TypeVar
 
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
-__all__ = ["ItemExponentialFailureRateLimiter", "RateLimiter", "WorkQueue"]
-
 T = TypeVar("T", bound=Hashable)
 
 _MAX_EXPONENT = 1023

@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ApplyConflict", "Ownership", "Path", "apply_configuration", "leaf_paths"]
-
 Path = tuple[str, ...]
 """A field's place in an object: ("spec", "replicas")."""
 

@@ -11,15 +11,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = [
-    "ConditionSetter",
-    "condition_setter",
-    "find_condition",
-    "parse_time",
-    "rfc3339",
-    "set_condition",
-]
-
 
 def rfc3339(moment: datetime) -> str:
     """A Kubernetes timestamp: UTC, second precision, trailing Z (``moment`` must be aware)."""

@@ -30,21 +30,6 @@ from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import ObjectWriter
 from cronjob_operator.runtime.kinds import Kind
 
-__all__ = [
-    "AlreadyOwnedError",
-    "ObjectClient",
-    "OperationResult",
-    "add_finalizer",
-    "contains_finalizer",
-    "controller_reference",
-    "create_or_patch",
-    "create_or_update",
-    "is_controlled_by",
-    "merge_patch",
-    "remove_finalizer",
-    "set_controller_reference",
-]
-
 Mutate = Callable[[dict[str, Any]], object]
 """Edits the object in place to the state the controller wants; what it returns is ignored
 (so ``add_finalizer``, which says whether it changed anything, is a mutate function)."""

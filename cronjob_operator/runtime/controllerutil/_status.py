@@ -16,8 +16,6 @@ from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import Reader
 from cronjob_operator.runtime.kinds import Kind
 
-__all__ = ["STATUS_WRITE_ATTEMPTS", "StatusClient", "merge_status", "write_status"]
-
 STATUS_WRITE_ATTEMPTS = 5
 
 

@@ -4,12 +4,7 @@ Machinery: ``_recorder`` (the Runnable that writes), ``_correlator`` (client-go'
 aggregation and spam filter).
 """
 
-from cronjob_operator.runtime.events._recorder import (
-    NORMAL,
-    WARNING,
-    EventRecorder,
-    Recorder,
-    RecorderStats,
-)
+from cronjob_operator.runtime.events._correlator import NORMAL, WARNING
+from cronjob_operator.runtime.events._recorder import EventRecorder, Recorder, RecorderStats
 
 __all__ = ["NORMAL", "WARNING", "EventRecorder", "Recorder", "RecorderStats"]

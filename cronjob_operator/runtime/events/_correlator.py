@@ -32,20 +32,6 @@ from typing import Any, Generic, TypeVar
 
 from cronjob_operator.runtime import kinds, objects
 
-__all__ = [
-    "DEFAULT_BURST",
-    "DEFAULT_QPS",
-    "NORMAL",
-    "WARNING",
-    "EventCorrelator",
-    "EventWrite",
-    "SpamFilter",
-    "format_time",
-    "make_event",
-    "utc_now",
-]
-
-
 NORMAL = "Normal"
 WARNING = "Warning"
 EVENT_TYPES = frozenset({NORMAL, WARNING})

@@ -33,16 +33,12 @@ from cronjob_operator.runtime.client import ObjectWriter
 from cronjob_operator.runtime.events._correlator import (
     DEFAULT_BURST,
     DEFAULT_QPS,
-    NORMAL,
-    WARNING,
     EventCorrelator,
     EventWrite,
     make_event,
     utc_now,
 )
 from cronjob_operator.runtime.runnable import run_between
-
-__all__ = ["NORMAL", "WARNING", "EventRecorder", "Recorder", "RecorderStats"]
 
 log = logging.getLogger(__name__)
 

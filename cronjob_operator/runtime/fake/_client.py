@@ -72,19 +72,6 @@ from cronjob_operator.runtime.controllerutil import (
 from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import Kind
 
-__all__ = [
-    "DEFAULT_START",
-    "NO_STATUS_SUBRESOURCE",
-    "Action",
-    "FakeClient",
-    "FakeClientBuilder",
-    "FakeRecorder",
-    "Reaction",
-    "RecordedEvent",
-    "apply_merge_patch",
-    "json_patch",
-]
-
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 """Where the fake client's clock starts unless told otherwise: fixed, so output is stable."""
 

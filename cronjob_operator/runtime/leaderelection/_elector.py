@@ -75,14 +75,6 @@ from cronjob_operator.runtime.leaderelection._leaserecord import (
 )
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
-__all__ = [
-    "JITTER_FACTOR",
-    "POD_NAME_ENV",
-    "LeaderElectionConfig",
-    "LeaderElector",
-    "default_identity",
-]
-
 log = logging.getLogger(__name__)
 
 JITTER_FACTOR = 1.2

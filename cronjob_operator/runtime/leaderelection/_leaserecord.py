@@ -17,18 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = [
-    "LeaderElectionRecord",
-    "Observation",
-    "acquired_record",
-    "format_micro_time",
-    "lease_spec",
-    "may_acquire",
-    "observe",
-    "record_from_lease",
-    "released_record",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class LeaderElectionRecord:

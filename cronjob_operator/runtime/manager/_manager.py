@@ -69,8 +69,6 @@ from cronjob_operator.runtime.serving import (
     self_signed_context,
 )
 
-__all__ = ["Manager", "Options"]
-
 log = logging.getLogger(__name__)
 
 _MIN_STOP_WAIT = 5.0

@@ -31,8 +31,6 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["CERT_FILE", "KEY_FILE", "TLS12_CIPHERS", "CertWatcher", "server_context"]
-
 log = logging.getLogger(__name__)
 
 CERT_FILE = "tls.crt"

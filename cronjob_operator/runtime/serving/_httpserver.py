@@ -40,8 +40,6 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
-__all__ = ["HardenedHandler", "HardenedServer", "Limits", "Refused", "TLSContext"]
-
 log = logging.getLogger(__name__)
 
 _EVICTION_WAIT = 2.0

@@ -29,8 +29,6 @@ from typing import Any, Generic, Protocol, TypeVar
 from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.client import RestClient
 
-__all__ = ["ApiReviewer", "CacheSettings", "MetricsAuthorizer", "Reviewer", "User"]
-
 log = logging.getLogger(__name__)
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"

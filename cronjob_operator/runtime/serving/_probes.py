@@ -28,8 +28,6 @@ from cronjob_operator.runtime.serving._httpserver import (
     TLSContext,
 )
 
-__all__ = ["Authorize", "Check", "HttpServer", "parse_address"]
-
 log = logging.getLogger(__name__)
 
 Check = Callable[[], str | None]

@@ -20,8 +20,6 @@ from pathlib import Path
 
 from cronjob_operator.runtime.serving._certwatcher import server_context
 
-__all__ = ["SelfSignedError", "self_signed_context"]
-
 VALID_DAYS = "365"
 
 

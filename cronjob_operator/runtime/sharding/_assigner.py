@@ -58,8 +58,6 @@ from cronjob_operator.runtime.sharding._metrics import ShardingMetrics
 from cronjob_operator.runtime.sharding._plan import Assign, Drain, Placement, placement, plan
 from cronjob_operator.runtime.sharding._ring import Ring
 
-__all__ = ["Assigner", "placement_metadata"]
-
 log = logging.getLogger(__name__)
 
 _MIN_ROUND_INTERVAL = 0.2

@@ -8,8 +8,6 @@ from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.sharding._ring import DEFAULT_VIRTUAL_NODES
 
-__all__ = ["ShardingConfig"]
-
 
 @dataclass(frozen=True, slots=True)
 class ShardingConfig:

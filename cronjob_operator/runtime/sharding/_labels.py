@@ -14,18 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = [
-    "DRAIN_LABEL",
-    "GROUP_LABEL",
-    "PREFIX",
-    "PREVIOUS_ANNOTATION",
-    "SHARD_LABEL",
-    "annotations_of",
-    "inherited_labels",
-    "labels_of",
-    "shard_selector",
-]
-
 PREFIX = "sharding.cronjob-operator.io"
 GROUP_LABEL = f"{PREFIX}/group"
 SHARD_LABEL = f"{PREFIX}/shard"

@@ -28,8 +28,6 @@ import uuid
 
 from cronjob_operator.runtime.leaderelection import Observation
 
-__all__ = ["MemberState", "member_name", "member_state"]
-
 _MAX_NAME = 63
 _SUFFIX = 8
 

@@ -30,8 +30,6 @@ from cronjob_operator.runtime.sharding._labels import (
 from cronjob_operator.runtime.sharding._membership import MemberState
 from cronjob_operator.runtime.sharding._ring import Ring
 
-__all__ = ["Assign", "Drain", "Placement", "placement", "plan"]
-
 
 @dataclass(frozen=True, slots=True)
 class Placement:

@@ -19,8 +19,6 @@ import bisect
 import hashlib
 from collections.abc import Iterable
 
-__all__ = ["DEFAULT_VIRTUAL_NODES", "Ring", "hash64"]
-
 DEFAULT_VIRTUAL_NODES = 100
 
 

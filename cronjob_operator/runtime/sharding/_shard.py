@@ -64,8 +64,6 @@ from cronjob_operator.runtime.sharding._labels import (
 )
 from cronjob_operator.runtime.sharding._metrics import ShardingMetrics
 
-__all__ = ["DrainAcknowledger", "Shard", "ShardLeaseLost"]
-
 log = logging.getLogger(__name__)
 
 _POLL = 0.5

@@ -28,25 +28,6 @@ from typing import Any
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.webhook._server import BadRequest
 
-__all__ = [
-    "AdmissionRequest",
-    "Answer",
-    "ErrorType",
-    "FieldError",
-    "Operation",
-    "allow",
-    "deny",
-    "invalid",
-    "invalid_status",
-    "name_too_long",
-    "not_supported",
-    "parse_review",
-    "patch",
-    "required",
-    "review_handler",
-    "validation_answer",
-]
-
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 

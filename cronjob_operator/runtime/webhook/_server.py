@@ -43,8 +43,6 @@ from cronjob_operator.runtime.serving import (
     Refused,
 )
 
-__all__ = ["LIMITS", "MAX_BODY_BYTES", "BadRequest", "Route", "WebhookServer"]
-
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES: Final = 16 * 1024 * 1024
