@@ -58,17 +58,20 @@ def _name_errors(field: str, value: Any, what: str) -> list[FieldError]:
     return errors
 
 
+def _count_errors(field: str, items: list[Any], most: int, noun: str) -> list[FieldError]:
+    """A list of at most ``most`` entries: the error gives the count and the limit."""
+    if len(items) <= most:
+        return []
+    return [webhook.invalid(field, len(items), f"must name at most {most} {noun}")]
+
+
 def _keys_errors(field: str, keys: Any) -> list[FieldError]:
     """A key filter: a list of 1 to ``MAX_KEYS`` distinct valid keys."""
     if keys is None:
         return []
     if not isinstance(keys, list) or not keys:
         return [webhook.invalid(field, keys, "must be a non-empty list of keys (or unset)")]
-    errors = []
-    if len(keys) > apps_v1.MAX_KEYS:
-        errors.append(
-            webhook.invalid(field, len(keys), f"must name at most {apps_v1.MAX_KEYS} keys")
-        )
+    errors = _count_errors(field, keys, apps_v1.MAX_KEYS, "keys")
     seen: set[str] = set()
     for position, key in enumerate(keys):
         item = f"{field}[{position}]"
@@ -86,11 +89,7 @@ def _secrets_errors(secrets: Any) -> list[FieldError]:
         return []
     if not isinstance(secrets, list):
         return [webhook.invalid(field, secrets, "must be a list of {name, keys}")]
-    errors = []
-    if len(secrets) > apps_v1.MAX_SECRETS:
-        errors.append(
-            webhook.invalid(field, len(secrets), f"must name at most {apps_v1.MAX_SECRETS} Secrets")
-        )
+    errors = _count_errors(field, secrets, apps_v1.MAX_SECRETS, "Secrets")
     names: set[str] = set()
     for position, secret in enumerate(secrets):
         item = f"{field}[{position}]"
