@@ -312,3 +312,15 @@ def test_the_cronjob_decision_does_no_io(path: Path) -> None:
         if any(name == impure or name.startswith(impure + ".") for impure in IMPURE)
     }
     assert not bad, f"{module_name(path)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted(CRONJOB_CONTROLLER.glob("*.py")) if p.name != "view.py"],
+    ids=lambda p: p.name,
+)
+def test_the_cronjob_controller_parses_timestamps_only_in_its_view(path: Path) -> None:
+    """The CronJob's status and its Jobs' timestamps are parsed once, by ``view.py`` (the
+    observe step); the rules read them typed and ``api_status`` renders them."""
+    parsers = sorted(name for name in imported_modules(path) if name.endswith(".parse_time"))
+    assert not parsers, f"{module_name(path)} imports {parsers}"

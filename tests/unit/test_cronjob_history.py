@@ -29,6 +29,7 @@ from cronjob_operator.controllers.cronjob.jobs import (
     scheduled_time,
 )
 from cronjob_operator.controllers.cronjob.runs import observe_schedule
+from cronjob_operator.controllers.cronjob.view import api_status, job_times_of, status_of
 from cronjob_operator.runtime.objects import freeze
 
 
@@ -80,34 +81,36 @@ def test_condition_false_is_not_finished() -> None:
 def test_sync_removes_finished_and_confirmed_missing_adds_unlisted() -> None:
     done = job("done", finished="Complete", completion="2016-05-19T10:05:00Z")
     running = job("running")
-    status: dict[str, Any] = {
-        "active": [
-            job_reference(done),
-            {"name": "gone", "uid": "uid-gone"},
-            {"name": "lagging", "uid": "uid-lag"},
-        ],
-        "lastSuccessfulTime": "2016-05-19T09:00:00Z",
-    }
+    status = status_of(
+        {
+            "active": [
+                job_reference(done),
+                {"name": "gone", "uid": "uid-gone"},
+                {"name": "lagging", "uid": "uid-lag"},
+            ],
+            "lastSuccessfulTime": "2016-05-19T09:00:00Z",
+        }
+    )
     sets = classify([done, running])
-    notices = sync_status(status, sets, confirmed_missing=["uid-gone"])
+    times = job_times_of([done, running])
+    notices = sync_status(status, sets, times, confirmed_missing=["uid-gone"])
     assert [n.reason for n in notices] == ["SawCompletedJob", "MissingJob"]
     assert [ref["name"] for ref in status["active"]] == ["lagging", "running"]
-    assert status["lastSuccessfulTime"] == "2016-05-19T10:05:00Z"
+    assert api_status(status)["lastSuccessfulTime"] == "2016-05-19T10:05:00Z"
 
 
 def test_last_successful_time_only_moves_forward() -> None:
-    status: dict[str, Any] = {"lastSuccessfulTime": "2016-05-19T11:00:00Z"}
-    sync_status(
-        status, classify([job("old", finished="Complete", completion="2016-05-19T10:00:00Z")])
-    )
-    assert status["lastSuccessfulTime"] == "2016-05-19T11:00:00Z"
+    status = status_of({"lastSuccessfulTime": "2016-05-19T11:00:00Z"})
+    old = job("old", finished="Complete", completion="2016-05-19T10:00:00Z")
+    sync_status(status, classify([old]), job_times_of([old]))
+    assert api_status(status)["lastSuccessfulTime"] == "2016-05-19T11:00:00Z"
 
 
 def test_sync_never_lists_a_job_twice() -> None:
     running = job("running")
     status: dict[str, Any] = {"active": [job_reference(running)]}
-    sync_status(status, classify([running]))
-    sync_status(status, classify([running]))
+    sync_status(status, classify([running]), job_times_of([running]))
+    sync_status(status, classify([running]), job_times_of([running]))
     assert len(status["active"]) == 1
 
 
@@ -123,10 +126,11 @@ def test_prune_oldest_by_start_time_unset_last_ties_by_name() -> None:
         job("b", start="2016-05-19T09:00:00Z"),
         job("a", start="2016-05-19T10:00:00Z"),
     ]
-    assert [j["metadata"]["name"] for j in to_prune(jobs, 1)] == ["b", "a", "c"]
-    assert to_prune(jobs, None) == []
-    assert len(to_prune(jobs, 0)) == 4
-    assert to_prune(jobs, 4) == []
+    times = job_times_of(jobs)
+    assert [j["metadata"]["name"] for j in to_prune(jobs, 1, times)] == ["b", "a", "c"]
+    assert to_prune(jobs, None, times) == []
+    assert len(to_prune(jobs, 0, times)) == 4
+    assert to_prune(jobs, 4, times) == []
 
 
 def test_job_name_and_shape() -> None:
@@ -192,10 +196,10 @@ def test_last_schedule_time_advances_to_the_newest_existing_run_never_back() -> 
     ten, eleven = "hello-1463652000", "hello-1463655600"
     status: dict[str, Any] = {}
     advance_last_schedule_time(status, "hello", [job(ten), job(eleven), job("hello-mabc")])
-    assert status["lastScheduleTime"] == "2016-05-19T11:00:00Z"
-    status = {"lastScheduleTime": "2016-05-19T12:00:00Z"}
+    assert api_status(status)["lastScheduleTime"] == "2016-05-19T11:00:00Z"
+    status = status_of({"lastScheduleTime": "2016-05-19T12:00:00Z"})
     advance_last_schedule_time(status, "hello", [job(ten, finished="Complete")])
-    assert status["lastScheduleTime"] == "2016-05-19T12:00:00Z"
+    assert api_status(status)["lastScheduleTime"] == "2016-05-19T12:00:00Z"
     status = {}
     advance_last_schedule_time(status, "hello", [])
     assert status == {}
@@ -203,7 +207,7 @@ def test_last_schedule_time_advances_to_the_newest_existing_run_never_back() -> 
 
 def test_only_runs_the_stored_status_recorded_may_be_pruned() -> None:
     ten, eleven, manual = job("hello-1463652000"), job("hello-1463655600"), job("hello-mabc")
-    recorded = {"lastScheduleTime": "2016-05-19T10:00:00Z"}
+    recorded = status_of({"lastScheduleTime": "2016-05-19T10:00:00Z"})
     assert recorded_by(recorded, "hello", [ten, eleven, manual]) == [ten, manual]
     assert recorded_by({}, "hello", [ten, eleven, manual]) == [manual]
 
@@ -261,17 +265,22 @@ def test_first_sight_of_a_schedule_dates_it_from_creation() -> None:
     status: dict[str, Any] = {}
     since = observe_schedule(status, {"schedule": "0 * * * *"}, created=CREATED, now=EDITED)
     assert since == CREATED
-    assert status["observedSchedule"] == {"schedule": "0 * * * *", "since": "2016-05-19T09:59:00Z"}
+    assert api_status(status)["observedSchedule"] == {
+        "schedule": "0 * * * *",
+        "since": "2016-05-19T09:59:00Z",
+    }
 
 
 def test_an_unchanged_schedule_keeps_its_since() -> None:
-    status: dict[str, Any] = {
-        "observedSchedule": {
-            "schedule": "0 * * * *",
-            "timeZone": "UTC",
-            "since": "2016-05-19T09:00:00Z",
+    status = status_of(
+        {
+            "observedSchedule": {
+                "schedule": "0 * * * *",
+                "timeZone": "UTC",
+                "since": "2016-05-19T09:00:00Z",
+            }
         }
-    }
+    )
     before = dict(status["observedSchedule"])
     spec = {"schedule": "0 * * * *", "timeZone": "UTC"}
     assert observe_schedule(status, spec, created=CREATED, now=EDITED) == datetime(
@@ -289,9 +298,9 @@ def test_an_unchanged_schedule_keeps_its_since() -> None:
     ids=["schedule", "timeZone"],
 )
 def test_an_edit_dates_the_schedule_from_the_reconcile_that_sees_it(spec: dict[str, str]) -> None:
-    status: dict[str, Any] = {
-        "observedSchedule": {"schedule": "0 * * * *", "since": "2016-05-19T09:59:00Z"}
-    }
+    status = status_of(
+        {"observedSchedule": {"schedule": "0 * * * *", "since": "2016-05-19T09:59:00Z"}}
+    )
     since = observe_schedule(status, spec, created=CREATED, now=EDITED)
     assert since == EDITED.replace(microsecond=0)
-    assert status["observedSchedule"] == {**spec, "since": "2016-05-19T10:40:00Z"}
+    assert api_status(status)["observedSchedule"] == {**spec, "since": "2016-05-19T10:40:00Z"}

@@ -23,7 +23,7 @@ from cronjob_operator.controllers.cronjob.conditions import (
     paused,
     resume_on_new_generation,
 )
-from cronjob_operator.controllers.cronjob.history import counted, failure_time, record_failures
+from cronjob_operator.controllers.cronjob.history import counted, record_failures
 from cronjob_operator.controllers.cronjob.jobs import (
     INSTANTIATE_ANNOTATION,
     SCHEDULED_AT_ANNOTATION,
@@ -33,6 +33,12 @@ from cronjob_operator.controllers.cronjob.jobs import (
 from cronjob_operator.controllers.cronjob.requests import TOKEN_FIELD, token_problem
 from cronjob_operator.controllers.cronjob.stagger import (
     stagger_offset,
+)
+from cronjob_operator.controllers.cronjob.view import (
+    api_status,
+    job_times,
+    job_times_of,
+    status_of,
 )
 from cronjob_operator.runtime.controllerutil import find_condition, rfc3339
 from cronjob_operator.runtime.objects import freeze, thaw
@@ -90,39 +96,44 @@ def test_a_failure_is_timed_by_its_failed_condition_else_by_the_jobs_creation() 
     target = {"type": "FailureTarget", "status": "True", "lastTransitionTime": rfc3339(CREATED)}
     failed = {"type": "Failed", "status": "True", "lastTransitionTime": rfc3339(CREATED + HOUR)}
     job = freeze({"metadata": {"name": "a"}, "status": {"conditions": [target, failed]}})
-    assert failure_time(job) == CREATED + HOUR
+    assert job_times(job).failed == CREATED + HOUR
     untimed = freeze(
         {
             "metadata": {"name": "b", "creationTimestamp": rfc3339(CREATED)},
             "status": {"conditions": [{"type": "Failed", "status": "True"}]},
         }
     )
-    assert failure_time(untimed) == CREATED
+    assert job_times(untimed).failed == CREATED
 
 
 def test_each_failed_job_counts_once_and_a_success_resets() -> None:
     status: dict[str, Any] = {}
     first = failed_job("a", rfc3339(CREATED))
     second = failed_job("b", rfc3339(CREATED + HOUR))
-    assert record_failures(status, [first]) == ["a"]
-    assert record_failures(status, [first]) == []  # a repeat reconcile
-    assert record_failures(status, [second, first]) == ["b"]
-    assert status == {"consecutiveFailures": 2, "lastFailureTime": rfc3339(CREATED + HOUR)}
-    # Pruned: the Job is gone, the count stays.
-    assert record_failures(status, []) == []
-    assert status["consecutiveFailures"] == 2
-    status["lastSuccessfulTime"] = rfc3339(CREATED + 2 * HOUR)
-    record_failures(status, [first, second])
-    assert status["consecutiveFailures"] == 0
     third = failed_job("c", rfc3339(CREATED + 3 * HOUR))
-    record_failures(status, [first, second, third])
+    times = job_times_of([first, second, third])
+    assert record_failures(status, [first], times) == ["a"]
+    assert record_failures(status, [first], times) == []  # a repeat reconcile
+    assert record_failures(status, [second, first], times) == ["b"]
+    assert api_status(status) == {
+        "consecutiveFailures": 2,
+        "lastFailureTime": rfc3339(CREATED + HOUR),
+    }
+    # Pruned: the Job is gone, the count stays.
+    assert record_failures(status, [], times) == []
+    assert status["consecutiveFailures"] == 2
+    status["lastSuccessfulTime"] = CREATED + 2 * HOUR
+    record_failures(status, [first, second], times)
+    assert status["consecutiveFailures"] == 0
+    record_failures(status, [first, second, third], times)
     assert status["consecutiveFailures"] == 1
 
 
 def test_only_counted_failures_may_be_pruned() -> None:
     old, new = failed_job("a", rfc3339(CREATED)), failed_job("b", rfc3339(CREATED + HOUR))
-    assert counted([old, new], {}) == []
-    assert counted([old, new], {"lastFailureTime": rfc3339(CREATED)}) == [old]
+    times = job_times_of([old, new])
+    assert counted([old, new], {}, times) == []
+    assert counted([old, new], status_of({"lastFailureTime": rfc3339(CREATED)}), times) == [old]
 
 
 def test_pause_and_resume_on_a_new_generation() -> None:

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob.history import sync_status
 from cronjob_operator.controllers.cronjob.jobs import JobSets, classify, job_name, job_reference
+from cronjob_operator.controllers.cronjob.view import job_times_of
 from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.fake import DEFAULT_START
@@ -28,13 +29,14 @@ def test_a_run_leaving_active_says_how_it_finished_once() -> None:
     failed, complete = job("f", finished="Failed"), job("c", finished="Complete")
     status: dict[str, Any] = {"active": [job_reference(failed), job_reference(complete)]}
     sets = classify([failed, complete])
-    assert [n.finished for n in sync_status(status, sets)] == ["Failed", "Complete"]
-    assert [n.finished for n in sync_status(status, sets)] == []  # counted once
+    times = job_times_of([failed, complete])
+    assert [n.finished for n in sync_status(status, sets, times)] == ["Failed", "Complete"]
+    assert [n.finished for n in sync_status(status, sets, times)] == []  # counted once
 
 
 def test_missing_runs_are_not_counted_as_finished() -> None:
     status: dict[str, Any] = {"active": [{"name": "gone", "uid": "uid-gone"}]}
-    notices = sync_status(status, JobSets(), confirmed_missing=["uid-gone"])
+    notices = sync_status(status, JobSets(), {}, confirmed_missing=["uid-gone"])
     assert [(n.reason, n.finished) for n in notices] == [("MissingJob", None)]
 
 

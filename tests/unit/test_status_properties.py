@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 
 from cronjob_operator.controllers.cronjob.history import Notice, sync_status, unconfirmed_active
 from cronjob_operator.controllers.cronjob.jobs import JobSets, classify, job_reference
-from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
+from cronjob_operator.controllers.cronjob.view import job_times_of, status_of, time_at
+from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.objects import Obj, freeze
 
 STATES = ("running", "Complete", "Failed")
@@ -115,7 +116,7 @@ def stored_status(world: World) -> dict[str, Any]:
     status: dict[str, Any] = {"active": copy.deepcopy(world.active)}
     if world.last_successful is not None:
         status["lastSuccessfulTime"] = rfc3339(world.last_successful)
-    return status
+    return status_of(status)
 
 
 def sync(world: World, status: dict[str, Any]) -> tuple[JobSets, list[Notice]]:
@@ -123,7 +124,7 @@ def sync(world: World, status: dict[str, Any]) -> tuple[JobSets, list[Notice]]:
     owned = [*sets.active, *sets.successful, *sets.failed]
     unconfirmed = {ref["uid"] for ref in unconfirmed_active(status, owned)}
     missing = [uid for uid in world.confirmed_missing if uid in unconfirmed]
-    return sets, sync_status(status, sets, confirmed_missing=missing)
+    return sets, sync_status(status, sets, job_times_of(owned), confirmed_missing=missing)
 
 
 def uids(objs: list[Obj]) -> list[str]:
@@ -183,7 +184,7 @@ def test_last_successful_time_is_the_latest_and_never_moves_back(world: World) -
         if job.state == "Complete" and job.completion is not None
     ]
     candidates = [*completions, *([world.last_successful] if world.last_successful else [])]
-    after = parse_time(status.get("lastSuccessfulTime"))
+    after = time_at(status, "lastSuccessfulTime")
     if not candidates:
         assert after is None
         return

@@ -32,7 +32,8 @@ from cronjob_operator.api.batch_v1 import (
     MAX_RUN_TOKEN_LENGTH,
     BackfillState,
 )
-from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
+from cronjob_operator.controllers.cronjob.view import stamp, time_at
+from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
     "BACKFILL_FIELD",
@@ -123,21 +124,21 @@ def start(request: Request, times: tuple[datetime, ...]) -> dict[str, Any]:
     """``status.backfill`` for a new request."""
     progress: dict[str, Any] = {
         "token": request.token,
-        "from": rfc3339(request.start),
-        "to": rfc3339(request.end),
+        "from": stamp(request.start),
+        "to": stamp(request.end),
         "requested": len(times),
         "done": 0,
         "state": BackfillState.RUNNING.value if times else BackfillState.COMPLETE.value,
     }
     if times:
-        progress["next"] = rfc3339(times[0])
+        progress["next"] = stamp(times[0])
     return progress
 
 
 def advance(progress: dict[str, Any], times: tuple[datetime, ...], exists: set[datetime]) -> None:
     """Count done every time from ``next`` on whose Job exists, up to the first without
     one (the next to run); Complete when none is left."""
-    upcoming = parse_time(progress.get("next"))
+    upcoming = time_at(progress, "next")
     if upcoming is None:
         return
     remaining = [moment for moment in times if moment >= upcoming]
@@ -145,7 +146,7 @@ def advance(progress: dict[str, Any], times: tuple[datetime, ...], exists: set[d
         remaining.pop(0)
         progress["done"] = int(progress.get("done") or 0) + 1
     if remaining:
-        progress["next"] = rfc3339(remaining[0])
+        progress["next"] = stamp(remaining[0])
     else:
         progress.pop("next", None)
         progress["state"] = BackfillState.COMPLETE.value
@@ -163,5 +164,5 @@ def protected(stored_status: Mapping[str, Any], moment: datetime) -> bool:
     progress = stored_status.get("backfill") or {}
     if progress.get("state") != BackfillState.RUNNING.value:
         return False
-    upcoming, end = parse_time(progress.get("next")), parse_time(progress.get("to"))
+    upcoming, end = time_at(progress, "next"), time_at(progress, "to")
     return upcoming is not None and end is not None and upcoming <= moment < end

@@ -17,7 +17,8 @@ from typing import Any
 from cronjob_operator.api.batch_v1 import ConcurrencyPolicy, SkipReason
 from cronjob_operator.controllers.cronjob import policies
 from cronjob_operator.controllers.cronjob.plan import Delete, Rejected, Steps
-from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
+from cronjob_operator.controllers.cronjob.view import stamp, time_at
+from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = ["buffer", "make_room"]
 
@@ -56,7 +57,7 @@ def buffer(
     """concurrencyPolicy BufferOne: (the time to run now, the times that may still run,
     a buffered time dropped because its deadline passed). Other policies: the oldest of
     ``queue`` runs now and all of it may still run."""
-    buffered = parse_time(status.get("bufferedRun"))
+    buffered = time_at(status, "bufferedRun")
     if buffered is not None and buffered in ran:  # its Job exists: it started
         status.pop("bufferedRun", None)
         buffered = None
@@ -67,7 +68,7 @@ def buffer(
     if status.get("active"):
         fresh = [moment for moment in queue if moment not in ran]
         if buffered is None and fresh:
-            status["bufferedRun"] = rfc3339(fresh[0])
+            status["bufferedRun"] = stamp(fresh[0])
             steps.event(
                 "Normal",
                 "RunBuffered",

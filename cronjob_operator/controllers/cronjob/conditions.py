@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from cronjob_operator.controllers.cronjob.view import shown, stamp
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime.controllerutil import find_condition, rfc3339
+from cronjob_operator.runtime.controllerutil import find_condition
 
 if TYPE_CHECKING:
     from cronjob_operator.controllers.cronjob.plan import Problem
@@ -75,14 +76,14 @@ def set_next_schedule_time(status: dict[str, Any], moment: datetime | None) -> N
     if moment is None:
         status.pop("nextScheduleTime", None)
     else:
-        status["nextScheduleTime"] = rfc3339(moment)
+        status["nextScheduleTime"] = stamp(moment)
 
 
 def _pause_message(cronjob: objects.Obj, status: dict[str, Any]) -> str:
     threshold = pause_threshold(cronjob.get("spec") or {})
     return (
         f"{status.get('consecutiveFailures')} consecutive failed runs (the last at "
-        f"{status.get('lastFailureTime')}) reached spec.failurePolicy."
+        f"{shown(status.get('lastFailureTime'))}) reached spec.failurePolicy."
         f"pauseAfterConsecutiveFailures={threshold}: no scheduled run starts. To resume, fix "
         "the job template and edit the spec, or start a manual run "
         f"(kubectl cjt run {cronjob['metadata']['name']}) that succeeds"

@@ -59,13 +59,18 @@ from cronjob_operator.controllers.cronjob.plan import (
     Steps,
     Unknown,
 )
-from cronjob_operator.controllers.cronjob.view import CronJobView
+from cronjob_operator.controllers.cronjob.view import (
+    CronJobView,
+    api_status,
+    shown,
+    stamp,
+    time_at,
+)
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.controller import Result
 from cronjob_operator.runtime.controllerutil import (
     condition_setter,
     find_condition,
-    parse_time,
     rfc3339,
 )
 from cronjob_operator.runtime.sharding import inherited_labels
@@ -98,8 +103,10 @@ class _Decision:
         self.status: dict[str, Any] = objects.thaw(view.stored)
         self.started: list[objects.Obj] = []
 
-    def _plan(self, **fields: Any) -> Plan:
-        return Plan(steps=tuple(self.steps.steps), **fields)
+    def _plan(self, status: dict[str, Any] | None = None, **fields: Any) -> Plan:
+        """The Plan, its status (if any) rendered for the API."""
+        rendered = None if status is None else api_status(status)
+        return Plan(steps=tuple(self.steps.steps), status=rendered, **fields)
 
     def plan(self) -> Plan:
         status, stored = self.status, self.view.stored
@@ -147,12 +154,14 @@ class _Decision:
         view = self.view
         owned = [*view.jobs.active, *view.jobs.successful, *view.jobs.failed]
         history.advance_last_schedule_time(self.status, view.name, owned)
-        return history.sync_status(self.status, view.jobs, confirmed_missing=view.missing)
+        return history.sync_status(
+            self.status, view.jobs, view.job_times, confirmed_missing=view.missing
+        )
 
     def _count_failures(self) -> list[history.Notice]:
         generation = self.view.generation
         resumed = conditions.resume_on_new_generation(self.status, generation)
-        history.record_failures(self.status, self.view.jobs.failed)
+        history.record_failures(self.status, self.view.jobs.failed, self.view.job_times)
         if not resumed:
             return []
         message = (
@@ -165,7 +174,7 @@ class _Decision:
         view = self.view
         unrecorded = requests.unrecorded_manual_job(view.obj)
         for job in history.prunable(
-            view.spec, view.name, view.jobs, view.stored, unrecorded=unrecorded
+            view.spec, view.name, view.jobs, view.stored, view.job_times, unrecorded=unrecorded
         ):  # a failed prune is reported and retried on the next reconcile
             self.steps.prune(objects.name_of(job), job["metadata"].get("uid"))
 
@@ -239,7 +248,7 @@ class _Decision:
         if progress.get("state") != BackfillState.RUNNING:
             return None, None
         backfill.advance(progress, times, runs.ran(view.name, view.jobs, {}))
-        upcoming = parse_time(progress.get("next"))
+        upcoming = time_at(progress, "next")
         if upcoming is None:
             self.steps.event("Normal", "BackfillComplete", _backfill_message(status))
             return None, None
@@ -295,8 +304,8 @@ class _Decision:
         # before the last edit of the schedule or time zone (observedSchedule.since), nor
         # one the skip accounting has counted (skippedRuns.accountedThrough).
         shifted = now - offset
-        last = parse_time(status.get("lastScheduleTime"))
-        accounted = parse_time((status.get("skippedRuns") or {}).get("accountedThrough"))
+        last = time_at(status, "lastScheduleTime")
+        accounted = time_at(status.get("skippedRuns"), "accountedThrough")
         earliest = max(last or created, since) - offset
         if accounted is not None and accounted > earliest:
             earliest = accounted
@@ -323,14 +332,14 @@ class _Decision:
             active_since=runs.active_since(name, status, view.job_created),
             policy=spec.get("concurrencyPolicy"),
         )
-        buffered = parse_time(status.get("bufferedRun"))
-        stored_last = view.stored.get("lastScheduleTime")
+        buffered = time_at(status, "bufferedRun")
+        stored_last = time_at(view.stored, "lastScheduleTime")
         accounting = policies.account(
             status,
             schedule,
             # No watermark yet (an older operator's CronJob): nothing before the stored
             # lastScheduleTime counts (a run whose Job is gone cannot be told from a skip).
-            initial=max(parse_time(stored_last) or created, since) - offset,
+            initial=max(stored_last or created, since) - offset,
             floor=since - offset,
             now=shifted,
             latest=due.latest,
@@ -390,10 +399,10 @@ class _Decision:
         status = self.status
         name = jobs.job_name(self.view.name, scheduled)
         active = status.get("active") or []
-        if parse_time(status.get("lastScheduleTime")) == scheduled:
+        if time_at(status, "lastScheduleTime") == scheduled:
             return None  # this run exists already
         if any(ref.get("name") == name for ref in active):
-            status["lastScheduleTime"] = rfc3339(scheduled)  # created, never recorded (a crash)
+            status["lastScheduleTime"] = stamp(scheduled)  # created, never recorded (a crash)
             return None
         if not concurrency.make_room(self.view.spec, status, self.steps):
             self.steps.event(
@@ -454,9 +463,9 @@ class _Decision:
         running = jobs.finished_state(created) is None  # an existing Job may be done already
         if running and all(entry.get("uid") != ref["uid"] for entry in active):
             active.append(ref)
-        last = parse_time(self.status.get("lastScheduleTime"))
+        last = time_at(self.status, "lastScheduleTime")
         if scheduled is not None and (last is None or scheduled > last):  # never backwards
-            self.status["lastScheduleTime"] = rfc3339(scheduled)
+            self.status["lastScheduleTime"] = stamp(scheduled)
         return None
 
     # --- conditions and next time -------------------------------------------------
@@ -503,7 +512,8 @@ class _Decision:
 def _backfill_message(status: Mapping[str, Any]) -> str:
     progress = status.get("backfill") or {}
     return (
-        f"backfill {progress.get('token')!r} of [{progress.get('from')}, {progress.get('to')}): "
+        f"backfill {progress.get('token')!r} of [{shown(progress.get('from'))}, "
+        f"{shown(progress.get('to'))}): "
         f"{progress.get('done')}/{progress.get('requested')} done, {progress.get('state')}"
     )
 

@@ -36,14 +36,13 @@ from cronjob_operator.controllers.cronjob.jobs import (
     job_uid,
     scheduled_time,
 )
+from cronjob_operator.controllers.cronjob.view import JobTimes, stamp, time_at
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 
 __all__ = [
     "Notice",
     "advance_last_schedule_time",
     "counted",
-    "failure_time",
     "prunable",
     "record_failures",
     "recorded_by",
@@ -72,9 +71,14 @@ def unconfirmed_active(
 
 
 def sync_status(
-    status: dict[str, Any], jobs: JobSets, *, confirmed_missing: Iterable[str] = ()
+    status: dict[str, Any],
+    jobs: JobSets,
+    times: Mapping[str, JobTimes],
+    *,
+    confirmed_missing: Iterable[str] = (),
 ) -> list[Notice]:
-    """Update ``status`` (active, lastSuccessfulTime) in place from the owned Jobs.
+    """Update ``status`` (active, lastSuccessfulTime) in place from the owned Jobs (their
+    ``times`` by uid).
 
     ``confirmed_missing`` holds the uids of active entries that the API server confirmed
     are gone; an entry the cache lacks but the server still has is left alone.
@@ -108,18 +112,20 @@ def sync_status(
     listed = {ref.get("uid") for ref in active}
     active.extend(job_reference(job) for job in jobs.active if job_uid(job) not in listed)
     status["active"] = active
-    _advance_last_successful(status, jobs.successful)
+    _advance_last_successful(status, jobs.successful, times)
     return notices
 
 
-def _advance_last_successful(status: dict[str, Any], successful: Iterable[objects.Obj]) -> None:
-    latest = parse_time(status.get("lastSuccessfulTime"))
+def _advance_last_successful(
+    status: dict[str, Any], successful: Iterable[objects.Obj], times: Mapping[str, JobTimes]
+) -> None:
+    latest = time_at(status, "lastSuccessfulTime")
     for job in successful:
-        completed = parse_time((job.get("status") or {}).get("completionTime"))
+        completed = times[job_uid(job)].completed
         if completed is not None and (latest is None or completed > latest):
             latest = completed
     if latest is not None:
-        status["lastSuccessfulTime"] = rfc3339(latest)
+        status["lastSuccessfulTime"] = stamp(latest)
 
 
 def advance_last_schedule_time(
@@ -128,13 +134,13 @@ def advance_last_schedule_time(
     """Move ``status.lastScheduleTime`` forward (never back) to the newest scheduled time
     among the ``owned`` Jobs: a run whose Job exists is recorded, even when the write
     that should have recorded it has not happened yet (Jobs first) or was lost."""
-    latest = parse_time(status.get("lastScheduleTime"))
+    latest = time_at(status, "lastScheduleTime")
     for job in owned:
         moment = scheduled_time(cronjob_name, objects.name_of(job))
         if moment is not None and (latest is None or moment > latest):
             latest = moment
     if latest is not None:
-        status["lastScheduleTime"] = rfc3339(latest)
+        status["lastScheduleTime"] = stamp(latest)
 
 
 def recorded_by(
@@ -143,7 +149,7 @@ def recorded_by(
     """The ``jobs`` whose scheduled run the stored status has recorded: scheduled at or
     before its ``lastScheduleTime``. Jobs of other names (manual runs) are not judged
     here."""
-    recorded = parse_time(stored_status.get("lastScheduleTime"))
+    recorded = time_at(stored_status, "lastScheduleTime")
     kept = []
     for job in jobs:
         moment = scheduled_time(cronjob_name, objects.name_of(job))
@@ -152,43 +158,44 @@ def recorded_by(
     return kept
 
 
-def to_prune(finished: Sequence[objects.Obj], limit: int | None) -> list[objects.Obj]:
-    """The oldest finished Jobs beyond ``limit`` (None keeps everything)."""
+def to_prune(
+    finished: Sequence[objects.Obj], limit: int | None, times: Mapping[str, JobTimes]
+) -> list[objects.Obj]:
+    """The oldest finished Jobs beyond ``limit`` (None keeps everything), by their start
+    in ``times``."""
     if limit is None or len(finished) <= limit:
         return []
 
     def age(job: objects.Obj) -> tuple[int, str, str]:
-        start = (job.get("status") or {}).get("startTime")
-        return (0 if start else 1, str(parse_time(start) or ""), objects.name_of(job))
+        start = times[job_uid(job)].started
+        return (0 if start else 1, str(start or ""), objects.name_of(job))
 
     ordered = sorted(finished, key=age)
     return ordered[: len(ordered) - limit]
 
 
-def failure_time(job: objects.Obj) -> datetime | None:
-    """When ``job`` failed: its ``Failed=True`` condition's transition time."""
-    for condition in (job.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "Failed" and condition.get("status") == "True":
-            return parse_time(condition.get("lastTransitionTime")) or parse_time(
-                (job.get("metadata") or {}).get("creationTimestamp")
-            )
-    return None
+def _failure_time(job: objects.Obj, times: Mapping[str, JobTimes]) -> datetime | None:
+    return times[job_uid(job)].failed
 
 
-def record_failures(status: dict[str, Any], failed: Iterable[objects.Obj]) -> list[str]:
-    """Count the failed Jobs not counted yet; returns their names, oldest first.
+def record_failures(
+    status: dict[str, Any], failed: Iterable[objects.Obj], times: Mapping[str, JobTimes]
+) -> list[str]:
+    """Count the failed Jobs not counted yet (when each failed: ``times`` by uid);
+    returns their names, oldest first.
 
     A failure counts when it is newer than ``status.lastFailureTime`` (the watermark); a
     success newer than the watermark (``status.lastSuccessfulTime``, already advanced)
     resets the count, and only failures after it count. Two failures in the same second
     seen by different reconciles count once (the watermark has second precision).
     """
-    watermark = parse_time(status.get("lastFailureTime"))
-    last_success = parse_time(status.get("lastSuccessfulTime"))
+    watermark = time_at(status, "lastFailureTime")
+    last_success = time_at(status, "lastSuccessfulTime")
     fresh = sorted(
         (when, objects.name_of(job))
         for job in failed
-        if (when := failure_time(job)) is not None and (watermark is None or when > watermark)
+        if (when := _failure_time(job, times)) is not None
+        and (watermark is None or when > watermark)
     )
     count = int(status.get("consecutiveFailures") or 0)
     if last_success is not None and (watermark is None or last_success > watermark):
@@ -196,16 +203,22 @@ def record_failures(status: dict[str, Any], failed: Iterable[objects.Obj]) -> li
     count += sum(1 for when, _ in fresh if last_success is None or when > last_success)
     status["consecutiveFailures"] = count
     if fresh:
-        status["lastFailureTime"] = rfc3339(fresh[-1][0])
+        status["lastFailureTime"] = stamp(fresh[-1][0])
     return [name for _, name in fresh]
 
 
-def counted(failed: Iterable[objects.Obj], stored_status: Mapping[str, Any]) -> list[objects.Obj]:
+def counted(
+    failed: Iterable[objects.Obj], stored_status: Mapping[str, Any], times: Mapping[str, JobTimes]
+) -> list[objects.Obj]:
     """The failed Jobs the stored status has counted already: only these may be pruned."""
-    watermark = parse_time(stored_status.get("lastFailureTime"))
+    watermark = time_at(stored_status, "lastFailureTime")
     if watermark is None:
         return []
-    return [job for job in failed if (when := failure_time(job)) is not None and when <= watermark]
+    return [
+        job
+        for job in failed
+        if (when := _failure_time(job, times)) is not None and when <= watermark
+    ]
 
 
 def prunable(
@@ -213,6 +226,7 @@ def prunable(
     cronjob_name: str,
     jobs: JobSets,
     stored: Mapping[str, Any],
+    times: Mapping[str, JobTimes],
     *,
     unrecorded: str | None,
 ) -> list[objects.Obj]:
@@ -230,8 +244,12 @@ def prunable(
         ]
 
     return [
-        *to_prune(recorded(jobs.successful), spec.get("successfulJobsHistoryLimit")),
-        *to_prune(counted(recorded(jobs.failed), stored), spec.get("failedJobsHistoryLimit")),
+        *to_prune(recorded(jobs.successful), spec.get("successfulJobsHistoryLimit"), times),
+        *to_prune(
+            counted(recorded(jobs.failed), stored, times),
+            spec.get("failedJobsHistoryLimit"),
+            times,
+        ),
     ]
 
 

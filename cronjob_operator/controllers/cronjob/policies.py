@@ -40,7 +40,8 @@ from cronjob_operator.api.batch_v1 import (
     ConcurrencyPolicy,
     SkipReason,
 )
-from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
+from cronjob_operator.controllers.cronjob.view import stamp, time_at
+from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
     "ACCOUNT_STEP",
@@ -157,7 +158,7 @@ def account(
     or before ``now`` (``Due.latest``); with the watermark at or after it there is nothing
     to walk, which is every reconcile between two times (no walk, no cost).
     """
-    through = parse_time((status.get("skippedRuns") or {}).get("accountedThrough"))
+    through = time_at(status.get("skippedRuns"), "accountedThrough")
     if through is not None and through >= floor and (latest is None or latest <= through):
         return Accounting(Counter(), None, more=False)
     mark = max(initial if through is None else through, floor)
@@ -194,7 +195,7 @@ def count_skip(status: dict[str, Any], reason: SkipReason) -> None:
 
 def _write(status: dict[str, Any], through: datetime, counts: Counter[SkipReason]) -> None:
     skipped_runs = dict(status.get("skippedRuns") or {})
-    skipped_runs["accountedThrough"] = rfc3339(through)
+    skipped_runs["accountedThrough"] = stamp(through)
     for reason, count in counts.items():
         skipped_runs[reason.status_key] = int(skipped_runs.get(reason.status_key) or 0) + count
     status["skippedRuns"] = skipped_runs

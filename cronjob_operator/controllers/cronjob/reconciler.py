@@ -45,13 +45,13 @@ from cronjob_operator.controllers.cronjob.plan import (
     Step,
     Unknown,
 )
-from cronjob_operator.controllers.cronjob.view import CronJobView, view_of
+from cronjob_operator.controllers.cronjob.view import CronJobView, created_at, view_of
 from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import ClientInterface, Propagation
 from cronjob_operator.runtime.clock import Clock, utc_now
 from cronjob_operator.runtime.controller import Controller, Request, Result
-from cronjob_operator.runtime.controllerutil import parse_time, write_status
+from cronjob_operator.runtime.controllerutil import write_status
 from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.manager import Manager
@@ -214,7 +214,7 @@ class CronJobReconciler:
 
 def observe_skew(skew: Histogram, job: objects.Obj, scheduled: datetime) -> None:
     """Record how late a Job was created relative to its scheduled time."""
-    created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+    created = created_at(job)
     if created is not None:
         skew.observe(max(0.0, (created - scheduled).total_seconds()))
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator.controllers.cronjob.jobs import JobSets, scheduled_time
+from cronjob_operator.controllers.cronjob.view import stamp, time_at
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 
 __all__ = ["active_since", "observe_schedule", "parse_spec_schedule", "ran"]
 
@@ -51,11 +51,11 @@ def observe_schedule(
     if spec.get("timeZone") is not None:
         current["timeZone"] = spec["timeZone"]
     recorded = status.get("observedSchedule") or {}
-    since = parse_time(recorded.get("since"))
+    since = time_at(recorded, "since")
     if since is not None and {k: v for k, v in recorded.items() if k != "since"} == current:
         return since
     since = created if not recorded else now
-    status["observedSchedule"] = {**current, "since": rfc3339(since)}
+    status["observedSchedule"] = {**current, "since": stamp(since)}
     return since.replace(microsecond=0)
 
 
@@ -66,7 +66,7 @@ def ran(cronjob_name: str, jobs: JobSets, status: Mapping[str, Any]) -> set[date
         for job in (*jobs.active, *jobs.successful, *jobs.failed)
         if (moment := scheduled_time(cronjob_name, objects.name_of(job))) is not None
     }
-    last = parse_time(status.get("lastScheduleTime"))
+    last = time_at(status, "lastScheduleTime")
     return times if last is None else {*times, last}
 
 

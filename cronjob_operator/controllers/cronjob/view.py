@@ -3,22 +3,72 @@
 ``observe`` (in ``reconciler.py``) reads the CronJob and its Jobs from the cache and asks
 the API server about the active entries the cache lacks; :func:`view_of` turns what it
 read into a :class:`CronJobView`: the metadata the decision asks about, the Jobs by
-state, the CronJob's and the active Jobs' creation times parsed, and which active
-entries are confirmed gone. The decision (``decide.py``) reads only this.
+state, and which active entries are confirmed gone. The decision (``decide.py``) reads
+only this.
+
+Every timestamp the decision reads is parsed here, once, and nowhere else: the
+CronJob's creation time, each Job's :class:`JobTimes`, and the status's timestamps
+(:data:`STATUS_TIMES`), which :func:`status_of` turns into aware UTC datetimes. The
+decision works on that typed status, reads its times with :func:`time_at`, stores new
+ones with :func:`stamp` (the second-precision value the API server keeps), and
+:func:`api_status` renders it back to RFC 3339 when the Plan's status is produced.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Final
 
-from cronjob_operator.controllers.cronjob.jobs import JobSets, classify
+from cronjob_operator.controllers.cronjob.jobs import JobSets, classify, job_uid
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime.controllerutil import parse_time
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 
-__all__ = ["CronJobView", "view_of"]
+__all__ = [
+    "STATUS_TIMES",
+    "CronJobView",
+    "JobTimes",
+    "api_status",
+    "created_at",
+    "job_times",
+    "job_times_of",
+    "shown",
+    "stamp",
+    "status_of",
+    "time_at",
+    "view_of",
+]
+
+STATUS_TIMES: Final[Mapping[str | None, tuple[str, ...]]] = {
+    None: (
+        "lastScheduleTime",
+        "lastSuccessfulTime",
+        "lastFailureTime",
+        "bufferedRun",
+        "nextScheduleTime",
+    ),
+    "observedSchedule": ("since",),
+    "skippedRuns": ("accountedThrough",),
+    "backfill": ("from", "to", "next"),
+}
+"""The status's timestamps the decision reads and writes: by the field that holds them
+(None: status itself). Conditions' ``lastTransitionTime`` stay strings: the runtime's
+``condition_setter`` writes them and the decision never reads them as times."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobTimes:
+    """A Job's timestamps, parsed."""
+
+    created: datetime | None
+    started: datetime | None
+    """``status.startTime``: pruning removes the oldest finished Jobs by it."""
+    completed: datetime | None
+    """``status.completionTime``: moves ``lastSuccessfulTime``."""
+    failed: datetime | None
+    """When its ``Failed=True`` condition became true (its creation when the condition
+    has no time); None unless it failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +85,11 @@ class CronJobView:
     spec: Mapping[str, Any]
     annotations: Mapping[str, Any]
     stored: Mapping[str, Any]
-    """The status as stored: what pruning may rely on having been written."""
+    """The status as stored, its timestamps parsed (:func:`status_of`): what pruning may
+    rely on having been written."""
     jobs: JobSets
+    job_times: Mapping[str, JobTimes]
+    """Every owned Job's timestamps, by uid (the Job's identity: a name may be reused)."""
     job_created: Mapping[str, datetime | None]
     """The active Jobs' creation times, by name."""
     missing: frozenset[str]
@@ -49,20 +102,94 @@ def view_of(
     """The view of ``cronjob`` and the Jobs it controls (``owned``)."""
     metadata = cronjob["metadata"]
     jobs = classify(owned)
+    times = job_times_of((*jobs.active, *jobs.successful, *jobs.failed))
     return CronJobView(
         obj=cronjob,
         name=str(metadata["name"]),
         namespace=str(metadata["namespace"]),
         generation=int(metadata.get("generation") or 0),
-        created=parse_time(metadata.get("creationTimestamp")),
+        created=created_at(cronjob),
         deleting=bool(metadata.get("deletionTimestamp")),
         spec=cronjob.get("spec") or {},
         annotations=metadata.get("annotations") or {},
-        stored=cronjob.get("status") or {},
+        stored=objects.freeze(status_of(cronjob.get("status") or {})),
         jobs=jobs,
-        job_created={
-            objects.name_of(job): parse_time((job.get("metadata") or {}).get("creationTimestamp"))
-            for job in jobs.active
-        },
+        job_times=times,
+        job_created={objects.name_of(job): times[job_uid(job)].created for job in jobs.active},
         missing=frozenset(missing),
     )
+
+
+def created_at(obj: objects.Obj) -> datetime | None:
+    """``metadata.creationTimestamp``, parsed."""
+    return parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+
+
+def job_times(job: objects.Obj) -> JobTimes:
+    """``job``'s timestamps (see :class:`JobTimes`)."""
+    status = job.get("status") or {}
+    created = created_at(job)
+    return JobTimes(
+        created=created,
+        started=parse_time(status.get("startTime")),
+        completed=parse_time(status.get("completionTime")),
+        failed=_failed_at(status, created),
+    )
+
+
+def job_times_of(jobs: Iterable[objects.Obj]) -> dict[str, JobTimes]:
+    """The timestamps of ``jobs``, by uid."""
+    return {job_uid(job): job_times(job) for job in jobs}
+
+
+def _failed_at(status: Mapping[str, Any], created: datetime | None) -> datetime | None:
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "Failed" and condition.get("status") == "True":
+            return parse_time(condition.get("lastTransitionTime")) or created
+    return None
+
+
+def status_of(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A mutable copy of the status ``stored``, its :data:`STATUS_TIMES` parsed to aware
+    UTC datetimes (an empty or absent one is left as it is, and :func:`time_at` reads it
+    as None)."""
+    status: dict[str, Any] = objects.thaw(stored)
+    for field, keys in STATUS_TIMES.items():
+        holder = status if field is None else status.get(field)
+        if not isinstance(holder, dict):
+            continue
+        for key in keys:
+            value = holder.get(key)
+            if isinstance(value, str) and value:
+                holder[key] = parse_time(value)
+    return status
+
+
+def time_at(holder: Mapping[str, Any] | None, key: str) -> datetime | None:
+    """The time at ``holder[key]`` in a status from :func:`status_of` (None: unset)."""
+    value = None if holder is None else holder.get(key)
+    return value if isinstance(value, datetime) else None
+
+
+def stamp(moment: datetime) -> datetime:
+    """``moment`` as the status keeps it: UTC, whole seconds (what :func:`api_status`
+    renders and the next reconcile parses back)."""
+    return moment.astimezone(UTC).replace(microsecond=0)
+
+
+def shown(value: Any) -> Any:
+    """A status value as the API has it (a datetime rendered as RFC 3339), for messages."""
+    return rfc3339(value) if isinstance(value, datetime) else value
+
+
+def api_status(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The status to write: ``status`` with every datetime rendered as RFC 3339."""
+    rendered: dict[str, Any] = {}
+    for key, value in status.items():
+        if isinstance(value, datetime):
+            rendered[key] = shown(value)
+        elif isinstance(value, Mapping):
+            rendered[key] = api_status(value)
+        else:
+            rendered[key] = value
+    return rendered
