@@ -116,16 +116,20 @@ def sync_status(
     return notices
 
 
+def _advance(status: dict[str, Any], field: str, moments: Iterable[datetime | None]) -> None:
+    """Move ``status[field]`` forward (never back) to the newest of ``moments``."""
+    latest = time_at(status, field)
+    for moment in moments:
+        if moment is not None and (latest is None or moment > latest):
+            latest = moment
+    if latest is not None:
+        status[field] = stamp(latest)
+
+
 def _advance_last_successful(
     status: dict[str, Any], successful: Iterable[objects.Obj], times: Mapping[str, JobTimes]
 ) -> None:
-    latest = time_at(status, "lastSuccessfulTime")
-    for job in successful:
-        completed = times[job_uid(job)].completed
-        if completed is not None and (latest is None or completed > latest):
-            latest = completed
-    if latest is not None:
-        status["lastSuccessfulTime"] = stamp(latest)
+    _advance(status, "lastSuccessfulTime", (times[job_uid(job)].completed for job in successful))
 
 
 def advance_last_schedule_time(
@@ -134,13 +138,8 @@ def advance_last_schedule_time(
     """Move ``status.lastScheduleTime`` forward (never back) to the newest scheduled time
     among the ``owned`` Jobs: a run whose Job exists is recorded, even when the write
     that should have recorded it has not happened yet (Jobs first) or was lost."""
-    latest = time_at(status, "lastScheduleTime")
-    for job in owned:
-        moment = scheduled_time(cronjob_name, objects.name_of(job))
-        if moment is not None and (latest is None or moment > latest):
-            latest = moment
-    if latest is not None:
-        status["lastScheduleTime"] = stamp(latest)
+    moments = (scheduled_time(cronjob_name, objects.name_of(job)) for job in owned)
+    _advance(status, "lastScheduleTime", moments)
 
 
 def recorded_by(
