@@ -678,6 +678,7 @@ def cache_only_manager(control_plane: ControlPlane, namespace: str) -> Iterator[
     finally:
         manager.recorder.stop()
         manager.cache.stop()
+        rest.close()
 
 
 def next_five_minutes(moment: datetime) -> datetime:

@@ -248,6 +248,7 @@ def running_manager(
     finally:
         manager.stop()
         thread.join(60)
+        rest.close()  # no idle connection left for the garbage collector to warn about
         assert not thread.is_alive(), "manager did not stop within 60s"
         assert exit_codes == [0]
 

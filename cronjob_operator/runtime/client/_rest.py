@@ -202,7 +202,12 @@ class WatchStream:
             if not self._closed.is_set():
                 raise errors.TransportError(f"watch stream broke: {exc}") from exc
         finally:
-            self._response.release_conn()
+            if self._closed.is_set():
+                # Shut down by close(): the connection is dead, never back into the pool
+                # (where it would wait, unclosed, until the pool is collected).
+                self._response.close()
+            else:
+                self._response.release_conn()
 
     def close(self) -> None:
         """Stop the stream; a blocked iteration ends without an error."""
@@ -242,6 +247,11 @@ class RestClient:
         self._timeout = timeout
         self._rate_limiter = rate_limiter
         self._fence: WriteFence | None = None
+
+    def close(self) -> None:
+        """Close every pooled connection (the client stays usable: new ones are opened).
+        For a process that drops a client before it exits, as tests do."""
+        self._pool.clear()
 
     def with_metrics(self, metrics: Metrics) -> RestClient:
         """This client (same configuration and connection pool) counting into ``metrics``."""
