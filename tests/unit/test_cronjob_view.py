@@ -1,6 +1,9 @@
 """The typed status of ``controllers/cronjob/view.py``: parsed once, rendered once.
 
-``status_of`` parses every timestamp the decision reads (``STATUS_TIMES``) and
+A Job's times are parsed on first read, at most once.
+
+``status_of`` parses every timestamp the decision reads (``STATUS_TIMES``; ``stored_status``
+is that status frozen, copying only what holds a time) and
 ``api_status`` renders them back: a status the controller wrote comes back unchanged,
 ``stamp`` is what the API server keeps of a time, and ``time_at`` reads an unset or empty
 timestamp as None.
@@ -10,14 +13,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
+
+from cronjob_operator.controllers.cronjob import view
 from cronjob_operator.controllers.cronjob.view import (
     api_status,
     job_times,
     stamp,
     status_of,
+    stored_status,
     time_at,
 )
-from cronjob_operator.runtime.objects import freeze
+from cronjob_operator.runtime.controllerutil import parse_time
+from cronjob_operator.runtime.objects import FrozenDict, freeze
 
 AT = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 STORED = {
@@ -87,3 +95,28 @@ def test_a_jobs_times_are_parsed_once() -> None:
     assert times.started == AT + timedelta(seconds=1)
     assert times.completed == AT + timedelta(minutes=1)
     assert times.failed is None
+
+
+def test_a_jobs_times_are_parsed_on_first_read_and_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    parsed: list[object] = []
+
+    def counting(value: object) -> datetime | None:
+        parsed.append(value)
+        return parse_time(value)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(view, "parse_time", counting)
+    times = job_times(freeze({"metadata": {"creationTimestamp": "2026-12-01T09:30:00Z"}}))
+    assert parsed == []
+    assert times.created == AT
+    assert times.created == AT
+    assert parsed == ["2026-12-01T09:30:00Z"]
+
+
+def test_the_stored_status_is_the_parsed_status_frozen_and_shares_what_holds_no_time() -> None:
+    cached = freeze(STORED)
+    stored = stored_status(cached)
+    assert stored == freeze(status_of(cached))
+    assert isinstance(stored, FrozenDict)
+    assert isinstance(stored["observedSchedule"], FrozenDict)
+    assert stored["conditions"] is cached["conditions"]
+    assert stored_status(freeze({})) == {}

@@ -6,19 +6,22 @@ read into a :class:`CronJobView`: the metadata the decision asks about, the Jobs
 state, and which active entries are confirmed gone. The decision (``decide.py``) reads
 only this.
 
-Every timestamp the decision reads is parsed here, once, and nowhere else: the
-CronJob's creation time, each Job's :class:`JobTimes`, and the status's timestamps
-(:data:`STATUS_TIMES`), which :func:`status_of` turns into aware UTC datetimes. The
-decision works on that typed status, reads its times with :func:`time_at`, stores new
+Every timestamp the decision reads is parsed here, at most once, and nowhere else: the
+CronJob's creation time, each Job's :class:`JobTimes` (each time lazily, on its first
+read: a no-op reconcile reads few of them), and the status's timestamps
+(:data:`STATUS_TIMES`), which :func:`stored_status` turns into aware UTC datetimes
+without copying the rest of a cached status. The decision works on a mutable copy of
+that typed status, reads its times with :func:`time_at`, stores new
 ones with :func:`stamp` (the second-precision value the API server keeps), and
 :func:`api_status` renders it back to RFC 3339 when the Plan's status is produced.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, Final
 
 from cronjob_operator.controllers.cronjob.jobs import JobSets, classify, job_uid
@@ -36,6 +39,7 @@ __all__ = [
     "shown",
     "stamp",
     "status_of",
+    "stored_status",
     "time_at",
     "view_of",
 ]
@@ -57,18 +61,60 @@ STATUS_TIMES: Final[Mapping[str | None, tuple[str, ...]]] = {
 ``condition_setter`` writes them and the decision never reads them as times."""
 
 
-@dataclass(frozen=True, slots=True)
 class JobTimes:
-    """A Job's timestamps, parsed."""
+    """A Job's timestamps, each parsed on first read and kept (most reconciles read
+    only a few of them, of a few Jobs)."""
 
-    created: datetime | None
-    started: datetime | None
-    """``status.startTime``: pruning removes the oldest finished Jobs by it."""
-    completed: datetime | None
-    """``status.completionTime``: moves ``lastSuccessfulTime``."""
-    failed: datetime | None
-    """When its ``Failed=True`` condition became true (its creation when the condition
-    has no time); None unless it failed."""
+    __slots__ = ("__dict__", "_job")
+
+    def __init__(self, job: objects.Obj) -> None:
+        self._job = job
+
+    @cached_property
+    def created(self) -> datetime | None:
+        """``metadata.creationTimestamp``."""
+        return created_at(self._job)
+
+    @cached_property
+    def started(self) -> datetime | None:
+        """``status.startTime``: pruning removes the oldest finished Jobs by it."""
+        return parse_time(self._status.get("startTime"))
+
+    @cached_property
+    def completed(self) -> datetime | None:
+        """``status.completionTime``: moves ``lastSuccessfulTime``."""
+        return parse_time(self._status.get("completionTime"))
+
+    @cached_property
+    def failed(self) -> datetime | None:
+        """When its ``Failed=True`` condition became true (its creation when the
+        condition has no time); None unless it failed."""
+        for condition in self._status.get("conditions") or ():
+            if condition.get("type") == "Failed" and condition.get("status") == "True":
+                return parse_time(condition.get("lastTransitionTime")) or self.created
+        return None
+
+    @property
+    def _status(self) -> Mapping[str, Any]:
+        return self._job.get("status") or {}
+
+
+class _CreatedByName(Mapping[str, "datetime | None"]):
+    """Jobs' creation times by Job name, each parsed when it is first read."""
+
+    __slots__ = ("_times",)
+
+    def __init__(self, times: Mapping[str, JobTimes]) -> None:
+        self._times = times
+
+    def __getitem__(self, name: str) -> datetime | None:
+        return self._times[name].created
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._times)
+
+    def __len__(self) -> int:
+        return len(self._times)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +131,13 @@ class CronJobView:
     spec: Mapping[str, Any]
     annotations: Mapping[str, Any]
     stored: Mapping[str, Any]
-    """The status as stored, its timestamps parsed (:func:`status_of`): what pruning may
-    rely on having been written."""
+    """The status as stored, frozen, its timestamps parsed (:func:`stored_status`): what
+    pruning may rely on having been written."""
     jobs: JobSets
     job_times: Mapping[str, JobTimes]
     """Every owned Job's timestamps, by uid (the Job's identity: a name may be reused)."""
     job_created: Mapping[str, datetime | None]
-    """The active Jobs' creation times, by name."""
+    """The active Jobs' creation times, by name (each parsed when first read)."""
     missing: frozenset[str]
     """The uids of ``status.active`` entries the API server confirmed are gone."""
 
@@ -112,10 +158,12 @@ def view_of(
         deleting=bool(metadata.get("deletionTimestamp")),
         spec=cronjob.get("spec") or {},
         annotations=metadata.get("annotations") or {},
-        stored=objects.freeze(status_of(cronjob.get("status") or {})),
+        stored=stored_status(cronjob.get("status") or {}),
         jobs=jobs,
         job_times=times,
-        job_created={objects.name_of(job): times[job_uid(job)].created for job in jobs.active},
+        job_created=_CreatedByName(
+            {objects.name_of(job): times[job_uid(job)] for job in jobs.active}
+        ),
         missing=frozenset(missing),
     )
 
@@ -127,41 +175,51 @@ def created_at(obj: objects.Obj) -> datetime | None:
 
 def job_times(job: objects.Obj) -> JobTimes:
     """``job``'s timestamps (see :class:`JobTimes`)."""
-    status = job.get("status") or {}
-    created = created_at(job)
-    return JobTimes(
-        created=created,
-        started=parse_time(status.get("startTime")),
-        completed=parse_time(status.get("completionTime")),
-        failed=_failed_at(status, created),
-    )
+    return JobTimes(job)
 
 
 def job_times_of(jobs: Iterable[objects.Obj]) -> dict[str, JobTimes]:
     """The timestamps of ``jobs``, by uid."""
-    return {job_uid(job): job_times(job) for job in jobs}
+    return {job_uid(job): JobTimes(job) for job in jobs}
 
 
-def _failed_at(status: Mapping[str, Any], created: datetime | None) -> datetime | None:
-    for condition in status.get("conditions") or ():
-        if condition.get("type") == "Failed" and condition.get("status") == "True":
-            return parse_time(condition.get("lastTransitionTime")) or created
-    return None
+def stored_status(stored: Mapping[str, Any]) -> objects.Obj:
+    """The status ``stored``, frozen, its :data:`STATUS_TIMES` parsed as :func:`status_of`
+    parses them. A status from the cache is frozen already: only the mappings that hold
+    a timestamp are copied, the rest is shared."""
+    frozen: objects.Obj = objects.freeze(stored)
+    if not frozen:
+        return frozen
+    status = dict(frozen)
+    for field, keys in STATUS_TIMES.items():
+        holder = status if field is None else status.get(field)
+        if not isinstance(holder, dict):
+            continue
+        parsed = _parsed_times(holder, keys)
+        if not parsed:
+            continue
+        if field is None:
+            status.update(parsed)
+        else:
+            status[field] = objects.FrozenDict({**holder, **parsed})
+    return objects.FrozenDict(status)
+
+
+def _parsed_times(holder: Mapping[str, Any], keys: Iterable[str]) -> dict[str, datetime | None]:
+    """The non-empty timestamps at ``keys`` in ``holder``, parsed."""
+    parsed: dict[str, datetime | None] = {}
+    for key in keys:
+        value = holder.get(key)
+        if isinstance(value, str) and value:
+            parsed[key] = parse_time(value)
+    return parsed
 
 
 def status_of(stored: Mapping[str, Any]) -> dict[str, Any]:
     """A mutable copy of the status ``stored``, its :data:`STATUS_TIMES` parsed to aware
     UTC datetimes (an empty or absent one is left as it is, and :func:`time_at` reads it
     as None)."""
-    status: dict[str, Any] = objects.thaw(stored)
-    for field, keys in STATUS_TIMES.items():
-        holder = status if field is None else status.get(field)
-        if not isinstance(holder, dict):
-            continue
-        for key in keys:
-            value = holder.get(key)
-            if isinstance(value, str) and value:
-                holder[key] = parse_time(value)
+    status: dict[str, Any] = objects.thaw(stored_status(stored))
     return status
 
 
