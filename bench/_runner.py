@@ -144,6 +144,7 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
     from cronjob_operator import runtime
     from cronjob_operator.api.batch_v1 import CRONJOB
     from cronjob_operator.controllers import cronjob
+    from cronjob_operator.controllers.cronjob import reconciler as cronjob_reconciler
     from cronjob_operator.controllers.cronjob.jobs import JobSets, classify
     from cronjob_operator.runtime import objects
     from cronjob_operator.runtime.client import _rest as rest_module
@@ -228,7 +229,9 @@ def _instrument(*, consistent_list: bool = False) -> Callable[[str, int], int]:
         Reflector._list = paged_list  # type: ignore[method-assign]
     # The CLI takes RestClient from the runtime's facade: replace it there too.
     rest_module.RestClient = runtime.RestClient = CountingRestClient  # type: ignore[misc]
+    # setup() builds the reconciler from its own module's name: replace it there too.
     cronjob.CronJobReconciler = BenchReconciler  # type: ignore[misc]
+    cronjob_reconciler.CronJobReconciler = BenchReconciler  # type: ignore[misc]
     cronjob.setup = setup
     return kick
 
