@@ -19,7 +19,7 @@ import pytest
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob.decide import decide
-from cronjob_operator.controllers.cronjob.jobs import job_name, job_reference
+from cronjob_operator.controllers.cronjob.jobs import classify, job_name, job_reference
 from cronjob_operator.controllers.cronjob.plan import Create, Created, Delete, Deleted, Event, Plan
 from cronjob_operator.controllers.cronjob.view import view_of
 from cronjob_operator.runtime import objects
@@ -245,7 +245,7 @@ def _job(name: str, created: datetime, number: int) -> dict[str, Any]:
 
 def settle(cronjob: objects.Obj, jobs: list[dict[str, Any]], now: datetime) -> Plan:
     """The final Plan, every create and Replace delete succeeding."""
-    view = view_of(objects.freeze(cronjob), [objects.freeze(job) for job in jobs])
+    view = view_of(objects.freeze(cronjob), classify([objects.freeze(job) for job in jobs]))
     outcomes: dict[int, Any] = {}
     while True:
         plan = decide(view, now, outcomes)

@@ -35,8 +35,8 @@ from cronjob_operator.controllers.cronjob.stagger import (
     stagger_offset,
 )
 from cronjob_operator.controllers.cronjob.view import (
+    JobTimes,
     api_status,
-    job_times,
     job_times_of,
     status_of,
 )
@@ -96,14 +96,14 @@ def test_a_failure_is_timed_by_its_failed_condition_else_by_the_jobs_creation() 
     target = {"type": "FailureTarget", "status": "True", "lastTransitionTime": rfc3339(CREATED)}
     failed = {"type": "Failed", "status": "True", "lastTransitionTime": rfc3339(CREATED + HOUR)}
     job = freeze({"metadata": {"name": "a"}, "status": {"conditions": [target, failed]}})
-    assert job_times(job).failed == CREATED + HOUR
+    assert JobTimes(job).failed == CREATED + HOUR
     untimed = freeze(
         {
             "metadata": {"name": "b", "creationTimestamp": rfc3339(CREATED)},
             "status": {"conditions": [{"type": "Failed", "status": "True"}]},
         }
     )
-    assert job_times(untimed).failed == CREATED
+    assert JobTimes(untimed).failed == CREATED
 
 
 def test_each_failed_job_counts_once_and_a_success_resets() -> None:

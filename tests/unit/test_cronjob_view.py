@@ -17,8 +17,8 @@ import pytest
 
 from cronjob_operator.controllers.cronjob import view
 from cronjob_operator.controllers.cronjob.view import (
+    JobTimes,
     api_status,
-    job_times,
     stamp,
     status_of,
     stored_status,
@@ -90,7 +90,7 @@ def test_a_jobs_times_are_parsed_once() -> None:
             },
         }
     )
-    times = job_times(job)
+    times = JobTimes(job)
     assert times.created == AT
     assert times.started == AT + timedelta(seconds=1)
     assert times.completed == AT + timedelta(minutes=1)
@@ -105,7 +105,7 @@ def test_a_jobs_times_are_parsed_on_first_read_and_kept(monkeypatch: pytest.Monk
         return parse_time(value)  # type: ignore[arg-type]
 
     monkeypatch.setattr(view, "parse_time", counting)
-    times = job_times(freeze({"metadata": {"creationTimestamp": "2026-12-01T09:30:00Z"}}))
+    times = JobTimes(freeze({"metadata": {"creationTimestamp": "2026-12-01T09:30:00Z"}}))
     assert parsed == []
     assert times.created == AT
     assert times.created == AT

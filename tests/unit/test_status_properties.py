@@ -121,7 +121,7 @@ def stored_status(world: World) -> dict[str, Any]:
 
 def sync(world: World, status: dict[str, Any]) -> tuple[JobSets, list[Notice]]:
     sets = classify([job.obj() for job in world.owned])
-    owned = [*sets.active, *sets.successful, *sets.failed]
+    owned = sets.owned()
     unconfirmed = {ref["uid"] for ref in unconfirmed_active(status, owned)}
     missing = [uid for uid in world.confirmed_missing if uid in unconfirmed]
     return sets, sync_status(status, sets, job_times_of(owned), confirmed_missing=missing)

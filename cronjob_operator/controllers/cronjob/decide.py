@@ -152,8 +152,7 @@ class _Decision:
 
     def _sync(self) -> list[history.Notice]:
         view = self.view
-        owned = [*view.jobs.active, *view.jobs.successful, *view.jobs.failed]
-        history.advance_last_schedule_time(self.status, view.name, owned)
+        history.advance_last_schedule_time(self.status, view.name, view.jobs.owned())
         return history.sync_status(
             self.status, view.jobs, view.job_times, confirmed_missing=view.missing
         )
@@ -192,10 +191,7 @@ class _Decision:
             self.steps.event("Warning", "InvalidRunRequest", problem)
             return Problem("InvalidRunRequest", problem, stops_schedule=False)
         name = jobs.manual_job_name(view.name, token)
-        owned = {
-            objects.name_of(job)
-            for job in (*view.jobs.active, *view.jobs.successful, *view.jobs.failed)
-        }
+        owned = {objects.name_of(job) for job in view.jobs.owned()}
         if name not in owned:
             if not concurrency.make_room(view.spec, status, self.steps):
                 if status.get("pendingRunRequest") != token:

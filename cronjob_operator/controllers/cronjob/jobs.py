@@ -75,6 +75,10 @@ class JobSets:
     successful: list[objects.Obj] = field(default_factory=list)
     failed: list[objects.Obj] = field(default_factory=list)
 
+    def owned(self) -> list[objects.Obj]:
+        """Every owned Job: the active ones, then the successful, then the failed."""
+        return [*self.active, *self.successful, *self.failed]
+
 
 def job_uid(obj: Mapping[str, Any]) -> str:
     """The object's uid (empty when it has none)."""

@@ -99,13 +99,12 @@ class CronJobReconciler:
 
     def _observe(self, cronjob: objects.Obj) -> CronJobView:
         owned = self._owned_jobs(cronjob)
-        present = [*owned.active, *owned.successful, *owned.failed]
         missing = [
             ref["uid"]
-            for ref in history.unconfirmed_active(cronjob.get("status") or {}, present)
+            for ref in history.unconfirmed_active(cronjob.get("status") or {}, owned.owned())
             if not self._exists_live(ref)
         ]
-        return view_of(cronjob, present, missing=missing)
+        return view_of(cronjob, owned, missing=missing)
 
     def _owned_jobs(self, cronjob: objects.Obj) -> jobs.JobSets:
         metadata = cronjob["metadata"]

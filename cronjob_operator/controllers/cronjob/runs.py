@@ -63,7 +63,7 @@ def ran(cronjob_name: str, jobs: JobSets, status: Mapping[str, Any]) -> set[date
     """The scheduled times that ran: their Jobs exist, or the latest is recorded."""
     times = {
         moment
-        for job in (*jobs.active, *jobs.successful, *jobs.failed)
+        for job in jobs.owned()
         if (moment := scheduled_time(cronjob_name, objects.name_of(job))) is not None
     }
     last = time_at(status, "lastScheduleTime")

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Final
 
-from cronjob_operator.controllers.cronjob.jobs import JobSets, classify, job_uid
+from cronjob_operator.controllers.cronjob.jobs import JobSets, job_uid
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 
@@ -34,7 +34,6 @@ __all__ = [
     "JobTimes",
     "api_status",
     "created_at",
-    "job_times",
     "job_times_of",
     "shown",
     "stamp",
@@ -142,13 +141,10 @@ class CronJobView:
     """The uids of ``status.active`` entries the API server confirmed are gone."""
 
 
-def view_of(
-    cronjob: objects.Obj, owned: Iterable[objects.Obj], *, missing: Iterable[str] = ()
-) -> CronJobView:
-    """The view of ``cronjob`` and the Jobs it controls (``owned``)."""
+def view_of(cronjob: objects.Obj, jobs: JobSets, *, missing: Iterable[str] = ()) -> CronJobView:
+    """The view of ``cronjob`` and the Jobs it controls, by state (``jobs.classify``)."""
     metadata = cronjob["metadata"]
-    jobs = classify(owned)
-    times = job_times_of((*jobs.active, *jobs.successful, *jobs.failed))
+    times = job_times_of(jobs.owned())
     return CronJobView(
         obj=cronjob,
         name=str(metadata["name"]),
@@ -171,11 +167,6 @@ def view_of(
 def created_at(obj: objects.Obj) -> datetime | None:
     """``metadata.creationTimestamp``, parsed."""
     return parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
-
-
-def job_times(job: objects.Obj) -> JobTimes:
-    """``job``'s timestamps (see :class:`JobTimes`)."""
-    return JobTimes(job)
 
 
 def job_times_of(jobs: Iterable[objects.Obj]) -> dict[str, JobTimes]:
