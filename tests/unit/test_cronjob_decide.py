@@ -282,6 +282,7 @@ def test_sync_cronjob(row: Row) -> None:
         assert [step.name for step in deletes] == [job_name(NAME, PRIOR_HOUR)]
         assert all(step.replace for step in deletes)
     assert len(warnings) == row.warnings, warnings
+    assert (plan.status is not None) == row.writes_status, "whether this reconcile writes status"
     if plan.status is not None:
         assert len(plan.status.get("active") or ()) == row.active
     if not row.create:
