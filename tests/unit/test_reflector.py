@@ -12,7 +12,7 @@ from kubernetes import client as k8s_client
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache import Backoff, Reflector, Store
 from cronjob_operator.runtime.cache import _reflector as reflector_module
-from cronjob_operator.runtime.client import RestClient
+from cronjob_operator.runtime.client import JSON, RestClient
 from cronjob_operator.runtime.kinds import CONFIG_MAP, JOB
 
 
@@ -155,7 +155,9 @@ class FakeRest:
         self.watch_paths: list[str] = []
         self.stop = threading.Event()
 
-    def watch(self, path: str, params: dict[str, Any], *, read_timeout: float) -> FakeStream:
+    def watch(
+        self, path: str, params: dict[str, Any], *, read_timeout: float, accept: str = JSON
+    ) -> FakeStream:
         if not self.watches:
             self.stop.set()
             raise errors.TransportError("the script is over")

@@ -64,7 +64,13 @@ from typing import Any, Protocol
 
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache._store import NAMESPACE_INDEX, Store
-from cronjob_operator.runtime.client import METADATA, METADATA_LIST, RestClient, WatchStream
+from cronjob_operator.runtime.client import (
+    JSON,
+    METADATA,
+    METADATA_LIST,
+    RestClient,
+    WatchStream,
+)
 from cronjob_operator.runtime.kinds import Kind
 
 log = logging.getLogger(__name__)
@@ -153,10 +159,8 @@ class Reflector:
         self._watch_list = watch_list
         self._selection = _selection(label_selector, field_selector)
         self._metadata_only = metadata_only
-        # Only a metadata-only reflector names an Accept: a plain one calls the REST
-        # client exactly as before (test doubles with the narrower signature still fit).
-        self._list_accept = {"accept": METADATA_LIST} if metadata_only else {}
-        self._watch_accept = {"accept": METADATA} if metadata_only else {}
+        self._list_accept = METADATA_LIST if metadata_only else JSON
+        self._watch_accept = METADATA if metadata_only else JSON
         self._stream: WatchStream | None = None
         self._lock = threading.Lock()
         self.resource_version = ""
@@ -297,7 +301,7 @@ class Reflector:
         path = self._kind.collection_path(self._namespace)
         while True:
             page = self._rest.request(
-                "GET", path, params=params, timeout=self._list_timeout, **self._list_accept
+                "GET", path, params=params, timeout=self._list_timeout, accept=self._list_accept
             )
             items.extend(self._decode(item) for item in page.get("items") or ())
             metadata = page.get("metadata") or {}
@@ -353,7 +357,7 @@ class Reflector:
             self._kind.collection_path(self._namespace),
             params,
             read_timeout=timeout_seconds + WATCH_READ_GRACE,
-            **self._watch_accept,
+            accept=self._watch_accept,
         )
         with self._lock:
             self._stream = stream
