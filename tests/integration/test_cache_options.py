@@ -3,7 +3,8 @@
 The unit tests (tests/unit/test_cache_options.py) check what goes on the list and the
 watch; these check that the API server does what those parameters ask: it filters by
 label and field, a cache of two namespaces sees both and no third, and a metadata-only
-informer receives ``PartialObjectMetadata`` (no ``data``) on the list and on the watch.
+informer receives ``PartialObjectMetadata`` (no ``data``) on the list and on the watch,
+as does the uncached ``LiveReader.list_metadata``, page after page.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache import Cache, KindOptions
-from cronjob_operator.runtime.client import RestClient, load_configuration
+from cronjob_operator.runtime.client import LiveReader, RestClient, load_configuration
 from cronjob_operator.runtime.kinds import CONFIG_MAP
 
 
@@ -115,3 +116,20 @@ def test_a_metadata_only_cache_holds_metadata_from_the_list_and_the_watch(
         assert watched["metadata"]["uid"], "the metadata is whole"
     finally:
         cache.stop()
+
+
+def test_a_live_list_of_metadata_has_no_data_and_reads_every_page(
+    rest: RestClient, namespace: str
+) -> None:
+    for number in range(503):  # more than one page of 500
+        create(rest, f"item-{number}", namespace, app="web" if number % 2 else "db")
+    create(rest, "unlabelled", namespace)
+    listed = LiveReader(rest).list_metadata(CONFIG_MAP, namespace=namespace, label_selector="app")
+    assert len(listed) == 503
+    assert {frozenset(item) for item in listed} == {frozenset({"apiVersion", "kind", "metadata"})}
+    assert {(item["apiVersion"], item["kind"]) for item in listed} == {("v1", "ConfigMap")}
+    web = LiveReader(rest).list_metadata(
+        CONFIG_MAP, namespace=namespace, label_selector={"app": "web"}
+    )
+    assert len(web) == 251
+    assert all(item["metadata"]["labels"] == {"app": "web"} for item in web)

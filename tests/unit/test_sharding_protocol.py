@@ -157,6 +157,15 @@ def test_new_cronjobs_go_to_their_ring_owner_with_their_unlabelled_jobs(world: W
     assert {name: world.job_owner(name) for name in NAMES} == world.owners()
 
 
+def test_the_jobs_to_relabel_are_listed_as_metadata_only(world: World) -> None:
+    world.join("m1")
+    world.round()
+    job_lists = world.client.reads_of("list", JOB)
+    assert job_lists, "the unlabelled Jobs were listed"
+    # A full LIST of Jobs carries every pod template: the leader kept that high-water mark.
+    assert all(action.body.get("metadata_only") for action in job_lists), job_lists
+
+
 def test_a_new_member_gets_its_share_only_through_the_drain_handshake(world: World) -> None:
     world.join("m1")
     world.join("m2")

@@ -1,8 +1,9 @@
 """The client: typed reads and writes against the API server, on one REST transport.
 
 ``Client`` reads through the cache and writes to the API server; ``LiveReader`` reads
-the server itself; ``Reader``, ``Writer``, ``ObjectWriter`` and ``ClientInterface`` are
-the protocols a reconciler is written against (the fake implements them too).
+the server itself; ``Reader``, ``LiveReads`` (with a LIST of metadata only), ``Writer``,
+``ObjectWriter`` and ``ClientInterface`` are the protocols a reconciler is written
+against (the fake implements them too).
 ``RestClient`` is the JSON transport under everything (client-go's retries, a token
 bucket, watch streams, per-manager metrics) and ``load_configuration`` finds a cluster
 from a kubeconfig or the pod's service account.
@@ -15,6 +16,7 @@ from cronjob_operator.runtime.client._client import (
     Client,
     ClientInterface,
     LiveReader,
+    LiveReads,
     ObjectWriter,
     PatchType,
     Propagation,
@@ -44,6 +46,7 @@ __all__ = [
     "Client",
     "ClientInterface",
     "LiveReader",
+    "LiveReads",
     "ObjectWriter",
     "PatchType",
     "Propagation",

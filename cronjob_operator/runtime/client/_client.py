@@ -1,20 +1,23 @@
 """The client controllers use: reads from the informer cache, writes to the API server.
 
 This is controller-runtime's split client. ``Reader`` is the read interface that both
-the cache and the uncached ``LiveReader`` implement; ``Writer`` sends create, update,
-patch, delete and status writes through the ``RestClient``; ``Client`` puts a cached
-reader and a writer together and offers ``live`` for the rare read that must be fresh.
+the cache and the uncached ``LiveReader`` implement; ``LiveReads`` adds the LIST of
+metadata only that only the server can answer (client-go's metadata client); ``Writer``
+sends create, update, patch, delete and status writes through the ``RestClient``;
+``Client`` puts a cached reader and a writer together and offers ``live`` for the rare
+read that must be fresh.
 Objects read from the cache are frozen (see ``objects``); writes take plain dicts.
 """
 
 from __future__ import annotations
 
+import builtins
 import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cronjob_operator.runtime import errors, objects
-from cronjob_operator.runtime.client._rest import RestClient
+from cronjob_operator.runtime.client._rest import JSON, METADATA_LIST, RestClient
 from cronjob_operator.runtime.kinds import Kind
 
 
@@ -52,6 +55,22 @@ class Reader(Protocol):
         label_selector: str | Mapping[str, str] | None = None,
     ) -> list[objects.Obj]:
         """Objects in ``namespace`` (all when None) that match the fields and labels."""
+        ...
+
+
+class LiveReads(Reader, Protocol):
+    """The reads that go to the API server: ``Reader``'s, and a LIST of metadata only."""
+
+    def list_metadata(
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+    ) -> list[objects.Obj]:
+        """As ``list``, each object reduced to its metadata by the server (as the kind it
+        is of; ``PartialObjectMetadata`` on the wire): a LIST of many large objects, Jobs
+        with their pod templates, for their names and owners only."""
         ...
 
 
@@ -110,7 +129,7 @@ class ClientInterface(Reader, ObjectWriter, Applier, Protocol):
     checks both)."""
 
     @property
-    def live(self) -> Reader:
+    def live(self) -> LiveReads:
         """Reads that go to the API server (uncached), for the rare read that must be fresh."""
         ...
 
@@ -158,7 +177,7 @@ def not_found(kind: Kind, name: str, namespace: str | None) -> errors.NotFound:
 
 
 class LiveReader:
-    """An uncached ``Reader`` that asks the API server every time."""
+    """An uncached ``Reader`` that asks the API server every time (``LiveReads``)."""
 
     def __init__(self, rest: RestClient) -> None:
         self._rest = rest
@@ -174,23 +193,48 @@ class LiveReader:
         matching_fields: Mapping[str, str] | None = None,
         label_selector: str | Mapping[str, str] | None = None,
     ) -> list[objects.Obj]:
-        params: dict[str, Any] = {"limit": 500}
+        params = _selection(label_selector)
         if matching_fields:
             params["fieldSelector"] = ",".join(f"{k}={v}" for k, v in matching_fields.items())
-        if label_selector:
-            params["labelSelector"] = (
-                label_selector
-                if isinstance(label_selector, str)
-                else ",".join(f"{k}={v}" for k, v in label_selector.items())
-            )
-        items: list[objects.Obj] = []
+        return self._pages(kind, namespace, params, JSON)
+
+    def list_metadata(
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+    ) -> builtins.list[objects.Obj]:
+        items = self._pages(kind, namespace, _selection(label_selector), METADATA_LIST)
+        # A PartialObjectMetadata, returned as the kind it is of.
+        return [{**item, "apiVersion": kind.api_version, "kind": kind.kind} for item in items]
+
+    def _pages(
+        self, kind: Kind, namespace: str | None, params: dict[str, Any], accept: str
+    ) -> builtins.list[objects.Obj]:
+        """Every item of a LIST, page by page (500 per page)."""
+        items: builtins.list[objects.Obj] = []
         while True:
-            page = self._rest.request("GET", kind.collection_path(namespace), params=params)
+            page = self._rest.request(
+                "GET", kind.collection_path(namespace), params=params, accept=accept
+            )
             items.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
             params["continue"] = token
+
+
+def _selection(label_selector: str | Mapping[str, str] | None) -> dict[str, Any]:
+    """A LIST's first-page parameters: the page size and the label selector."""
+    params: dict[str, Any] = {"limit": 500}
+    if label_selector:
+        params["labelSelector"] = (
+            label_selector
+            if isinstance(label_selector, str)
+            else ",".join(f"{k}={v}" for k, v in label_selector.items())
+        )
+    return params
 
 
 class Writer:

@@ -29,7 +29,9 @@ the same on a cluster:
   manager's field unless forced; lists are atomic and only apply managers own fields
   (``_apply`` says where this model is smaller than the server's).
 * Reads return frozen objects, as the cache does. ``live`` is the same store: the fake
-  has no cache lag.
+  has no cache lag. ``list_metadata`` returns each object's apiVersion, kind and
+  metadata, as the server's ``PartialObjectMetadata``, and is logged as a list whose
+  body has ``metadata_only``.
 
 Not modelled: admission and schema validation, defaulting, version conversion (each
 ``Kind`` is its own store), watches, and strategic merge patch (``NotImplementedError``).
@@ -359,6 +361,31 @@ class FakeClient:
                 matching_fields=matching_fields,
                 label_selector=label_selector,
             )
+
+    def list_metadata(
+        self,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+    ) -> builtins.list[objects.Obj]:
+        """Stored objects' apiVersion, kind and metadata (``LiveReads.list_metadata``)."""
+        options: dict[str, Any] = {"metadata_only": True}
+        if label_selector is not None:
+            options["label_selector"] = (
+                label_selector if isinstance(label_selector, str) else dict(label_selector)
+            )
+        with self._lock:
+            self._react(Action("list", kind, namespace or "", "", body=options))
+            found = select(
+                kind, self._store(kind), namespace=namespace, label_selector=label_selector
+            )
+        return [
+            objects.freeze(
+                {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": obj["metadata"]}
+            )
+            for obj in found
+        ]
 
     # Writer -------------------------------------------------------------------------
 

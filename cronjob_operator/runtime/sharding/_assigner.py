@@ -79,7 +79,8 @@ def placement_metadata(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class _OwnedLists:
-    """One round's owned objects of one old member in one namespace: one LIST each,
+    """One round's owned objects of one old member in one namespace: one LIST each, of
+    metadata only (a relabel needs the name and the owner, not a Job's pod template),
     grouped by controller owner uid, shared by the round's worker threads."""
 
     def __init__(self, client: ClientInterface) -> None:
@@ -94,7 +95,7 @@ class _OwnedLists:
             grouped = self._lists.get(key)
             if grouped is None:
                 grouped = self._lists[key] = _by_owner(
-                    self._client.live.list(
+                    self._client.live.list_metadata(
                         kind,
                         namespace=target.namespace,
                         label_selector=f"{SHARD_LABEL}={old}" if old else f"!{SHARD_LABEL}",
