@@ -13,13 +13,19 @@ Reported per replica count:
   its Jobs (the members are new processes, so every CronJob moves);
 * each replica's RSS (VmRSS) and CPU seconds once the statuses are correct, its share
   of the CronJobs (its shard label), and which one leads (it also runs the assigner);
+* a burst (unless ``--no-burst``): every CronJob's schedule is set to one minute a little
+  ahead (``M H * * *``, UTC); once every status names that minute as its next run, a
+  watch records each Job created for it. Reported: the creation p99 and the time until
+  the last Job (``creationTimestamp`` minus the scheduled minute), each replica's CPU
+  from before the minute until the last Job, and the bound no controller can beat: N
+  divided by the Job creates per second of a bare client (16 threads, no limit),
+  measured in the same run after the rows. The schedule is set back and the minute's
+  Jobs deleted before the next row;
 * with 3 replicas, the rebalance: a member that is not the leader is SIGKILLed and the
   time until no CronJob is labelled with it any more is measured.
 
-Not measured here (issue 24's other figures): 20,000 runs due in one minute and the
-bare-client Job-create bound.
-
     python -m bench.shard [--cronjobs 2000] [--jobs-per-cronjob 5] [--replicas 1,2,3]
+                          [--no-burst]
 """
 
 from __future__ import annotations
@@ -43,13 +49,18 @@ if __package__ in (None, ""):  # run as a file: make the repository root importa
 
 from bench import _cluster, _common
 from bench._runner import cpu_seconds, rss_kb
+from bench.skew import JobWatcher, bare_create_rate
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.cli import DEFAULT_LEADER_ELECTION_ID
 from cronjob_operator.envtest import ControlPlane, wait_for
-from cronjob_operator.runtime.client import LiveReader
+from cronjob_operator.runtime import errors
+from cronjob_operator.runtime.client import LiveReader, RestClient, Writer
+from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.runtime.sharding import DRAIN_LABEL, SHARD_LABEL
 
 LEASE_NAMESPACE = "bench-leases"
+BURST_LEAD = 20.0
+"""Seconds from every status naming the burst minute to that minute, at least."""
 FAST_LEASE = (
     "--leader-elect-lease-duration=4s",
     "--leader-elect-renew-deadline=3s",
@@ -143,6 +154,17 @@ def placed(cronjob: dict[str, Any], running: Sequence[Replica]) -> bool:
 
 
 @dataclass
+class Burst:
+    """One minute's runs of every CronJob: when their Jobs were created, and the CPU."""
+
+    created: list[float]
+    """Each Job's ``creationTimestamp`` minus the scheduled minute, s."""
+    expected: int
+    cpu: list[float]
+    """Each replica's CPU s from before the minute until the last Job."""
+
+
+@dataclass
 class Row:
     replicas: int
     sharded: bool
@@ -151,6 +173,60 @@ class Row:
     cpu: list[float]
     shares: list[int]
     leader: list[bool]
+    burst: Burst | None = None
+
+
+def burst(
+    rest: RestClient,
+    reader: LiveReader,
+    population: _cluster.Population,
+    running: Sequence[Replica],
+    timeout: float,
+) -> Burst:
+    """Make every CronJob due in one minute; when was each Job of that minute created."""
+    writer = Writer(rest)
+    keys = population.cronjobs
+    target = (int(time.time() + BURST_LEAD + len(keys) / 200) // 60 + 1) * 60
+    minute = time.gmtime(target)
+    spec = {"schedule": f"{minute.tm_min} {minute.tm_hour} * * *", "timeZone": "Etc/UTC"}
+    _set_spec(writer, keys, spec)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", minute)
+    wait_for(
+        lambda: all(
+            (item.get("status") or {}).get("nextScheduleTime") == stamp for item in cronjobs(reader)
+        ),
+        max(1.0, target - time.time() - 2),
+        interval=1.0,
+        message="every status names the burst minute before it comes",
+    )
+    watcher = JobWatcher(rest)
+    watcher.start()
+    before = [cpu_seconds(r.process.pid) for r in running]
+    suffix = f"-{target}"
+    wait_for(
+        lambda: sum(s.name.endswith(suffix) for s in list(watcher.seen)) >= len(keys),
+        target - time.time() + timeout,
+        interval=0.2,
+        message="a Job of the burst minute for every CronJob",
+    )
+    cpu = [cpu_seconds(r.process.pid) - b for r, b in zip(running, before, strict=True)]
+    watcher.stop()
+    created = [s.created - target for s in watcher.seen if s.name.endswith(suffix)]
+    _set_spec(writer, keys, {"schedule": _cluster.NEVER, "timeZone": None})
+    _cluster.bulk(
+        lambda key: _delete_job(writer, key, f"{key[1]}{suffix}"),
+        keys,
+    )
+    return Burst(created=created, expected=len(keys), cpu=cpu)
+
+
+def _set_spec(writer: Writer, keys: Sequence[tuple[str, str]], spec: dict[str, Any]) -> None:
+    _cluster.bulk(lambda key: writer.patch(CRONJOB, key[1], {"spec": spec}, namespace=key[0]), keys)
+
+
+def _delete_job(writer: Writer, key: tuple[str, str], name: str) -> None:
+    with contextlib.suppress(errors.NotFound):
+        writer.delete(JOB, name, namespace=key[0])
 
 
 def measure(
@@ -162,6 +238,7 @@ def measure(
     jobs: int,
     directory: Path,
     timeout: float,
+    with_burst: bool,
 ) -> tuple[Row, float | None]:
     """One replica count: start, wait for correct statuses, read RSS and CPU, rebalance."""
     _cluster.clear_statuses(_cluster.rest_client(plane), population.cronjobs)
@@ -190,6 +267,9 @@ def measure(
             shares=[shares[r.member()] if sharded else sum(shares.values()) for r in running],
             leader=[r.leads() for r in running],
         )
+        if with_burst:
+            rest = _cluster.rest_client(plane)
+            row.burst = burst(rest, reader, population, running, timeout)
         rebalance = rebalance_seconds(reader, running, timeout) if count == 3 else None
     return row, rebalance
 
@@ -212,7 +292,46 @@ def rebalance_seconds(reader: LiveReader, running: list[Replica], timeout: float
     return time.monotonic() - began
 
 
-def render(rows: Sequence[Row], rebalance: float | None, args: argparse.Namespace) -> None:
+def burst_table(rows: Sequence[Row], bare_rate: float) -> str:
+    """One line per replica count: the burst's creation times beside the bare bound."""
+    table = []
+    for row in rows:
+        if row.burst is None:
+            continue
+        created = row.burst.created
+        bound = row.burst.expected / bare_rate
+        p99 = _cluster.percentile(created, 0.99)
+        table.append(
+            [
+                f"{row.replicas} {'sharded' if row.sharded else 'unsharded'}",
+                f"{len(created):,} / {row.burst.expected:,}",
+                f"{_cluster.percentile(created, 0.5):.0f}",
+                f"{p99:.0f}",
+                f"{max(created, default=0.0):.0f}",
+                f"{bound:.2f}",
+                f"{p99 / bound:.2f}x",
+                " / ".join(f"{cpu:.1f}" for cpu in row.burst.cpu),
+            ]
+        )
+    headers = [
+        "replicas",
+        "Jobs created / due",
+        "creation p50 s",
+        "creation p99 s",
+        "last Job s",
+        "bare-client bound s",
+        "p99 / bound",
+        "CPU s per replica",
+    ]
+    return _common.markdown_table(headers, table)
+
+
+def render(
+    rows: Sequence[Row],
+    rebalance: float | None,
+    bare_rate: float | None,
+    args: argparse.Namespace,
+) -> None:
     base = rows[0].rss_mib[0] if rows else 0.0
     table = []
     for row in rows:
@@ -247,9 +366,16 @@ def render(rows: Sequence[Row], rebalance: float | None, args: argparse.Namespac
             f"rebalance: a non-leading member of 3 SIGKILLed, its CronJobs relabelled "
             f"onto the others {rebalance:.1f}s later (lease 4 s on the leader's clock)"
         )
-    _common.print_report(
-        "Sharding", [("Per replica:", _common.markdown_table(headers, table))], notes
-    )
+    tables = [("Per replica:", _common.markdown_table(headers, table))]
+    if bare_rate is not None:
+        tables.append(("Every CronJob due in the same minute:", burst_table(rows, bare_rate)))
+        notes.append(
+            f"burst: creation = creationTimestamp (1 s resolution) - the scheduled minute; "
+            f"bare client {bare_rate:,.0f} Jobs/s ({args.cronjobs:,} creates, "
+            f"{_cluster.THREADS} threads, no limit, the same control plane after the rows), "
+            "so the bound is N / that rate; CPU from before the minute to the last Job"
+        )
+    _common.print_report("Sharding", tables, notes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -259,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--replicas", default="1,2,3", help="replica counts, in order")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--logs", type=Path, help="directory for the operators' logs")
+    parser.add_argument(
+        "--no-burst", dest="burst", action="store_false", help="skip the due-in-one-minute burst"
+    )
     args = parser.parse_args(argv)
     counts = [int(part) for part in args.replicas.split(",")]
     directory = args.logs or Path(tempfile.mkdtemp(prefix="bench-shard-"))
@@ -282,11 +411,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 jobs=args.jobs_per_cronjob,
                 directory=directory,
                 timeout=args.timeout,
+                with_burst=args.burst,
             )
             rows.append(row)
             rebalance = seconds if seconds is not None else rebalance
             print(f"{count} replicas: {row.seconds:.1f}s", file=sys.stderr)
-    render(rows, rebalance, args)
+        bare_rate = bare_create_rate(rest, args.cronjobs, _cluster.THREADS) if args.burst else None
+    render(rows, rebalance, bare_rate, args)
     return 0
 
 

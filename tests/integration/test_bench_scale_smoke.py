@@ -53,7 +53,7 @@ def test_scale_prints_every_table_and_the_plot_reads_it(
         pytest.param(
             shard.main,
             ["--cronjobs", "6", "--jobs-per-cronjob", "1", "--replicas", "1,3", "--timeout", "120"],
-            4,
+            6,  # 1 + 3 replicas, and the burst's line for each count
             id="shard",
         ),
     ],

@@ -7,6 +7,7 @@ row per configuration, plus the machine it ran on.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -30,9 +31,14 @@ Main = Callable[[Sequence[str] | None], int]
 
 
 def table_rows(output: str) -> list[str]:
-    """The body rows of every markdown table in ``output``."""
+    """The body rows of every markdown table in ``output`` (not headers, not separators)."""
     lines = [line for line in output.splitlines() if line.startswith("|")]
-    return [line for line in lines if not line.startswith("|:")][1:]
+    separator = re.compile(r"\|[-:| ]+\|")
+    return [
+        line
+        for line, after in zip(lines, [*lines[1:], ""], strict=True)
+        if not separator.fullmatch(line) and not separator.fullmatch(after)
+    ]
 
 
 @pytest.mark.parametrize(
