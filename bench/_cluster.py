@@ -35,6 +35,7 @@ from cronjob_operator.envtest._components import CONTROLLERS
 from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.client import PatchType, RestClient, Writer, load_configuration
 from cronjob_operator.runtime.kinds import JOB, NAMESPACE
+from cronjob_operator.runtime.sharding import BUCKET_LABEL, bucket_of
 
 __all__ = [
     "BENCH_CONTROLLERS",
@@ -144,7 +145,9 @@ def cronjob_manifest(
 
 
 def job_manifest(cronjob: dict[str, Any], run: int) -> dict[str, Any]:
-    """Run ``run`` of ``cronjob`` (as created), named and owned as our controller does it."""
+    """Run ``run`` of ``cronjob`` (as created), named, owned and labelled as our controller
+    does it: a sharded one labels each Job with its CronJob's bucket (docs/sharding.md),
+    which an unsharded one never reads."""
     metadata = cronjob["metadata"]
     scheduled = FIRST_RUN + 3600 * run
     template = cronjob["spec"]["jobTemplate"]
@@ -154,7 +157,10 @@ def job_manifest(cronjob: dict[str, Any], run: int) -> dict[str, Any]:
         "metadata": {
             "name": f"{metadata['name']}-{scheduled}",
             "namespace": metadata["namespace"],
-            "labels": {OWNER_LABEL: metadata["name"]},
+            "labels": {
+                OWNER_LABEL: metadata["name"],
+                BUCKET_LABEL: str(bucket_of(metadata["namespace"], metadata["name"])),
+            },
             "annotations": {
                 "batch.tutorial.kubebuilder.io/scheduled-at": time.strftime(
                     "%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(scheduled)

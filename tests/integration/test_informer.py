@@ -213,3 +213,64 @@ def _paged_sync(self: Any, stop: threading.Event) -> None:
     """The reflector's sync with streaming lists off (a server without WatchList)."""
     self._list(self._list_resource_version())
     self._watch(stop)
+
+
+@pytest.mark.parametrize("watch_list", [True, False], ids=["streamed", "paged"])
+def test_a_new_selector_on_a_running_cache_swaps_the_objects_and_says_when_it_holds_them(
+    rest: RestClient, namespace: str, watch_list: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sharded member whose share changed (Cache.reselect): the informer syncs again
+    # under the new selector; what left the selection goes as deletes, what entered it
+    # comes as adds, and has_synced_selection turns true only once the store holds it.
+    from cronjob_operator.runtime.cache import Cache, _reflector
+
+    if not watch_list:
+        monkeypatch.setattr(_reflector.Reflector, "_sync", _paged_sync)
+    path = CONFIG_MAP.collection_path(namespace)
+    for name, bucket in (("in-1", "1"), ("in-2", "2"), ("in-3", "3")):
+        rest.request(
+            "POST",
+            path,
+            body={
+                **configmap(name, namespace),
+                "metadata": {"name": name, "labels": {"b": bucket}},
+            },
+        )
+    cache = Cache(rest, namespace=namespace)
+    cache.set_label_selector(CONFIG_MAP, "b in (1,2)")
+    events = Events()
+    informer = cache.informer(CONFIG_MAP)
+    informer.add_handler(events)
+    cache.start()
+    try:
+        cache.wait_for_sync(30)
+        assert informer.has_synced_selection()
+        assert sorted(objects.name_of(o) for o in cache.list(CONFIG_MAP)) == ["in-1", "in-2"]
+        cache.reselect(CONFIG_MAP, "b in (2,3)")
+        assert cache.kind_options(CONFIG_MAP).label_selector == "b in (2,3)"
+        wait_for(informer.has_synced_selection, 20, message="the new selection to sync")
+        assert sorted(objects.name_of(o) for o in cache.list(CONFIG_MAP)) == ["in-2", "in-3"]
+        wait_for(lambda: events.seen("delete", "in-1"), 10, message="in-1 to leave")
+        assert events.seen("add", "in-3")
+        # ... and the watch after the new sync runs under the new selector.
+        rest.request(
+            "POST",
+            path,
+            body={
+                **configmap("in-4", namespace),
+                "metadata": {"name": "in-4", "labels": {"b": "3"}},
+            },
+        )
+        rest.request(
+            "POST",
+            path,
+            body={
+                **configmap("out-5", namespace),
+                "metadata": {"name": "out-5", "labels": {"b": "1"}},
+            },
+        )
+        wait_for(lambda: events.seen("add", "in-4"), 10, message="in-4 to come")
+        assert not events.seen("add", "out-5")
+        assert informer.last_error is None
+    finally:
+        cache.stop()

@@ -419,3 +419,65 @@ def test_a_forbidden_verb_is_logged_once_per_message_naming_the_verb_and_the_res
         ("ERROR", f"{JOB}: forbidden to list jobs.batch; {grant}: no list, still"),
         ("ERROR", f"{JOB}: forbidden to watch jobs.batch; {grant}: no watch"),
     ]
+
+
+class ReselectingStream(FakeStream):
+    """Yields its events, then, as the watch goes on, the selector changes: ``reselect``
+    closes this stream, which ends its iteration as a closed connection does."""
+
+    def __init__(self, events: list[dict[str, Any]], reselect: Any) -> None:
+        super().__init__(events)
+        self.reselect = reselect
+
+    def __iter__(self) -> Any:
+        yield from self.events
+        self.reselect()
+
+
+@pytest.mark.usefixtures("no_backoff")
+def test_a_new_selector_syncs_again_from_the_last_version_and_drops_what_left_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = Store()
+    sink = Sink(store)
+    generations: list[int] = []
+    first = ReselectingStream(
+        [event("ADDED", "a", "1"), end_bookmark("4")],
+        lambda: generations.append(reflector.reselect("s=b")),
+    )
+    second = FakeStream([event("ADDED", "b", "5"), end_bookmark("6")])
+    rest = FakeRest([first, second], [])
+    reflector = Reflector(rest, CONFIG_MAP, store, sink, label_selector="s=a")  # type: ignore[arg-type]
+    caplog.set_level("INFO", logger=reflector_module.log.name)
+    reflector.run(rest.stop)
+    assert [(p["labelSelector"], p["resourceVersion"]) for p in rest.watch_params] == [
+        ("s=a", ""),
+        ("s=b", "4"),  # from the last version seen: no quorum read for a new selector
+    ]
+    assert all(p.get("sendInitialEvents") for p in rest.watch_params)
+    assert [objects.name_of(obj) for obj in store.list()] == ["b"]
+    assert sink.events == [
+        ("add", "a", True),
+        ("synced", "", True),
+        ("add", "b", True),
+        ("delete", "a", False),
+        ("synced", "", True),
+    ]
+    assert (generations, reflector.synced_generation) == ([1], 1)
+    warnings = [rec.getMessage() for rec in caplog.records if rec.levelname == "WARNING"]
+    assert warnings == [f"{CONFIG_MAP}: list/watch failed, retrying in 0.0s: the script is over"]
+
+
+def test_a_reselection_during_a_paged_list_opens_no_watch_under_the_old_selector() -> None:
+    r, _store, _, rest = streaming([], [page("3", "a")], watch_list=False)
+    original = r._list
+
+    def list_then_reselect(resource_version: str) -> None:
+        original(resource_version)
+        r.reselect("s=b")
+
+    r._list = list_then_reselect  # type: ignore[method-assign]
+    r._sync(threading.Event())
+    assert rest.watch_params == []  # the watch saw the new selection pending and returned
+    assert r.synced_generation == 0  # what is stored is the old selection's
+    assert r.generation == 1

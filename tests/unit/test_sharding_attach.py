@@ -30,11 +30,12 @@ def test_attach_filters_the_caches_and_runs_a_member_and_an_assigner() -> None:
     host = manager()
     shard = sharding.attach(host, group="g", kind=CRONJOB, owned=(JOB,), member="pod-1234abcd")
     controller = cronjob.setup(host, shard=shard)
-    for kind in (CRONJOB, JOB):
-        reflector = host.cache.informer(kind)._reflector
-        assert reflector._selection == {
-            "labelSelector": "sharding.cronjob-operator.io/shard=pod-1234abcd"
-        }
+    selectors = {kind: host.cache.informer(kind)._reflector._selection for kind in (CRONJOB, JOB)}
+    assert selectors == {
+        CRONJOB: {"labelSelector": "sharding.cronjob-operator.io/shard=pod-1234abcd"},
+        # No bucket yet: the member selects its Jobs' buckets once CronJobs are its own.
+        JOB: {"labelSelector": "sharding.cronjob-operator.io/bucket in (none)"},
+    }
     runnables = host._runnables
     assert [type(r) for r in runnables if isinstance(r, Shard | Assigner)] == [Shard, Assigner]
     assert shard.needs_leader_election is False

@@ -22,6 +22,7 @@ from cronjob_operator.runtime.controller import Request, Result
 from cronjob_operator.runtime.fake import FakeClient
 from cronjob_operator.runtime.kinds import JOB, LEASE
 from cronjob_operator.runtime.sharding import (
+    BUCKET_LABEL,
     DRAIN_LABEL,
     GROUP_LABEL,
     PREVIOUS_ANNOTATION,
@@ -31,6 +32,8 @@ from cronjob_operator.runtime.sharding import (
     Ring,
     ShardingConfig,
     ShardingMetrics,
+    bucket_key,
+    bucket_of,
 )
 
 NAMESPACE = "work"
@@ -94,7 +97,13 @@ class World:
         self.client.update(LEASE, lease)
 
     def round(self) -> None:
-        self.assigner.rebalance(self.client.list(CRONJOB, namespace=NAMESPACE))
+        """One assigner round over what its two caches would hold."""
+        unbucketed = [
+            (JOB, job)
+            for job in self.client.list(JOB, namespace=NAMESPACE)
+            if BUCKET_LABEL not in (job["metadata"].get("labels") or {})
+        ]
+        self.assigner.rebalance(self.client.list(CRONJOB, namespace=NAMESPACE), unbucketed)
 
     def labels(self, name: str) -> dict[str, str]:
         return dict(self.client.get(CRONJOB, name, NAMESPACE)["metadata"].get("labels") or {})
@@ -102,9 +111,9 @@ class World:
     def owners(self) -> dict[str, str | None]:
         return {name: self.labels(name).get(SHARD_LABEL) for name in NAMES}
 
-    def job_owner(self, name: str) -> str | None:
+    def job_labels(self, name: str) -> dict[str, str]:
         job = self.client.get(JOB, f"{name}-100", NAMESPACE)
-        return (job["metadata"].get("labels") or {}).get(SHARD_LABEL)
+        return dict(job["metadata"].get("labels") or {})
 
     def acknowledge_drains(self, member: str) -> list[str]:
         """What the member's controller does for each drained CronJob it is asked about."""
@@ -134,7 +143,12 @@ class Recording:
 
 def ring_owners(members: list[str]) -> dict[str, str | None]:
     ring = Ring(members)
-    return {name: ring.owner(f"{NAMESPACE}/{name}") for name in NAMES}
+    return {name: ring.owner(bucket_key(bucket_of(NAMESPACE, name))) for name in NAMES}
+
+
+def bucket_labels() -> dict[str, dict[str, str]]:
+    """Each CronJob's Job's labels once it carries its CronJob's bucket, and nothing else."""
+    return {name: {BUCKET_LABEL: str(bucket_of(NAMESPACE, name))} for name in NAMES}
 
 
 @pytest.fixture
@@ -147,23 +161,43 @@ def test_nothing_is_assigned_before_a_member_joins(world: World) -> None:
     assert set(world.owners().values()) == {None}
 
 
-def test_new_cronjobs_go_to_their_ring_owner_with_their_unlabelled_jobs(world: World) -> None:
+def test_new_cronjobs_go_to_their_ring_owner_and_their_unlabelled_jobs_get_the_bucket(
+    world: World,
+) -> None:
     world.join("m1")
     world.join("m2")
     world.round()
     assert world.owners() == ring_owners(["m1", "m2"])
     assert set(Counter(world.owners().values())) == {"m1", "m2"}
-    # Jobs made before sharding was on follow their CronJob into the member's cache.
-    assert {name: world.job_owner(name) for name in NAMES} == world.owners()
+    # Jobs made before sharding was on get their CronJob's bucket, which the member selects.
+    assert {name: world.job_labels(name) for name in NAMES} == bucket_labels()
 
 
-def test_the_jobs_to_relabel_are_listed_as_metadata_only(world: World) -> None:
+def test_jobs_of_an_earlier_release_lose_their_shard_label_for_the_bucket(world: World) -> None:
+    for name in NAMES:  # the protocol before buckets labelled Jobs with their member
+        job = objects.thaw(world.client.get(JOB, f"{name}-100", NAMESPACE))
+        job["metadata"]["labels"] = {SHARD_LABEL: "old-member"}
+        world.client.update(JOB, job)
     world.join("m1")
     world.round()
-    job_lists = world.client.reads_of("list", JOB)
-    assert job_lists, "the unlabelled Jobs were listed"
-    # A full LIST of Jobs carries every pod template: the leader kept that high-water mark.
-    assert all(action.body.get("metadata_only") for action in job_lists), job_lists
+    assert {name: world.job_labels(name) for name in NAMES} == bucket_labels()
+
+
+def test_jobs_without_a_bucket_come_from_a_metadata_only_cache_of_just_them(
+    world: World,
+) -> None:
+    # A LIST of Jobs carries every pod template: the leader kept that high-water mark.
+    (unbucketed,) = world.assigner._unbucketed
+    reflector = unbucketed._reflector
+    assert reflector._selection == {"labelSelector": "!sharding.cronjob-operator.io/bucket"}
+    assert reflector._metadata_only
+
+
+def test_every_job_gets_its_bucket_before_any_cronjob_is_assigned(world: World) -> None:
+    world.join("m1")
+    world.round()
+    order = [action.kind.kind for action in world.client.writes_of("patch")]
+    assert order == ["Job"] * len(NAMES) + ["CronJob"] * len(NAMES)
 
 
 def test_a_new_member_gets_its_share_only_through_the_drain_handshake(world: World) -> None:
@@ -171,10 +205,7 @@ def test_a_new_member_gets_its_share_only_through_the_drain_handshake(world: Wor
     world.join("m2")
     world.round()
     before = world.owners()
-    for name in NAMES:  # the Jobs the members created carry their shard label
-        job = objects.thaw(world.client.get(JOB, f"{name}-100", NAMESPACE))
-        job["metadata"]["labels"] = {SHARD_LABEL: before[name]}
-        world.client.update(JOB, job)
+    job_writes = len(world.client.writes_of("patch", JOB))
     world.join("m3")
     world.round()
     target = ring_owners(["m1", "m2", "m3"])
@@ -199,7 +230,9 @@ def test_a_new_member_gets_its_share_only_through_the_drain_handshake(world: Wor
     world.now = 2.5
     world.round()
     assert world.owners() == target
-    assert {name: world.job_owner(name) for name in NAMES} == target
+    # A move writes only the CronJob: its Jobs carry its bucket, which moved with it.
+    assert len(world.client.writes_of("patch", JOB)) == job_writes
+    assert {name: world.job_labels(name) for name in NAMES} == bucket_labels()
     assert world.metric("sharding_members") == 3
     assert world.metric("sharding_assignments_total", reason="new") == len(NAMES)
     assert world.metric("sharding_drains_total") == len(moving)

@@ -7,8 +7,21 @@ from collections import Counter
 import pytest
 
 from cronjob_operator.runtime.leaderelection import LeaderElectionRecord, Observation
+from cronjob_operator.runtime.sharding._labels import (
+    BUCKETS,
+    bucket_of,
+    bucket_selector,
+    inherited_labels,
+)
 from cronjob_operator.runtime.sharding._membership import MemberState, member_name, member_state
-from cronjob_operator.runtime.sharding._plan import Assign, Drain, Placement, placement, plan
+from cronjob_operator.runtime.sharding._plan import (
+    Assign,
+    Drain,
+    Placement,
+    bucket_key,
+    placement,
+    plan,
+)
 from cronjob_operator.runtime.sharding._ring import Ring
 
 KEYS = [f"ns-{i % 7}/cronjob-{i}" for i in range(10_000)]
@@ -105,27 +118,71 @@ def test_nothing_is_assigned_without_a_live_member() -> None:
     assert plan([cronjob("a")], {"m": MemberState.EXPIRED}, Ring([])) == []
 
 
-def test_a_new_object_is_assigned_to_its_ring_owner() -> None:
+def owner_of(ring: Ring, target: Placement) -> str | None:
+    return ring.owner(bucket_key(target.bucket))
+
+
+def test_a_new_object_is_assigned_to_the_ring_owner_of_its_bucket() -> None:
     ring = Ring(["m1", "m2"])
-    target = cronjob("a")
-    owner = ring.owner(target.key)
-    assert owner is not None
-    assert plan([target], {"m1": MemberState.LIVE, "m2": MemberState.LIVE}, ring) == [
-        Assign(target, owner, None, "new")
-    ]
+    targets = [cronjob(f"c{i}") for i in range(40)]
+    actions = plan(targets, {"m1": MemberState.LIVE, "m2": MemberState.LIVE}, ring)
+    assert actions == [Assign(t, str(owner_of(ring, t)), "new") for t in targets]
+    assert {a.shard for a in actions if isinstance(a, Assign)} == {"m1", "m2"}
 
 
-def test_an_acknowledged_drain_is_assigned_with_its_owned_objects_from_the_old_member() -> None:
+def test_every_object_of_a_bucket_has_one_owner_so_a_bucket_is_the_unit_that_moves() -> None:
+    ring = Ring(["m1", "m2", "m3"])
+    targets = [cronjob(f"c{i}") for i in range(5_000)]
+    owners_by_bucket: dict[int, set[str]] = {}
+    for action in plan(targets, dict.fromkeys(ring.members, MemberState.LIVE), ring):
+        assert isinstance(action, Assign)
+        owners_by_bucket.setdefault(action.target.bucket, set()).add(action.shard)
+    assert all(len(owners) == 1 for owners in owners_by_bucket.values())
+    assert len(owners_by_bucket) > BUCKETS // 2  # 5,000 objects fill most buckets
+
+
+def test_buckets_are_stable_and_spread_evenly() -> None:
+    assert bucket_of("ns", "a") == bucket_of("ns", "a")
+    assert bucket_of("ns", "a") != bucket_of("other", "a") or bucket_of("ns", "b") != bucket_of(
+        "other", "b"
+    )
+    counts = Counter(bucket_of(f"ns-{i % 7}", f"cronjob-{i}") for i in range(BUCKETS * 50))
+    assert len(counts) == BUCKETS
+    assert max(counts.values()) < 2 * 50
+
+
+@pytest.mark.parametrize("count", [2, 3, 4])
+def test_members_own_about_their_share_of_many_objects(count: int) -> None:
+    ring = Ring([f"pod-{i}-{count}" for i in range(count)])
+    shares = Counter(ring.owner(bucket_key(bucket_of("ns", f"cj-{i}"))) for i in range(20_000))
+    fair = 20_000 / count
+    assert all(0.8 * fair <= share <= 1.2 * fair for share in shares.values()), shares
+
+
+def test_a_sharded_owner_gives_what_it_creates_its_bucket_and_an_unsharded_one_nothing() -> None:
+    sharded = {"metadata": {"namespace": "ns", "name": "a", "labels": {SHARD: "m1"}}}
+    assert inherited_labels(sharded) == {
+        "sharding.cronjob-operator.io/bucket": str(bucket_of("ns", "a"))
+    }
+    assert inherited_labels({"metadata": {"namespace": "ns", "name": "a"}}) == {}
+
+
+def test_a_bucket_selector_names_each_bucket_once_and_an_empty_one_matches_nothing() -> None:
+    assert bucket_selector([3, 1, 3]) == "sharding.cronjob-operator.io/bucket in (1,3)"
+    assert bucket_selector([]) == "sharding.cronjob-operator.io/bucket in (none)"
+
+
+def test_an_acknowledged_drain_is_assigned_again() -> None:
     ring = Ring(["m1"])
     target = cronjob("a", previous="m0")
-    assert plan([target], {"m1": MemberState.LIVE}, ring) == [Assign(target, "m1", "m0", "drained")]
+    assert plan([target], {"m1": MemberState.LIVE}, ring) == [Assign(target, "m1", "drained")]
 
 
 @pytest.mark.parametrize("members", [{"m0": MemberState.GONE}, {}])
 def test_objects_of_a_gone_member_move_without_a_drain(members: dict[str, MemberState]) -> None:
     target = cronjob("a", {SHARD: "m0"})
     live = {**members, "m1": MemberState.LIVE}
-    assert plan([target], live, Ring(["m1"])) == [Assign(target, "m1", "m0", "orphaned")]
+    assert plan([target], live, Ring(["m1"])) == [Assign(target, "m1", "orphaned")]
 
 
 def test_objects_of_an_expired_member_wait_for_the_takeover() -> None:
@@ -139,6 +196,6 @@ def test_an_object_on_a_live_member_that_is_not_its_owner_is_drained_once() -> N
     ring = Ring(["m0", "m1"])
     actions = plan(on_m0, members, ring)
     assert actions
-    assert actions == [Drain(t) for t in on_m0 if ring.owner(t.key) == "m1"]
+    assert actions == [Drain(t) for t in on_m0 if owner_of(ring, t) == "m1"]
     draining = [cronjob(t.target.name, {SHARD: "m0", DRAIN: "true"}) for t in actions]
     assert plan(draining, members, ring) == []

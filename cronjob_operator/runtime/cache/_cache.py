@@ -150,6 +150,18 @@ class Cache:
         """
         self._update_options(kind, label_selector=selector)
 
+    def reselect(self, kind: Kind, selector: str) -> None:
+        """Change ``kind``'s label selector while its informer runs: the informer syncs
+        again under ``selector`` (objects that stop matching leave as deletes, new matches
+        arrive as adds); ``Informer.has_synced_selection`` says when that is done."""
+        with self._lock:
+            self._options[kind] = dataclasses.replace(
+                self.kind_options(kind), label_selector=selector
+            )
+            informer = self._informers.get(kind)
+        if informer is not None:
+            informer.reselect(selector)
+
     def _update_options(self, kind: Kind, **changes: Any) -> None:
         with self._lock:
             if kind in self._informers:

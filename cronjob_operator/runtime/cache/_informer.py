@@ -23,6 +23,10 @@ namespace into its one store, as controller-runtime's multi-namespace cache runs
 informer per namespace; it has synced when every reflector has. Selectors and
 ``metadata_only`` go to every reflector (``_reflector``).
 
+``reselect`` changes the label selector of a running informer (every reflector syncs
+again under it: ``_reflector``); ``has_synced_selection`` says when the store holds the
+new selection. A sharded member uses it when its share changes (``sharding``).
+
 Resync is local: every ``resync_period`` the cached objects are re-delivered as updates
 (old == new); the API server is never asked.
 """
@@ -144,6 +148,7 @@ class Informer:
             for index, one in enumerate(_namespaces(namespace))
         ]
         self._reflector = self._reflectors[0]
+        self._selection_generations = [0] * len(self._reflectors)
         self._unsynced = set(range(len(self._reflectors)))
 
     @property
@@ -155,6 +160,21 @@ class Informer:
     def last_error(self) -> Exception | None:
         """A reflector's latest list/watch failure, cleared by its next success."""
         return next((r.last_error for r in self._reflectors if r.last_error), None)
+
+    def reselect(self, label_selector: str | None) -> None:
+        """List and watch with ``label_selector`` from now on (module doc)."""
+        with self._handlers_lock:
+            self._selection_generations = [r.reselect(label_selector) for r in self._reflectors]
+
+    def has_synced_selection(self) -> bool:
+        """True once every reflector has synced under the selector of the last ``reselect``
+        (or, before any, has synced at all)."""
+        with self._handlers_lock:
+            wanted = self._selection_generations
+        return all(
+            reflector.synced_generation >= generation
+            for reflector, generation in zip(self._reflectors, wanted, strict=True)
+        )
 
     def handlers_idle(self) -> bool:
         """True when every handler has finished every event the store has passed on so

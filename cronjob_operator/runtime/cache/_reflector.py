@@ -51,6 +51,13 @@ the API server filters; ``metadata_only`` asks for ``PartialObjectMetadata`` (cl
 metadata informer), and each such object is stored as the kind it is of (its
 ``apiVersion`` and ``kind``) with its ``metadata`` alone. A reflector of one namespace
 replaces only that namespace's objects when it syncs, so several can fill one store.
+
+``reselect`` changes the label selector while the reflector runs (a sharded member
+whose share changed): the open watch is cut and the reflector syncs again under the new
+selector from the last version seen, so objects that no longer match leave the store as
+deletes and new matches arrive as adds; ``synced_generation`` reaching the generation
+``reselect`` returned says the store holds the new selection. A sync under the old
+selector that was cut this way is not a failure: no warning, no backoff.
 """
 
 from __future__ import annotations
@@ -157,7 +164,14 @@ class Reflector:
         self._transform = transform
         self._list_timeout = list_timeout
         self._watch_list = watch_list
+        self._field_selector = field_selector
         self._selection = _selection(label_selector, field_selector)
+        self.generation = 0
+        """Counts ``reselect`` calls: the selection a sync started under."""
+        self.synced_generation = -1
+        """The generation of the selection the store last synced under (-1: never)."""
+        self._syncing_generation = 0
+        self._reselected = False
         self._metadata_only = metadata_only
         self._list_accept = METADATA_LIST if metadata_only else JSON
         self._watch_accept = METADATA if metadata_only else JSON
@@ -178,6 +192,7 @@ class Reflector:
         backoff = Backoff()
         self._need_sync = True
         while not stop.is_set():
+            self._take_reselection()
             try:
                 if self._need_sync:
                     self._sync(stop)
@@ -200,10 +215,36 @@ class Reflector:
                 self._need_sync = True
                 stop.wait(delay)
             except Exception as exc:  # any failure: log, back off, keep the thread alive
+                if self._reselection_pending():
+                    continue  # cut on purpose: sync again under the new selector at once
                 self.last_error = exc
                 delay = backoff.next_delay()
                 log.warning("%s: list/watch failed, retrying in %.1fs: %s", self._kind, delay, exc)
                 stop.wait(delay)
+
+    def reselect(self, label_selector: str | None) -> int:
+        """Select with ``label_selector`` from now on (module doc); returns the generation
+        whose sync ``synced_generation`` will report."""
+        with self._lock:
+            self._selection = _selection(label_selector, self._field_selector)
+            self._reselected = True
+            self.generation += 1
+            generation = self.generation
+            stream = self._stream
+        if stream is not None:
+            stream.close()
+        return generation
+
+    def _take_reselection(self) -> None:
+        """A reselection since the last look means a sync under the new selector."""
+        with self._lock:
+            if self._reselected:
+                self._reselected = False
+                self._need_sync = True
+
+    def _reselection_pending(self) -> bool:
+        with self._lock:
+            return self._reselected
 
     def _sync(self, stop: threading.Event) -> None:
         """Fill the store (streamed, else a paged LIST), then keep watching."""
@@ -293,10 +334,11 @@ class Reflector:
     def _list(self, resource_version: str) -> None:
         self._verb = "list"
         items: list[objects.Obj] = []
+        selection, self._syncing_generation = self._current_selection()
         params: dict[str, Any] = {
             "limit": PAGE_SIZE,
             "resourceVersion": resource_version,
-            **self._selection,
+            **selection,
         }
         path = self._kind.collection_path(self._namespace)
         while True:
@@ -308,13 +350,14 @@ class Reflector:
             token = metadata.get("continue")
             if not token:
                 break
-            params = {"limit": PAGE_SIZE, "continue": token, **self._selection}
+            params = {"limit": PAGE_SIZE, "continue": token, **selection}
         self.listed_syncs += 1
         self._synced(items, str(metadata.get("resourceVersion") or ""))
 
     def _synced(self, items: list[objects.Obj], resource_version: str) -> None:
         self._replace(items)
         self.resource_version = resource_version
+        self.synced_generation = self._syncing_generation
         self._need_sync, self._version_unavailable = False, False
         self._reported_forbidden = ""
         self._sink.on_synced()
@@ -342,17 +385,21 @@ class Reflector:
         """Watch from the last version; with ``stream_initial``, sync from the stream first."""
         self._verb = "watch"
         timeout_seconds = random.randint(*WATCH_TIMEOUT_RANGE)
+        selection, generation = self._current_selection()
         params: dict[str, Any] = {
             "resourceVersion": self.resource_version,
             "allowWatchBookmarks": True,
             "timeoutSeconds": timeout_seconds,
-            **self._selection,
+            **selection,
         }
         initial: dict[str, objects.Obj] | None = None
         if stream_initial:
+            self._syncing_generation = generation
             initial = {}
             params["resourceVersion"] = "" if self._version_unavailable else self.resource_version
             params |= {"sendInitialEvents": True, "resourceVersionMatch": "NotOlderThan"}
+        if self._reselection_pending():
+            return  # a new selector came meanwhile: sync under it instead (``run``)
         stream = self._rest.watch(
             self._kind.collection_path(self._namespace),
             params,
@@ -361,9 +408,10 @@ class Reflector:
         )
         with self._lock:
             self._stream = stream
+            reselected = self._reselected
         self._reported_forbidden = ""
         try:
-            if stop.is_set():
+            if stop.is_set() or reselected:
                 return
             for event in stream:
                 if initial is None:
@@ -421,6 +469,11 @@ class Reflector:
             else:
                 self._sink.on_update(old, obj)
         self.resource_version = _resource_version(obj) or self.resource_version
+
+    def _current_selection(self) -> tuple[dict[str, str], int]:
+        """The query parameters of the selection now, and its generation."""
+        with self._lock:
+            return dict(self._selection), self.generation
 
     def _decode(self, raw: dict[str, Any]) -> objects.Obj:
         if self._metadata_only:  # a PartialObjectMetadata, stored as the kind it is of

@@ -7,10 +7,12 @@ The design is timebertt/kubernetes-controller-sharding's, on Kubernetes primitiv
   group, kept by the leader elector's loop and fencing the replica's writes the same way
   (``_shard``, ``_membership``);
 * assignment: one ``Assigner``, on the replica holding the leader Lease, labels each
-  object with its owner on a consistent hash ring of the live members (``_ring``,
-  ``_plan``); the objects it owns (Jobs of a CronJob) carry the same label;
-* filtering: each replica's informers select on its own label, so the API server sends
-  it only its share (``Cache.set_label_selector``);
+  object with the owner of its bucket on a consistent hash ring of the live members
+  (``_ring``, ``_plan``); the objects it owns (Jobs of a CronJob) carry the bucket,
+  written once at their creation (``_labels``);
+* filtering: each replica's informer of the sharded kind selects on its own label, its
+  owned-object informers on the buckets of its share (``_selection``), so the API
+  server sends it only its share (``Cache.set_label_selector``, ``Cache.reselect``);
 * moves: to a live member only after the old one acknowledged a drain; from a member
   whose Lease expired on the assigner's clock only after the assigner took the Lease
   over; from a member that released its Lease (after stopping) at once.
@@ -30,20 +32,34 @@ from cronjob_operator.runtime.manager import Manager
 from cronjob_operator.runtime.sharding._assigner import Assigner
 from cronjob_operator.runtime.sharding._config import ShardingConfig
 from cronjob_operator.runtime.sharding._labels import (
+    BUCKET_LABEL,
+    BUCKETS,
     DRAIN_LABEL,
     GROUP_LABEL,
     PREVIOUS_ANNOTATION,
     SHARD_LABEL,
+    bucket_of,
+    bucket_selector,
     inherited_labels,
     shard_selector,
 )
 from cronjob_operator.runtime.sharding._membership import MemberState, member_name, member_state
 from cronjob_operator.runtime.sharding._metrics import ShardingMetrics
-from cronjob_operator.runtime.sharding._plan import Assign, Drain, Placement, placement, plan
+from cronjob_operator.runtime.sharding._plan import (
+    Assign,
+    Drain,
+    Placement,
+    bucket_key,
+    placement,
+    plan,
+)
 from cronjob_operator.runtime.sharding._ring import Ring
+from cronjob_operator.runtime.sharding._selection import OwnedSelection
 from cronjob_operator.runtime.sharding._shard import DrainAcknowledger, Shard, ShardLeaseLost
 
 __all__ = [
+    "BUCKETS",
+    "BUCKET_LABEL",
     "DRAIN_LABEL",
     "GROUP_LABEL",
     "PREVIOUS_ANNOTATION",
@@ -53,6 +69,7 @@ __all__ = [
     "Drain",
     "DrainAcknowledger",
     "MemberState",
+    "OwnedSelection",
     "Placement",
     "Ring",
     "Shard",
@@ -60,6 +77,9 @@ __all__ = [
     "ShardingConfig",
     "ShardingMetrics",
     "attach",
+    "bucket_key",
+    "bucket_of",
+    "bucket_selector",
     "inherited_labels",
     "member_name",
     "member_state",
@@ -95,8 +115,9 @@ def attach(
         controller_options=manager.controller_options,
         component=manager.options.component,
     )
-    for sharded in (kind, *owned):
-        manager.cache.set_label_selector(sharded, shard.selector)
+    manager.cache.set_label_selector(kind, shard.selector)
+    for follower in owned:
+        manager.cache.set_label_selector(follower, shard.owned_selector)
     manager.add(shard)
     manager.add(
         Assigner(

@@ -13,11 +13,14 @@ whenever an object appears or its labels change:
    them from ``assign_workers`` threads (one object's writes in order on one thread;
    the API server is the limit, not this process), each with the resourceVersion it
    read (a Conflict waits for the next round):
-   ``Drain`` sets the drain label; ``Assign`` first relabels the object's owned
-   objects (those of ``owned`` kinds labelled with the old member, or with no shard
-   label for an object never assigned: made before sharding was on, whose controller
-   owner is the object; one LIST per namespace and old member per round), then sets
-   the shard label and clears the drain label and the previous-shard annotation;
+   ``Drain`` sets the drain label; ``Assign`` sets the shard label and clears the
+   drain label and the previous-shard annotation. Owned objects made by a member carry
+   their bucket from birth, and a bucket never changes: a move writes nothing but the
+   moved object. Owned objects without a bucket (made before sharding was on, or by an
+   earlier release) are in a metadata-only cache of the assigner's (selector
+   ``!bucket``: empty once every one has its bucket, so it costs nothing after) and
+   get their owner's bucket first in each round, before any object is assigned, so a
+   member that gets an object finds its owned objects in its cache;
 3. deletes the Leases of GONE members that no object names any more.
 
 The leader's write fence covers these writes (``client`` is the manager's client).
@@ -46,11 +49,13 @@ from cronjob_operator.runtime.leaderelection import (
 )
 from cronjob_operator.runtime.sharding._config import ShardingConfig
 from cronjob_operator.runtime.sharding._labels import (
+    BUCKET_LABEL,
     DRAIN_LABEL,
     GROUP_LABEL,
     PREVIOUS_ANNOTATION,
     SHARD_LABEL,
     annotations_of,
+    bucket_of,
     labels_of,
 )
 from cronjob_operator.runtime.sharding._membership import MemberState, member_state
@@ -76,41 +81,6 @@ def placement_metadata(obj: dict[str, Any]) -> dict[str, Any]:
     if previous:
         kept["annotations"] = {PREVIOUS_ANNOTATION: previous}
     return {"metadata": kept}
-
-
-class _OwnedLists:
-    """One round's owned objects of one old member in one namespace: one LIST each, of
-    metadata only (a relabel needs the name and the owner, not a Job's pod template),
-    grouped by controller owner uid, shared by the round's worker threads."""
-
-    def __init__(self, client: ClientInterface) -> None:
-        self._client = client
-        self._lock = threading.Lock()
-        self._lists: dict[tuple[kinds.Kind, str, str], dict[str, list[objects.Obj]]] = {}
-
-    def of(self, kind: kinds.Kind, target: Placement, old: str | None) -> list[objects.Obj]:
-        """``target``'s owned ``kind`` objects labelled ``old`` (None: with no shard label)."""
-        key = (kind, target.namespace, old or "")
-        with self._lock:
-            grouped = self._lists.get(key)
-            if grouped is None:
-                grouped = self._lists[key] = _by_owner(
-                    self._client.live.list_metadata(
-                        kind,
-                        namespace=target.namespace,
-                        label_selector=f"{SHARD_LABEL}={old}" if old else f"!{SHARD_LABEL}",
-                    )
-                )
-        return grouped.get(target.uid, [])
-
-
-def _by_owner(owned: Iterable[objects.Obj]) -> dict[str, list[objects.Obj]]:
-    grouped: dict[str, list[objects.Obj]] = {}
-    for obj in owned:
-        uid = (objects.controller_ref(obj) or {}).get("uid")
-        if uid:
-            grouped.setdefault(str(uid), []).append(obj)
-    return grouped
 
 
 class _Wake:
@@ -152,8 +122,19 @@ class Assigner:
         self._informer = Informer(
             rest, config.kind, namespace=namespace, transform=placement_metadata
         )
+        self._unbucketed = [
+            Informer(
+                rest,
+                kind,
+                namespace=namespace,
+                label_selector=f"!{BUCKET_LABEL}",
+                metadata_only=True,
+            )
+            for kind in config.owned
+        ]
         self._wake = threading.Event()
-        self._informer.add_handler(_Wake(self._wake))
+        for informer in (self._informer, *self._unbucketed):
+            informer.add_handler(_Wake(self._wake))
         self._observations: dict[str, Observation] = {}
         self._drain_started: dict[str, float] = {}
 
@@ -162,10 +143,13 @@ class Assigner:
 
     def run(self, stop: threading.Event) -> None:
         """Assign until ``stop`` is set; API errors are logged and retried next round."""
-        self._informer.start()
+        informers = (self._informer, *self._unbucketed)
+        for informer in informers:
+            informer.start()
         try:
-            while not stop.is_set() and not self._informer.wait_for_sync(self.config.retry_period):
-                pass
+            for informer in informers:
+                while not stop.is_set() and not informer.wait_for_sync(self.config.retry_period):
+                    pass
             while not stop.is_set():
                 self._wake.clear()
                 try:
@@ -175,31 +159,40 @@ class Assigner:
                 self._wake.wait(self.config.retry_period)
                 stop.wait(_MIN_ROUND_INTERVAL)
         finally:
-            self._informer.stop()
+            for informer in informers:
+                informer.stop()
 
     def sync(self) -> None:
-        """One round over the assigner's cache (module doc)."""
-        self.rebalance(self._informer.store.list())
+        """One round over the assigner's caches (module doc)."""
+        unbucketed = [
+            (informer.kind, obj) for informer in self._unbucketed for obj in informer.store.list()
+        ]
+        self.rebalance(self._informer.store.list(), unbucketed)
 
-    def rebalance(self, sharded: Iterable[objects.Obj]) -> None:
-        """One round: observe the members, then move ``sharded`` as the plan says."""
-        members = self._members()
-        live = [name for name, state in members.items() if state is MemberState.LIVE]
-        self._metrics.members.labels(self.config.group).set(len(live))
-        ring = Ring(live, virtual_nodes=self.config.virtual_nodes)
-        placements = [placement(obj) for obj in sharded]
-        owned = _OwnedLists(self._client)
-        actions = plan(placements, members, ring)
+    def rebalance(
+        self,
+        sharded: Iterable[objects.Obj],
+        unbucketed: Iterable[tuple[kinds.Kind, objects.Obj]] = (),
+    ) -> None:
+        """One round: give ``unbucketed`` owned objects their bucket, observe the members,
+        then move ``sharded`` as the plan says."""
         with ThreadPoolExecutor(self.config.assign_workers, "assigner") as pool:
-            list(pool.map(lambda action: self._act(action, owned), actions))
+            list(pool.map(lambda owned: self._give_bucket(*owned), unbucketed))
+            members = self._members()
+            live = [name for name, state in members.items() if state is MemberState.LIVE]
+            self._metrics.members.labels(self.config.group).set(len(live))
+            ring = Ring(live, virtual_nodes=self.config.virtual_nodes)
+            placements = [placement(obj) for obj in sharded]
+            actions = plan(placements, members, ring)
+            list(pool.map(self._act, actions))
         self._forget_gone(members, placements)
 
-    def _act(self, action: Assign | Drain, owned: _OwnedLists) -> None:
+    def _act(self, action: Assign | Drain) -> None:
         try:
             if isinstance(action, Drain):
                 self._drain(action)
             else:
-                self._assign(action, owned)
+                self._assign(action)
         except (errors.Conflict, errors.NotFound):
             log.debug("%s changed while we moved it; next round", action.target.key)
 
@@ -248,11 +241,8 @@ class Assigner:
         self._drain_started[target.uid] = self._clock()
         self._metrics.drains.labels(self.config.group).inc()
 
-    def _assign(self, action: Assign, owned: _OwnedLists) -> None:
+    def _assign(self, action: Assign) -> None:
         target = action.target
-        for kind in self.config.owned:
-            for obj in owned.of(kind, target, action.owned_from):
-                self._relabel(kind, obj, target.namespace, action.shard)
         self._patch_labels(
             target,
             {SHARD_LABEL: action.shard, DRAIN_LABEL: None},
@@ -267,10 +257,22 @@ class Assigner:
             extra={"object": target.key, "shard": action.shard, "reason": action.reason},
         )
 
-    def _relabel(self, kind: kinds.Kind, obj: objects.Obj, namespace: str, new: str) -> None:
-        patch = {"metadata": {"labels": {SHARD_LABEL: new}}}
-        with contextlib.suppress(errors.NotFound):  # deleted meanwhile (pruned, collected)
-            self._client.patch(kind, obj["metadata"]["name"], patch, namespace=namespace)
+    def _give_bucket(self, kind: kinds.Kind, obj: objects.Obj) -> None:
+        """Label an owned object with its controller owner's bucket (none: left alone)."""
+        owner = objects.controller_ref(obj)
+        if not owner or owner.get("kind") != self.config.kind.kind:
+            return
+        namespace = objects.namespace_of(obj) or ""
+        # The shard label goes too: owned objects of an earlier release carried it.
+        labels = {BUCKET_LABEL: str(bucket_of(namespace, str(owner["name"]))), SHARD_LABEL: None}
+        try:
+            self._client.patch(
+                kind, objects.name_of(obj), {"metadata": {"labels": labels}}, namespace=namespace
+            )
+        except errors.NotFound:
+            pass  # deleted meanwhile (pruned, collected)
+        except (errors.ApiError, errors.TransportError) as exc:
+            log.info("could not give %s its bucket; next round: %s", objects.name_of(obj), exc)
 
     def _patch_labels(
         self,

@@ -1,11 +1,12 @@
 """What the assigner does next, decided from the members' states and the objects' labels.
 
 A pure function (``plan``) of the objects' sharding labels and each member's
-``MemberState``: the runnable in ``_assigner`` reads, calls it and writes. For each
-object, keyed ``<namespace>/<name>`` on the ring of LIVE members:
+``MemberState``: the runnable in ``_assigner`` reads, calls it and writes. Each object
+belongs to the ring owner of its bucket (``_labels.bucket_of``: whole buckets move, so
+the objects it owns, labelled with the bucket, follow without a write). Over the ring
+of LIVE members:
 
 * no shard label (new, or drained and acknowledged): ``Assign`` it to its ring owner;
-  its owned objects are relabelled from the member named in the acknowledgement;
 * on a GONE member, or on one that has no Lease at all: ``Assign`` at once, without a
   drain (that member can write nothing any more: see ``_membership``);
 * on an EXPIRED member: nothing yet (the Lease is taken over first);
@@ -25,6 +26,7 @@ from cronjob_operator.runtime.sharding._labels import (
     PREVIOUS_ANNOTATION,
     SHARD_LABEL,
     annotations_of,
+    bucket_of,
     labels_of,
 )
 from cronjob_operator.runtime.sharding._membership import MemberState
@@ -45,18 +47,22 @@ class Placement:
 
     @property
     def key(self) -> str:
-        """The ring key: ``<namespace>/<name>``."""
+        """``<namespace>/<name>``."""
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def bucket(self) -> int:
+        """The object's bucket, which the ring places."""
+        return bucket_of(self.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)
 class Assign:
-    """Label ``target`` the object's shard; relabel its owned objects from ``owned_from``
-    (None: the owned objects that carry no shard label, made before sharding was on)."""
+    """Label ``target`` with ``shard``, after giving the owned objects that carry no
+    bucket label yet (made before sharding was on) its bucket."""
 
     target: Placement
     shard: str
-    owned_from: str | None
     reason: str
     """``new`` (never assigned), ``drained`` (acknowledged) or ``orphaned`` (member gone)."""
 
@@ -83,6 +89,11 @@ def placement(obj: Mapping[str, Any]) -> Placement:
     )
 
 
+def bucket_key(bucket: int) -> str:
+    """A bucket's key on the ring."""
+    return f"bucket-{bucket}"
+
+
 def plan(
     placements: Iterable[Placement], members: Mapping[str, MemberState], ring: Ring
 ) -> list[Assign | Drain]:
@@ -91,15 +102,15 @@ def plan(
     if not ring.members:
         return actions
     for target in placements:
-        owner = ring.owner(target.key)
+        owner = ring.owner(bucket_key(target.bucket))
         assert owner is not None  # the ring has members
         if target.shard is None:
             reason = "drained" if target.previous else "new"
-            actions.append(Assign(target, owner, target.previous, reason))
+            actions.append(Assign(target, owner, reason))
             continue
         state = members.get(target.shard, MemberState.GONE)
         if state is MemberState.GONE:
-            actions.append(Assign(target, owner, target.shard, "orphaned"))
+            actions.append(Assign(target, owner, "orphaned"))
         elif state is MemberState.LIVE and target.shard != owner and not target.draining:
             actions.append(Drain(target))
     return actions

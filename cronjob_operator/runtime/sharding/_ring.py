@@ -10,7 +10,10 @@ assigner can be restarted anywhere and computes the same owners.
 blake2b rather than the FNV-1a of KEP-5866: the ring hashes short, similar strings
 (``shard-a#17``), where FNV-1a's weak avalanche bunches the points; blake2b is in the
 standard library and runs in C. timebertt/kubernetes-controller-sharding uses xxhash
-with 100 virtual nodes per shard for the same reason, the default here too.
+with 100 virtual nodes per shard. Here the ring places 1,024 buckets rather than every
+object (``_labels``), and with 100 points the largest of 3 members held up to 1.34x
+its fair share of 20,000 CronJobs (30 draws of member names); 400 points bring that
+to 1.14x, for 1,200 hashes per ring.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import bisect
 import hashlib
 from collections.abc import Iterable
 
-DEFAULT_VIRTUAL_NODES = 100
+DEFAULT_VIRTUAL_NODES = 400
 
 
 def hash64(text: str) -> int:

@@ -23,6 +23,10 @@ member Lease's ``write_refusal``: refused before they are sent once ``renew_dead
 has passed since the last successful renewal began, before the assigner (which waits
 ``lease_duration`` on its own clock) can have taken the Lease over.
 
+Owned objects: the informers of the owned kinds select the buckets of the member's share
+(``_selection``), and follow it as CronJobs come and go; an object whose bucket the
+cache does not hold yet is not reconciled, and is enqueued once it does.
+
 Drains: every controller the shard runs first asks ``DrainAcknowledger``. An object
 carrying the drain label is not reconciled; instead its shard and drain labels are
 removed (and the member recorded in the previous-shard annotation) with the
@@ -37,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 from cronjob_operator.runtime import context, errors, kinds, objects
@@ -60,9 +65,12 @@ from cronjob_operator.runtime.sharding._labels import (
     GROUP_LABEL,
     PREVIOUS_ANNOTATION,
     SHARD_LABEL,
+    bucket_of_object,
     labels_of,
+    shard_selector,
 )
 from cronjob_operator.runtime.sharding._metrics import ShardingMetrics
+from cronjob_operator.runtime.sharding._selection import OwnedSelection
 
 log = logging.getLogger(__name__)
 
@@ -74,27 +82,44 @@ class ShardLeaseLost(RuntimeError):
     """This member's Lease was lost: the manager stops, the orchestrator restarts it."""
 
 
+def _always_ready(obj: objects.Obj) -> bool:
+    return True
+
+
 class DrainAcknowledger:
-    """A reconciler that acknowledges drains and hands everything else to ``inner``."""
+    """A reconciler that acknowledges drains, holds back objects whose owned objects the
+    cache does not hold yet (``ready``), and hands everything else to ``inner``."""
 
     def __init__(
-        self, inner: Reconciler, *, kind: Kind, reader: Reader, writer: ObjectWriter, member: str
+        self,
+        inner: Reconciler,
+        *,
+        kind: Kind,
+        reader: Reader,
+        writer: ObjectWriter,
+        member: str,
+        ready: Callable[[objects.Obj], bool] = _always_ready,
     ) -> None:
         self.inner = inner
         self._kind = kind
         self._reader = reader
         self._writer = writer
         self._member = member
+        self._ready = ready
 
     def reconcile(self, request: Request) -> Result:
         try:
             obj = self._reader.get(self._kind, request.name, request.namespace)
         except errors.NotFound:
             return self.inner.reconcile(request)  # gone, or moved: the reconciler forgets it
-        if DRAIN_LABEL not in labels_of(obj):
-            return self.inner.reconcile(request)
-        self._acknowledge(obj)
-        return Result()
+        if DRAIN_LABEL in labels_of(obj):
+            self._acknowledge(obj)
+            return Result()
+        if not self._ready(obj):
+            # The member enqueues it again once its bucket has synced: no requeue here.
+            log.debug("owned objects not cached yet; waiting", extra={"object": str(request)})
+            return Result()
+        return self.inner.reconcile(request)
 
     def _acknowledge(self, obj: objects.Obj) -> None:
         """Give the object up; a Conflict (it changed) is retried from the newer version."""
@@ -158,11 +183,17 @@ class Shard:
             Writer(fenced.for_component("events")), component=component, host=member
         )
         self._controllers: list[Controller] = []
+        self.selection = OwnedSelection(cache, config.kind, config.owned)
 
     @property
     def selector(self) -> str:
-        """The label selector of this member's informers."""
-        return f"{SHARD_LABEL}={self.name}"
+        """The label selector of this member's informer of the sharded kind."""
+        return shard_selector(self.name)
+
+    @property
+    def owned_selector(self) -> str:
+        """The label selector of this member's owned-object informers, at first."""
+        return self.selection.selector
 
     @property
     def cache(self) -> Cache:
@@ -188,6 +219,7 @@ class Shard:
             reader=self._cache,
             writer=self.client,
             member=self.name,
+            ready=self.selection.ready,
         )
         self._controllers.append(controller)
 
@@ -267,9 +299,20 @@ class Shard:
     def _watch(self, stop: threading.Event) -> None:
         informer = self._cache.informer(self.config.kind)
         while not stop.wait(_POLL):
-            self._owned_gauge.set(len(informer.store.list()))
+            share = informer.store.list()
+            self._owned_gauge.set(len(share))
             if self._lost.is_set():
                 return
+            ready = self.selection.follow()
+            if ready:
+                self._enqueue(obj for obj in share if bucket_of_object(obj) in ready)
+
+    def _enqueue(self, share: Iterable[objects.Obj]) -> None:
+        """Reconcile these objects of the share (their owned objects are cached now)."""
+        requests = [Request(objects.namespace_of(obj) or "", objects.name_of(obj)) for obj in share]
+        for controller in self._controllers:
+            for request in requests:
+                controller.queue.add(request)
 
     def _finish(self, release: threading.Event, elector: threading.Thread) -> None:
         if self._lost.is_set():
