@@ -9,8 +9,10 @@ Reported per replica count:
 * the time from the start of the processes (interpreter start included) until every
   CronJob's status is correct (M active Jobs and an Available condition) and, sharded,
   every CronJob is labelled with a running member and not draining; polled with one
-  LIST a second. With sharding this includes assigning every CronJob and relabelling
-  its Jobs (the members are new processes, so every CronJob moves);
+  LIST a second. With sharding this includes assigning every CronJob (the members are
+  new processes, so every CronJob moves: one label write each; the Jobs carry their
+  CronJob's bucket from creation, as a sharded member makes them, so none is written)
+  and each member's sync of its buckets' Jobs;
 * each replica's RSS (VmRSS) and CPU seconds once the statuses are correct, its share
   of the CronJobs (its shard label), and which one leads (it also runs the assigner);
 * a burst (unless ``--no-burst``): every CronJob's schedule is set to one minute a little
@@ -363,8 +365,8 @@ def render(
     ]
     if rebalance is not None:
         notes.append(
-            f"rebalance: a non-leading member of 3 SIGKILLed, its CronJobs relabelled "
-            f"onto the others {rebalance:.1f}s later (lease 4 s on the leader's clock)"
+            f"rebalance: a non-leading member of 3 SIGKILLed, its CronJobs labelled "
+            f"for the others {rebalance:.1f}s later (lease 4 s on the leader's clock)"
         )
     tables = [("Per replica:", _common.markdown_table(headers, table))]
     if bare_rate is not None:

@@ -28,7 +28,8 @@ SIGKILLed and replaced every ~40 s, 9 times (the leader among them), then a 4th 
 then one stopped with SIGTERM (it exits 0 after releasing its Lease). A run (9 kills,
 3 of them the leader) took 424 s: 420 runs expected and created, 0 lost, 0 doubled,
 288 handovers between replicas (1 within one second), every one ordered by the
-assigner's relabel.
+assigner's relabel. Both tests also check that every Job carries its CronJob's bucket
+and that no Job was written by anyone but the shards: a move writes only the CronJob.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import pytest
 from cronjob_operator.cli import DEFAULT_LEADER_ELECTION_ID
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.envtest.audit import AuditEvent, writes
+from cronjob_operator.runtime.sharding import bucket_of
 from tests.e2e.dashboards import metric_names, panel_queries
 from tests.e2e.support import (
     OperatorProcess,
@@ -63,6 +65,7 @@ from tests.e2e.support import (
 )
 
 SHARD = "sharding.cronjob-operator.io/shard"
+BUCKET = "sharding.cronjob-operator.io/bucket"
 GROUP = "sharding.cronjob-operator.io/group"
 FAST_LEASE = (
     "--sharded",
@@ -194,6 +197,28 @@ def same_second_handovers(per_cronjob: dict[str, list[AuditEvent]]) -> int:
     return count
 
 
+def jobs_without_their_buckets(plane: ControlPlane, namespace: str) -> list[str]:
+    """Jobs that do not carry their CronJob's bucket (each is created with it)."""
+    jobs = plane.kubectl_json("get", "jobs", "-n", namespace)["items"]
+    return [
+        job["metadata"]["name"]
+        for job in jobs
+        if (job["metadata"].get("labels") or {}).get(BUCKET)
+        != str(bucket_of(namespace, job["metadata"]["name"].rsplit("-", 1)[0]))
+    ]
+
+
+def job_writes_outside_the_shards(plane: ControlPlane, namespace: str) -> list[str]:
+    """The operator's Job writes that no shard made (the assigner's): a move makes none."""
+    return [
+        f"{event.verb} {event.name} by {event.user_agent}"
+        for event in writes(plane.audit_events(), resource="jobs")
+        if event.namespace == namespace
+        and event.user_agent.startswith("cronjob-operator/")
+        and not event.user_agent.endswith("/shard")
+    ]
+
+
 def wait_for_next_minute(report: Callable[[str], None], what: str) -> datetime:
     """Block until the next scheduled minute has begun (the event under test); returns it."""
     now = datetime.now(UTC)
@@ -298,6 +323,8 @@ def test_kill_the_leader_then_add_a_member_and_every_sharding_panel_has_data(
         assert set(per_cronjob) == set(names)
         assert unordered_handovers(per_cronjob, assignments(plane, namespace)) == []
         assert live_members(plane, namespace) >= {member_of(survivor), member_of(third)}
+        assert jobs_without_their_buckets(plane, namespace) == []
+        assert job_writes_outside_the_shards(plane, namespace) == []
 
         exported = sampled_metrics(ports[survivor.name]) | sampled_metrics(ports[third.name])
         unfed = [
@@ -395,4 +422,7 @@ def test_chaos(
         assert (run.lost, run.duplicated, run.unexpected) == (0, 0, [])
         assert set(per_cronjob) == set(names)
         assert unordered_handovers(per_cronjob, assignments(plane, namespace)) == []
+        # Every move wrote only the CronJob: its Jobs kept the bucket they were made with.
+        assert jobs_without_their_buckets(plane, namespace) == []
+        assert job_writes_outside_the_shards(plane, namespace) == []
     report(f"took {time.monotonic() - started:.0f}s")
