@@ -443,13 +443,13 @@ def test_a_new_selector_syncs_again_from_the_last_version_and_drops_what_left_it
     generations: list[int] = []
     first = ReselectingStream(
         [event("ADDED", "a", "1"), end_bookmark("4")],
-        lambda: generations.append(reflector.reselect("s=b")),
+        lambda: generations.append(selecting.reselect("s=b")),
     )
     second = FakeStream([event("ADDED", "b", "5"), end_bookmark("6")])
     rest = FakeRest([first, second], [])
-    reflector = Reflector(rest, CONFIG_MAP, store, sink, label_selector="s=a")  # type: ignore[arg-type]
+    selecting = Reflector(rest, CONFIG_MAP, store, sink, label_selector="s=a")  # type: ignore[arg-type]
     caplog.set_level("INFO", logger=reflector_module.log.name)
-    reflector.run(rest.stop)
+    selecting.run(rest.stop)
     assert [(p["labelSelector"], p["resourceVersion"]) for p in rest.watch_params] == [
         ("s=a", ""),
         ("s=b", "4"),  # from the last version seen: no quorum read for a new selector
@@ -463,7 +463,7 @@ def test_a_new_selector_syncs_again_from_the_last_version_and_drops_what_left_it
         ("delete", "a", False),
         ("synced", "", True),
     ]
-    assert (generations, reflector.synced_generation) == ([1], 1)
+    assert (generations, selecting.synced_generation) == ([1], 1)
     warnings = [rec.getMessage() for rec in caplog.records if rec.levelname == "WARNING"]
     assert warnings == [f"{CONFIG_MAP}: list/watch failed, retrying in 0.0s: the script is over"]
 
