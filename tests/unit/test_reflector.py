@@ -441,13 +441,15 @@ def test_a_new_selector_syncs_again_from_the_last_version_and_drops_what_left_it
     store = Store()
     sink = Sink(store)
     generations: list[int] = []
-    first = ReselectingStream(
-        [event("ADDED", "a", "1"), end_bookmark("4")],
-        lambda: generations.append(selecting.reselect("s=b")),
-    )
-    second = FakeStream([event("ADDED", "b", "5"), end_bookmark("6")])
-    rest = FakeRest([first, second], [])
+    rest = FakeRest([], [])
     selecting = Reflector(rest, CONFIG_MAP, store, sink, label_selector="s=a")  # type: ignore[arg-type]
+    rest.watches += [
+        ReselectingStream(
+            [event("ADDED", "a", "1"), end_bookmark("4")],
+            lambda: generations.append(selecting.reselect("s=b")),
+        ),
+        FakeStream([event("ADDED", "b", "5"), end_bookmark("6")]),
+    ]
     caplog.set_level("INFO", logger=reflector_module.log.name)
     selecting.run(rest.stop)
     assert [(p["labelSelector"], p["resourceVersion"]) for p in rest.watch_params] == [
