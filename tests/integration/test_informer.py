@@ -226,16 +226,14 @@ def test_a_new_selector_on_a_running_cache_swaps_the_objects_and_says_when_it_ho
 
     if not watch_list:
         monkeypatch.setattr(_reflector.Reflector, "_sync", _paged_sync)
-    path = CONFIG_MAP.collection_path(namespace)
+
+    def post(name: str, bucket: str) -> None:
+        labelled = {"name": name, "labels": {"b": bucket}}
+        body = {**configmap(name, namespace), "metadata": labelled}
+        rest.request("POST", CONFIG_MAP.collection_path(namespace), body=body)
+
     for name, bucket in (("in-1", "1"), ("in-2", "2"), ("in-3", "3")):
-        rest.request(
-            "POST",
-            path,
-            body={
-                **configmap(name, namespace),
-                "metadata": {"name": name, "labels": {"b": bucket}},
-            },
-        )
+        post(name, bucket)
     cache = Cache(rest, namespace=namespace)
     cache.set_label_selector(CONFIG_MAP, "b in (1,2)")
     events = Events()
@@ -253,22 +251,8 @@ def test_a_new_selector_on_a_running_cache_swaps_the_objects_and_says_when_it_ho
         wait_for(lambda: events.seen("delete", "in-1"), 10, message="in-1 to leave")
         assert events.seen("add", "in-3")
         # ... and the watch after the new sync runs under the new selector.
-        rest.request(
-            "POST",
-            path,
-            body={
-                **configmap("in-4", namespace),
-                "metadata": {"name": "in-4", "labels": {"b": "3"}},
-            },
-        )
-        rest.request(
-            "POST",
-            path,
-            body={
-                **configmap("out-5", namespace),
-                "metadata": {"name": "out-5", "labels": {"b": "1"}},
-            },
-        )
+        post("in-4", "3")
+        post("out-5", "1")
         wait_for(lambda: events.seen("add", "in-4"), 10, message="in-4 to come")
         assert not events.seen("add", "out-5")
         assert informer.last_error is None

@@ -16,6 +16,7 @@ from cronjob_operator.runtime.sharding import (
     bucket_of,
     bucket_selector,
 )
+from tests.unit.test_sharding_protocol import Recording
 
 NAMESPACE = "work"
 
@@ -144,15 +145,6 @@ def test_a_bucket_the_share_no_longer_needs_is_dropped_only_after_a_while() -> N
     owned.follow()
     assert cache.reselected[-1] == bucket_selector(buckets("a"))
     assert not owned.ready(cronjob("b"))
-
-
-class Recording:
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-
-    def reconcile(self, request: Request) -> Result:
-        self.seen.append(request.name)
-        return Result()
 
 
 def test_an_object_whose_owned_objects_are_not_cached_is_not_reconciled_nor_requeued() -> None:
