@@ -20,6 +20,7 @@ controller tolerates that), the new ones become ready when it has synced, and
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 
@@ -27,6 +28,8 @@ from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.cache import Cache
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.sharding._labels import bucket_of_object, bucket_selector
+
+log = logging.getLogger(__name__)
 
 SHRINK_AFTER = 20.0
 """Seconds a bucket stays selected after the share stopped needing it."""
@@ -78,6 +81,10 @@ class OwnedSelection:
             self._syncing = False
             newly_ready = self._selected - self._ready
             self._ready = self._selected
+            log.info(
+                "owned objects cached",
+                extra={"buckets": len(self._ready), "new_buckets": len(newly_ready)},
+            )
         share = self._cache.informer(self._sharded).store.list()
         needed = frozenset(bucket_of_object(obj) for obj in share)
         now = self._clock()
@@ -95,5 +102,9 @@ class OwnedSelection:
         self._ready = self._ready & target
         self._syncing = True
         self.reselections += 1
+        log.info(
+            "selecting owned objects",
+            extra={"buckets": len(target), "syncing": len(target - self._ready)},
+        )
         for kind in self._owned:
             self._cache.reselect(kind, bucket_selector(target))
