@@ -173,6 +173,31 @@ def test_new_cronjobs_go_to_their_ring_owner_and_their_unlabelled_jobs_get_the_b
     assert {name: world.job_labels(name) for name in NAMES} == bucket_labels()
 
 
+def test_jobs_of_other_owners_get_no_bucket(world: World) -> None:
+    # The built-in batch/v1 CronJob's kind is also "CronJob": only the apiVersion tells.
+    owners = {"builtin": ("batch/v1", "CronJob"), "plain": None}
+    for name, owner in owners.items():
+        metadata: dict[str, Any] = {"name": f"{name}-1", "namespace": NAMESPACE}
+        if owner:
+            api_version, kind = owner
+            metadata["ownerReferences"] = [
+                {
+                    "apiVersion": api_version,
+                    "kind": kind,
+                    "name": name,
+                    "uid": "u",
+                    "controller": True,
+                }
+            ]
+        world.client.add(JOB, {"metadata": metadata})
+    world.join("m1")
+    world.round()
+    for name in owners:
+        labels = world.client.get(JOB, f"{name}-1", NAMESPACE)["metadata"].get("labels") or {}
+        assert BUCKET_LABEL not in labels
+    assert {name: world.job_labels(name) for name in NAMES} == bucket_labels()
+
+
 def test_jobs_of_an_earlier_release_lose_their_shard_label_for_the_bucket(world: World) -> None:
     for name in NAMES:  # the protocol before buckets labelled Jobs with their member
         job = objects.thaw(world.client.get(JOB, f"{name}-100", NAMESPACE))

@@ -260,8 +260,12 @@ class Assigner:
     def _give_bucket(self, kind: kinds.Kind, obj: objects.Obj) -> None:
         """Label an owned object with its controller owner's bucket (none: left alone)."""
         owner = objects.controller_ref(obj)
-        if not owner or owner.get("kind") != self.config.kind.kind:
-            return
+        sharded = self.config.kind
+        if not owner or (owner.get("apiVersion"), owner.get("kind")) != (
+            sharded.api_version,
+            sharded.kind,
+        ):
+            return  # not ours: a built-in batch/v1 CronJob's Job, a plain Job
         namespace = objects.namespace_of(obj) or ""
         # The shard label goes too: owned objects of an earlier release carried it.
         labels = {BUCKET_LABEL: str(bucket_of(namespace, str(owner["name"]))), SHARD_LABEL: None}
