@@ -391,6 +391,10 @@ def burst_table(rows: Sequence[Row], bare_rate: float) -> str:
     return _common.markdown_table(headers, table)
 
 
+def lease_text(leases: Sequence[str]) -> str:
+    return "4 s / 3 s / 0.5 s" if leases else "15 s / 10 s / 2 s (the CLI's defaults)"
+
+
 def render(
     rows: Sequence[Row],
     rebalance: float | None,
@@ -423,13 +427,13 @@ def render(
     ]
     notes = [
         f"{args.cronjobs} CronJobs x {args.jobs_per_cronjob} Jobs over "
-        f"{_cluster.NAMESPACES} namespaces; leases 4 s / 3 s / 0.5 s",
+        f"{_cluster.NAMESPACES} namespaces; leases {lease_text(args.leases)}",
         "CPU s: the process's CPU from its start until every status was correct",
     ]
     if rebalance is not None:
         notes.append(
             f"rebalance: a non-leading member of 3 SIGKILLed, its CronJobs labelled "
-            f"for the others {rebalance:.1f}s later (lease 4 s on the leader's clock)"
+            f"for the others {rebalance:.1f}s later (on the leader's clock)"
         )
     tables = [("Per replica:", _common.markdown_table(headers, table))]
     if bare_rate is not None:
