@@ -3,7 +3,8 @@
 One control plane (no Job controller: the Jobs are stored, never run; bench/_cluster.py)
 holds N CronJobs that never fire and M suspended Jobs owned by each. For each replica
 count, every CronJob's status is emptied, then that many real ``cronjob-operator run``
-processes start (``--leader-elect``, and ``--sharded`` above 1 replica; 4 s leases).
+processes start (``--leader-elect``, and ``--sharded`` above 1 replica; 4 s leases, or
+the defaults with ``--default-leases``).
 Reported per replica count:
 
 * the time from the start of the processes (interpreter start included) until every
@@ -58,6 +59,7 @@ from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.client import LiveReader, RestClient, Writer
 from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.sharding import DRAIN_LABEL, SHARD_LABEL
 
 LEASE_NAMESPACE = "bench-leases"
@@ -68,15 +70,35 @@ STATUS_RATE = 50.0
 CronJob's status must name the burst minute before it comes (one write each). The 2
 cores here took 95 per second for one replica at 2,000 CronJobs; 20,000 on the previous
 guess of 200 per second ran out of lead."""
-FAST_LEASE = (
-    "--leader-elect-lease-duration=4s",
-    "--leader-elect-renew-deadline=3s",
-    "--leader-elect-retry-period=500ms",
-)
+
+
+@dataclass(frozen=True)
+class Leases:
+    """The lease timings the replicas run with, s."""
+
+    duration: float
+    renew: float
+    retry: float
+
+    def flags(self) -> list[str]:
+        return [
+            f"--leader-elect-lease-duration={self.duration:g}",
+            f"--leader-elect-renew-deadline={self.renew:g}",
+            f"--leader-elect-retry-period={self.retry:g}",
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.duration:g} s / {self.renew:g} s / {self.retry:g} s"
+
+
+FAST_LEASES = Leases(duration=4, renew=3, retry=0.5)
 """The leases of every row unless ``--default-leases``: a quick rebalance. At 20,000
 CronJobs the burst kept the API server of 2 cores so busy that both members of the
 2-replica row missed the 3 s renew deadline of their shard Leases and stopped (as a
-lost Lease must stop them); the CLI's defaults (15 s / 10 s / 2 s) give 10 s."""
+lost Lease must stop them); the defaults give 10 s."""
+_DEFAULT = LeaderElectionConfig(name="bench", namespace=LEASE_NAMESPACE, identity="bench")
+DEFAULT_LEASES = Leases(_DEFAULT.lease_duration, _DEFAULT.renew_deadline, _DEFAULT.retry_period)
+"""The CLI's defaults (the runtime's, as controller-runtime's)."""
 
 
 @dataclass
@@ -106,7 +128,7 @@ class Replica:
 
 @contextlib.contextmanager
 def replicas(
-    plane: ControlPlane, count: int, directory: Path, *, sharded: bool, leases: Sequence[str]
+    plane: ControlPlane, count: int, directory: Path, *, sharded: bool, leases: Leases
 ) -> Iterator[list[Replica]]:
     """``count`` operator processes for the block; SIGTERMed (then killed) after it."""
     started: list[Replica] = []
@@ -126,7 +148,7 @@ def replicas(
                 "--log-format=json",
                 "--leader-elect",
                 f"--leader-election-namespace={LEASE_NAMESPACE}",
-                *leases,
+                *leases.flags(),
                 *(["--sharded"] if sharded else []),
             ]
             with log.open("wb") as out:
@@ -193,6 +215,18 @@ class Burst:
     expected: int
     cpu: list[float]
     """Each replica's CPU s from before the minute until the last Job."""
+
+    @property
+    def p50(self) -> float:
+        return _cluster.percentile(self.created, 0.5)
+
+    @property
+    def p99(self) -> float:
+        return _cluster.percentile(self.created, 0.99)
+
+    @property
+    def last(self) -> float:
+        return max(self.created, default=0.0)
 
 
 @dataclass
@@ -281,7 +315,7 @@ def measure(
     directory: Path,
     timeout: float,
     with_burst: bool,
-    leases: Sequence[str],
+    leases: Leases,
 ) -> tuple[Row, float | None]:
     """One replica count: start, wait for correct statuses, read RSS and CPU, rebalance."""
     _cluster.clear_statuses(_cluster.rest_client(plane), population.cronjobs)
@@ -343,13 +377,12 @@ def summary(row: Row, rebalance: float | None) -> str:
         "cpu_s": [round(cpu, 1) for cpu in row.cpu],
     }
     if row.burst is not None:
-        created = row.burst.created
         figures["burst"] = {
-            "created": len(created),
+            "created": len(row.burst.created),
             "due": row.burst.expected,
-            "p50_s": _cluster.percentile(created, 0.5),
-            "p99_s": _cluster.percentile(created, 0.99),
-            "last_s": max(created, default=0.0),
+            "p50_s": row.burst.p50,
+            "p99_s": row.burst.p99,
+            "last_s": row.burst.last,
             "cpu_s": [round(cpu, 1) for cpu in row.burst.cpu],
         }
     if rebalance is not None:
@@ -363,18 +396,16 @@ def burst_table(rows: Sequence[Row], bare_rate: float) -> str:
     for row in rows:
         if row.burst is None:
             continue
-        created = row.burst.created
         bound = row.burst.expected / bare_rate
-        p99 = _cluster.percentile(created, 0.99)
         table.append(
             [
                 f"{row.replicas} {'sharded' if row.sharded else 'unsharded'}",
-                f"{len(created):,} / {row.burst.expected:,}",
-                f"{_cluster.percentile(created, 0.5):.0f}",
-                f"{p99:.0f}",
-                f"{max(created, default=0.0):.0f}",
+                f"{len(row.burst.created):,} / {row.burst.expected:,}",
+                f"{row.burst.p50:.0f}",
+                f"{row.burst.p99:.0f}",
+                f"{row.burst.last:.0f}",
                 f"{bound:.2f}",
-                f"{p99 / bound:.2f}x",
+                f"{row.burst.p99 / bound:.2f}x",
                 " / ".join(f"{cpu:.1f}" for cpu in row.burst.cpu),
             ]
         )
@@ -389,10 +420,6 @@ def burst_table(rows: Sequence[Row], bare_rate: float) -> str:
         "CPU s per replica",
     ]
     return _common.markdown_table(headers, table)
-
-
-def lease_text(leases: Sequence[str]) -> str:
-    return "4 s / 3 s / 0.5 s" if leases else "15 s / 10 s / 2 s (the CLI's defaults)"
 
 
 def render(
@@ -427,7 +454,7 @@ def render(
     ]
     notes = [
         f"{args.cronjobs} CronJobs x {args.jobs_per_cronjob} Jobs over "
-        f"{_cluster.NAMESPACES} namespaces; leases {lease_text(args.leases)}",
+        f"{_cluster.NAMESPACES} namespaces; leases {args.leases}",
         "CPU s: the process's CPU from its start until every status was correct",
     ]
     if rebalance is not None:
@@ -461,9 +488,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--default-leases",
         dest="leases",
         action="store_const",
-        const=(),
-        default=FAST_LEASE,
-        help="the CLI's lease timings (15 s / 10 s / 2 s) instead of 4 s / 3 s / 0.5 s",
+        const=DEFAULT_LEASES,
+        default=FAST_LEASES,
+        help=f"the CLI's lease timings ({DEFAULT_LEASES}) instead of {FAST_LEASES}",
     )
     args = parser.parse_args(argv)
     counts = [int(part) for part in args.replicas.split(",")]
