@@ -483,3 +483,31 @@ def test_a_reselection_during_a_paged_list_opens_no_watch_under_the_old_selector
     assert rest.watch_params == []  # the watch saw the new selection pending and returned
     assert r.synced_generation == 0  # what is stored is the old selection's
     assert r.generation == 1
+
+
+@pytest.mark.parametrize("watch_list", [True, False], ids=["streamed", "paged"])
+def test_a_sync_keeps_the_stored_copy_of_an_object_at_the_version_it_holds(
+    watch_list: bool,
+) -> None:
+    # A reselection or a relist brings every kept object again: at the stored version
+    # it must not be decoded and frozen a second time (memory and CPU of a sync).
+    r, store, sink, rest = streaming([], watch_list=watch_list)
+    r._handle(event("ADDED", "same", "1"))
+    r._handle(event("ADDED", "changed", "2"))
+    same, changed = store.get("ns/same"), store.get("ns/changed")
+    sink.events.clear()
+    again = [event("", "same", "1")["object"], event("", "changed", "3")["object"]]
+    if watch_list:
+        initial: dict[str, objects.Obj] = {}
+        for raw in again:
+            r._collect({"type": "ADDED", "object": raw}, initial)
+        r._collect(end_bookmark("4"), initial)
+    else:
+        rest.pages = [{"metadata": {"resourceVersion": "4"}, "items": again}]
+        r._list("1")
+    assert store.get("ns/same") is same
+    fresh = store.get("ns/changed")
+    assert fresh is not None
+    assert fresh is not changed
+    assert fresh["metadata"]["resourceVersion"] == "3"
+    assert sink.events == [("update", "changed", True), ("synced", "", True)]

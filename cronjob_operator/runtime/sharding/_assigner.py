@@ -2,7 +2,9 @@
 
 A manager Runnable that needs the leader Lease, so exactly one runs (beside the
 controllers that are not sharded). It keeps a cache of its own of the sharded kind's
-metadata (every object, not one member's share) and, every ``retry_period`` and
+metadata (every object, not one member's share; watched as ``PartialObjectMetadata``,
+so the API server sends no spec or status, not even for a status write) and, every
+``retry_period`` and
 whenever an object appears or its labels change:
 
 1. lists the group's member Leases and observes each on its own clock
@@ -120,7 +122,11 @@ class Assigner:
         self._metrics = metrics
         self._clock = clock
         self._informer = Informer(
-            rest, config.kind, namespace=namespace, transform=placement_metadata
+            rest,
+            config.kind,
+            namespace=namespace,
+            transform=placement_metadata,
+            metadata_only=True,
         )
         self._unbucketed = [
             Informer(
