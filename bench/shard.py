@@ -313,7 +313,8 @@ def burst(
     watcher.stop()
     created = [s.created - target for s in watcher.seen if s.name.endswith(suffix)]
     _set_spec(writer, keys, {"schedule": _cluster.NEVER, "timeZone": None})
-    _cluster.bulk(lambda key: _delete_job(rest, key, f"{key[1]}{suffix}"), keys)
+    reader = LiveReader(rest)
+    _cluster.bulk(lambda key: _delete_job(writer, reader, key, f"{key[1]}{suffix}"), keys)
     return Burst(created=created, expected=len(keys), cpu=cpu)
 
 
@@ -321,7 +322,7 @@ def _set_spec(writer: Writer, keys: Sequence[tuple[str, str]], spec: dict[str, A
     _cluster.bulk(lambda key: writer.patch(CRONJOB, key[1], {"spec": spec}, namespace=key[0]), keys)
 
 
-def _delete_job(rest: RestClient, key: tuple[str, str], name: str) -> None:
+def _delete_job(writer: Writer, reader: LiveReader, key: tuple[str, str], name: str) -> None:
     """Delete a Job of the burst and return once it is gone.
 
     Background propagation: a batch/v1 Job deleted with its default (orphan) keeps an
@@ -331,9 +332,9 @@ def _delete_job(rest: RestClient, key: tuple[str, str], name: str) -> None:
     many), so that row's cold start measured the garbage collector.
     """
     with contextlib.suppress(errors.NotFound):
-        Writer(rest).delete(JOB, name, namespace=key[0], propagation=Propagation.BACKGROUND)
+        writer.delete(JOB, name, namespace=key[0], propagation=Propagation.BACKGROUND)
     wait_for(
-        lambda: _gone(LiveReader(rest), name, key[0]),
+        lambda: _gone(reader, name, key[0]),
         JOB_GONE_TIMEOUT,
         interval=0.5,
         message=f"Job {key[0]}/{name} deleted",

@@ -485,13 +485,10 @@ class Reflector:
         it skips the transform and the freeze, and the sync never holds a second copy
         of the store (a reselection of 30,000 cached Jobs used to).
         """
-        metadata = raw.get("metadata") or {}
-        version = metadata.get("resourceVersion")
-        if version:
-            namespace, name = metadata.get("namespace"), metadata.get("name")
-            stored = self._store.get(f"{namespace}/{name}" if namespace else str(name))
-            if stored is not None and _resource_version(stored) == version:
-                return stored
+        version = _resource_version(raw)
+        stored = self._store.get(objects.object_key(raw)) if version else None
+        if stored is not None and _resource_version(stored) == version:
+            return stored
         return self._decode(raw)
 
     def _decode(self, raw: dict[str, Any]) -> objects.Obj:
