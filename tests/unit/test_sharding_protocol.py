@@ -32,8 +32,8 @@ from cronjob_operator.runtime.sharding import (
     Ring,
     ShardingConfig,
     ShardingMetrics,
-    bucket_key,
     bucket_of,
+    bucket_owners,
 )
 
 NAMESPACE = "work"
@@ -142,8 +142,8 @@ class Recording:
 
 
 def ring_owners(members: list[str]) -> dict[str, str | None]:
-    ring = Ring(members)
-    return {name: ring.owner(bucket_key(bucket_of(NAMESPACE, name))) for name in NAMES}
+    owners = bucket_owners(Ring(members))
+    return {name: owners[bucket_of(NAMESPACE, name)] for name in NAMES}
 
 
 def bucket_labels() -> dict[str, dict[str, str]]:

@@ -50,6 +50,7 @@ from cronjob_operator.runtime.sharding._plan import (
     Drain,
     Placement,
     bucket_key,
+    bucket_owners,
     placement,
     plan,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "attach",
     "bucket_key",
     "bucket_of",
+    "bucket_owners",
     "bucket_selector",
     "inherited_labels",
     "member_name",

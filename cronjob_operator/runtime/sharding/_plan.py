@@ -2,9 +2,10 @@
 
 A pure function (``plan``) of the objects' sharding labels and each member's
 ``MemberState``: the runnable in ``_assigner`` reads, calls it and writes. Each object
-belongs to the ring owner of its bucket (``_labels.bucket_of``: whole buckets move, so
-the objects it owns, labelled with the bucket, follow without a write). Over the ring
-of LIVE members:
+belongs to the owner of its bucket (``_labels.bucket_of``: whole buckets move, so the
+objects it owns, labelled with the bucket, follow without a write), which is where the
+ring of LIVE members places that bucket among all ``BUCKETS`` under bounded loads
+(``bucket_owners``, ``Ring.place``). Then:
 
 * no shard label (new, or drained and acknowledged): ``Assign`` it to its ring owner;
 * on a GONE member, or on one that has no Lease at all: ``Assign`` at once, without a
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronjob_operator.runtime.sharding._labels import (
+    BUCKETS,
     DRAIN_LABEL,
     PREVIOUS_ANNOTATION,
     SHARD_LABEL,
@@ -94,16 +96,23 @@ def bucket_key(bucket: int) -> str:
     return f"bucket-{bucket}"
 
 
+def bucket_owners(ring: Ring) -> dict[int, str]:
+    """Every bucket's owner: the ring places all ``BUCKETS``, in order, with bounded
+    loads; empty when the ring has no member."""
+    placed = ring.place([bucket_key(bucket) for bucket in range(BUCKETS)])
+    return {bucket: placed[bucket_key(bucket)] for bucket in range(BUCKETS)} if placed else {}
+
+
 def plan(
     placements: Iterable[Placement], members: Mapping[str, MemberState], ring: Ring
 ) -> list[Assign | Drain]:
-    """The writes that bring every object to its ring owner (module doc)."""
+    """The writes that bring every object to its bucket's owner (module doc)."""
     actions: list[Assign | Drain] = []
-    if not ring.members:
+    owners = bucket_owners(ring)
+    if not owners:
         return actions
     for target in placements:
-        owner = ring.owner(bucket_key(target.bucket))
-        assert owner is not None  # the ring has members
+        owner = owners[target.bucket]
         if target.shard is None:
             reason = "drained" if target.previous else "new"
             actions.append(Assign(target, owner, reason))
