@@ -26,7 +26,12 @@ Reported per replica count:
   measured in the same run after the rows. The schedule is set back and the minute's
   Jobs deleted (background propagation) and gone before the next row;
 * with 3 replicas, the rebalance: a member that is not the leader is SIGKILLed and the
-  time until no CronJob is labelled with it any more is measured.
+  time until no CronJob is labelled with it any more is measured;
+* the fixed cost: before the population, the RSS of one replica with nothing to cache
+  (once its controller has started, so its caches have synced). Whatever the number of
+  replicas, each holds at least that, so an even split over N can reach at best
+  ``(fixed + (one replica - fixed) / N) / one replica``, printed as the floor of each
+  row's RSS ratio.
 
     python -m bench.shard [--cronjobs 2000] [--jobs-per-cronjob 5] [--replicas 1,2,3]
                           [--no-burst]
@@ -398,6 +403,29 @@ def measure(
     return row, rebalance
 
 
+def idle_rss_mib(plane: ControlPlane, directory: Path, leases: Leases, timeout: float) -> float:
+    """The RSS of one replica with nothing to cache, once its controller has started
+    (the manager starts it after the caches synced)."""
+    (directory / "idle").mkdir(exist_ok=True)
+    with replicas(plane, 1, directory / "idle", sharded=False, leases=leases) as running:
+        (replica,) = running
+        wait_for(
+            lambda: (
+                still_running(running)
+                and any(e.get("msg") == "controller started" for e in replica.lines())
+            ),
+            timeout,
+            interval=0.2,
+            message="an idle replica's controller started",
+        )
+        return rss_kb(replica.process.pid) / 1024
+
+
+def split_floor(row: Row, base: float, idle: float) -> float:
+    """The least RSS ratio an even split over the row's replicas can reach (module doc)."""
+    return (idle + (base - idle) / row.replicas) / base
+
+
 def rebalance_seconds(view: CronJobView, running: list[Replica], timeout: float) -> float:
     """SIGKILL a member that does not lead; seconds until no CronJob names it."""
     victim = next(replica for replica in running if not replica.leads())
@@ -476,6 +504,7 @@ def render(
     rows: Sequence[Row],
     rebalance: float | None,
     bare_rate: float | None,
+    idle: float,
     args: argparse.Namespace,
 ) -> None:
     base = rows[0].rss_mib[0] if rows else 0.0
@@ -490,6 +519,7 @@ def render(
                     f"{row.seconds:.1f}",
                     f"{row.rss_mib[index]:.1f}",
                     f"{row.rss_mib[index] / base:.2f}x" if base else "-",
+                    f"{split_floor(row, base, idle):.2f}x" if base else "-",
                     f"{row.cpu[index]:.1f}",
                 ]
             )
@@ -500,12 +530,15 @@ def render(
         "s to every status correct",
         "RSS MiB",
         "RSS / 1 replica",
+        "even-split floor",
         "CPU s",
     ]
     notes = [
         f"{args.cronjobs} CronJobs x {args.jobs_per_cronjob} Jobs over "
         f"{_cluster.NAMESPACES} namespaces; leases {args.leases}",
         "CPU s: the process's CPU from its start until every status was correct",
+        f"fixed cost: one replica with nothing to cache held {idle:.1f} MiB; even-split "
+        "floor = (fixed + (1 replica - fixed) / replicas) / 1 replica",
     ]
     if rebalance is not None:
         notes.append(
@@ -551,6 +584,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rest = _cluster.rest_client(plane)
         _cluster.create_namespaces(rest)
         plane.kubectl("create", "namespace", LEASE_NAMESPACE, check=True)
+        idle = idle_rss_mib(plane, directory, args.leases, args.timeout)
+        print(f"one replica with nothing to cache: {idle:.1f} MiB", file=sys.stderr)
         population = _cluster.populate(rest, args.cronjobs, jobs_per_cronjob=args.jobs_per_cronjob)
         print(f"populated in {population.seconds:.0f}s", file=sys.stderr)
         view = stack.enter_context(CronJobView(rest))
@@ -572,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rebalance = seconds if seconds is not None else rebalance
             print(f"{count} replicas: {summary(row, seconds)}", file=sys.stderr)
         bare_rate = bare_create_rate(rest, args.cronjobs, _cluster.THREADS) if args.burst else None
-    render(rows, rebalance, bare_rate, args)
+    render(rows, rebalance, bare_rate, idle, args)
     return 0
 
 

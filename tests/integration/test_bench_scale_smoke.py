@@ -40,31 +40,34 @@ def test_scale_prints_every_table_and_the_plot_reads_it(
 
 
 @pytest.mark.parametrize(
-    ("main", "argv", "min_rows"),
+    ("main", "argv", "min_rows", "note"),
     [
-        pytest.param(api_load.main, [*TINY, "--steady-seconds", "1"], 1, id="api_load"),
-        pytest.param(naive_vs_indexed.main, [*TINY, "--sample", "2"], 1, id="naive_vs_indexed"),
+        pytest.param(api_load.main, [*TINY, "--steady-seconds", "1"], 1, "", id="api_load"),
+        pytest.param(naive_vs_indexed.main, [*TINY, "--sample", "2"], 1, "", id="naive_vs_indexed"),
         pytest.param(
             throughput.main,
             ["--cronjobs", "3", "--jobs-per-cronjob", "1", "--workers", "1,2"],
             2,
+            "",
             id="throughput",
         ),
         pytest.param(
             shard.main,
             ["--cronjobs", "6", "--jobs-per-cronjob", "1", "--replicas", "1,3", "--timeout", "120"],
             6,  # 1 + 3 replicas, and the burst's line for each count
+            r"fixed cost: one replica with nothing to cache held [0-9]+\.[0-9] MiB",
             id="shard",
         ),
     ],
 )
 def test_a_cluster_benchmark_prints_its_table(
-    main: Main, argv: list[str], min_rows: int, capsys: pytest.CaptureFixture[str]
+    main: Main, argv: list[str], min_rows: int, note: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(argv) == 0
     output = capsys.readouterr().out
     rows = table_rows(output)
     assert len(rows) >= min_rows, output
+    assert re.search(note, output), output
     # The rows carry figures, not only labels: numeric cells in every row, and measured
     # ones (latency, rate, per-reconcile counts: printed with decimals) in the table.
     for row in rows:
