@@ -7,11 +7,11 @@ objects it owns, labelled with the bucket, follow without a write), which is whe
 ring of LIVE members places that bucket among all ``BUCKETS`` under bounded loads
 (``bucket_owners``, ``Ring.place``). Then:
 
-* no shard label (new, or drained and acknowledged): ``Assign`` it to its ring owner;
+* no shard label (new, or drained and acknowledged): ``Assign`` it to its bucket's owner;
 * on a GONE member, or on one that has no Lease at all: ``Assign`` at once, without a
   drain (that member can write nothing any more: see ``_membership``);
 * on an EXPIRED member: nothing yet (the Lease is taken over first);
-* on a LIVE member that is not its ring owner: ``Drain``, unless already draining.
+* on a LIVE member that is not its bucket's owner: ``Drain``, unless already draining.
 
 Nothing is assigned while no member is LIVE.
 """
@@ -96,11 +96,14 @@ def bucket_key(bucket: int) -> str:
     return f"bucket-{bucket}"
 
 
-def bucket_owners(ring: Ring) -> dict[int, str]:
-    """Every bucket's owner: the ring places all ``BUCKETS``, in order, with bounded
-    loads; empty when the ring has no member."""
-    placed = ring.place([bucket_key(bucket) for bucket in range(BUCKETS)])
-    return {bucket: placed[bucket_key(bucket)] for bucket in range(BUCKETS)} if placed else {}
+BUCKET_KEYS = tuple(bucket_key(bucket) for bucket in range(BUCKETS))
+"""Every bucket's key on the ring, in bucket order."""
+
+
+def bucket_owners(ring: Ring) -> list[str]:
+    """Every bucket's owner, indexed by bucket: the ring places all ``BUCKETS``, in
+    order, with bounded loads; empty when the ring has no member."""
+    return ring.place(BUCKET_KEYS)
 
 
 def plan(

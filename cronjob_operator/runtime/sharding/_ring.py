@@ -61,23 +61,25 @@ class Ring:
         """The member that owns ``key``, or None when the ring has no member."""
         if not self._tokens:
             return None
-        index = bisect.bisect_left(self._tokens, hash64(key))
-        return self._owners[index % len(self._owners)]
+        return self._owners[self._first_point(key)]
 
-    def place(self, keys: Sequence[str]) -> dict[str, str]:
-        """Each of ``keys`` with its owner under bounded loads (module doc), placed in the
-        order given; empty when the ring has no member."""
+    def _first_point(self, key: str) -> int:
+        """The index of the first point at or after ``key``'s hash, wrapping round."""
+        return bisect.bisect_left(self._tokens, hash64(key)) % len(self._tokens)
+
+    def place(self, keys: Sequence[str]) -> list[str]:
+        """The owner of each of ``keys`` under bounded loads (module doc), in the order of
+        ``keys`` (which is also the order they are placed in); empty when the ring has no
+        member."""
         if not self._tokens:
-            return {}
+            return []
         capacity = math.ceil(len(keys) / len(self.members))
         load = dict.fromkeys(self.members, 0)
-        placed: dict[str, str] = {}
+        owners: list[str] = []
         for key in keys:
-            index = bisect.bisect_left(self._tokens, hash64(key))
-            member = self._owners[index % len(self._owners)]
-            while load[member] >= capacity:
-                index += 1
-                member = self._owners[index % len(self._owners)]
-            load[member] += 1
-            placed[key] = member
-        return placed
+            index = self._first_point(key)
+            while load[self._owners[index]] >= capacity:
+                index = (index + 1) % len(self._owners)
+            load[self._owners[index]] += 1
+            owners.append(self._owners[index])
+        return owners
