@@ -256,11 +256,7 @@ def _stagger_errors(spec: Mapping[str, Any]) -> list[FieldError]:
         return []
     if not _is_count(value):
         return [webhook.invalid(STAGGER_FIELD, value, "must be a whole number")]
-    try:
-        parsed = parse_spec_schedule(spec)
-    except (schedule.ScheduleError, TypeError):
-        parsed = None  # reported as a schedule error; only the range can be checked
-    detail = stagger_problem(parsed, value)
+    detail = stagger_problem(_parsed_schedule(spec), value)  # no schedule: the range only
     return [] if detail is None else [webhook.invalid(STAGGER_FIELD, value, detail)]
 
 
@@ -295,16 +291,31 @@ def _run_request_errors(cronjob: Mapping[str, Any]) -> list[FieldError]:
     return [webhook.invalid(TOKEN_FIELD, f"<{len(token)} characters>", detail)]
 
 
-def _backfill_errors(cronjob: Mapping[str, Any], spec: Mapping[str, Any]) -> list[FieldError]:
-    """The backfill annotation: its shape, and at most MAX_BACKFILL times of the schedule."""
-    annotations = (cronjob.get("metadata") or {}).get("annotations") or {}
-    raw = annotations.get(batch_v1.BACKFILL_ANNOTATION)
+def _backfill_request(cronjob: Mapping[str, Any] | None) -> Any:
+    annotations = ((cronjob or {}).get("metadata") or {}).get("annotations") or {}
+    return annotations.get(batch_v1.BACKFILL_ANNOTATION)
+
+
+def _parsed_schedule(spec: Mapping[str, Any] | None) -> schedule.AnySchedule | None:
+    try:
+        return None if spec is None else parse_spec_schedule(spec)
+    except (schedule.ScheduleError, TypeError):
+        return None  # reported as a schedule error
+
+
+def _backfill_errors(
+    cronjob: Mapping[str, Any], spec: Mapping[str, Any], old: Mapping[str, Any] | None
+) -> list[FieldError]:
+    """The backfill annotation: its shape and range, and at most MAX_BACKFILL times of the
+    schedule. The count is not walked again on an update that changes neither the
+    request nor the schedule (it was counted when admitted)."""
+    raw = _backfill_request(cronjob)
     if raw is None:
         return []
-    try:
-        parsed = parse_spec_schedule(spec)
-    except (schedule.ScheduleError, TypeError):
-        parsed = None  # reported as a schedule error; only the shape can be checked
+    parsed = _parsed_schedule(spec)
+    unchanged = old is not None and _backfill_request(old) == raw
+    if unchanged and _parsed_schedule(_spec(old or {})) == parsed:
+        parsed = None  # counted already: only the shape and the range are checked
     problem = backfills.request_problem(raw, parsed)
     if problem is None:
         return []
@@ -319,7 +330,7 @@ def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
     return (
         _spec_errors(spec, None if old is None else _spec(old))
         + _run_request_errors(cronjob)
-        + _backfill_errors(cronjob, spec)
+        + _backfill_errors(cronjob, spec, old)
     )
 
 
