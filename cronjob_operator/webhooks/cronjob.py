@@ -33,6 +33,7 @@ from cronjob_operator import schedule
 from cronjob_operator.api import batch_v1
 from cronjob_operator.controllers.cronjob import backfill as backfills
 from cronjob_operator.controllers.cronjob.conditions import PAUSE_FIELD
+from cronjob_operator.controllers.cronjob.history import HISTORY_LIMITS, MAX_HISTORY_LIMIT
 from cronjob_operator.controllers.cronjob.requests import TOKEN_FIELD, token_problem
 from cronjob_operator.controllers.cronjob.runs import parse_spec_schedule
 from cronjob_operator.controllers.cronjob.stagger import STAGGER_FIELD, stagger_problem
@@ -63,11 +64,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
 """The spec fields with a default, as JSON: the v1 model's (and so the CRD schema's)."""
 
 _TZ_PREFIXES: Final = ("TZ=", "CRON_TZ=")
-_COUNTS: Final = (
-    "startingDeadlineSeconds",
-    "successfulJobsHistoryLimit",
-    "failedJobsHistoryLimit",
-)
+_COUNTS: Final = ("startingDeadlineSeconds", *HISTORY_LIMITS)
 _SCHEDULE_HINT: Final = (
     "use 5 fields (minute hour day-of-month month day-of-week) or a macro such as @hourly"
 )
@@ -240,6 +237,15 @@ def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) ->
         elif value < 0:
             errors.append(
                 webhook.invalid(f"spec.{name}", value, "must be greater than or equal to 0")
+            )
+        elif name in HISTORY_LIMITS and value > MAX_HISTORY_LIMIT:
+            errors.append(
+                webhook.invalid(
+                    f"spec.{name}",
+                    value,
+                    f"must be at most {MAX_HISTORY_LIMIT} (every finished Job kept is read by "
+                    "each reconcile); export older runs' results elsewhere",
+                )
             )
     if not isinstance(spec.get("jobTemplate"), Mapping):
         errors.append(

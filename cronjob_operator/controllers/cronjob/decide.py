@@ -171,6 +171,8 @@ class _Decision:
 
     def _prune(self) -> None:
         view = self.view
+        for message in history.capped_limits(view.spec, view.jobs):
+            self.steps.event("Warning", "HistoryLimitCapped", message)
         unrecorded = requests.unrecorded_manual_job(view.obj)
         for job in history.prunable(
             view.spec, view.name, view.jobs, view.stored, view.job_times, unrecorded=unrecorded
