@@ -13,6 +13,8 @@ schedule or time zone may be (one accept set for the webhook and the controller)
   upstream: the name is limited to 52 characters on create only (older, longer names
   can still be updated and deleted), and a ``TZ=``/``CRON_TZ=`` prefix is tolerated on
   update only when the old schedule had one, so objects from before the rule can change.
+  So is a history limit above ``MAX_HISTORY_LIMIT`` (a bound upstream lacks) that an
+  update keeps: the controller keeps at most that many Jobs anyway.
 
 Objects are read as raw JSON, not through the pydantic model: a webhook must report every
 problem of whatever it is sent, with the field path, rather than stop at the first.
@@ -238,7 +240,11 @@ def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) ->
             errors.append(
                 webhook.invalid(f"spec.{name}", value, "must be greater than or equal to 0")
             )
-        elif name in HISTORY_LIMITS and value > MAX_HISTORY_LIMIT:
+        elif (
+            name in HISTORY_LIMITS
+            and value > MAX_HISTORY_LIMIT
+            and value != (old_spec or {}).get(name)  # kept from before the bound: capped
+        ):
             errors.append(
                 webhook.invalid(
                     f"spec.{name}",

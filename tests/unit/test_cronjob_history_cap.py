@@ -63,3 +63,7 @@ def test_the_webhook_refuses_a_limit_above_the_cap_naming_the_field(field: str) 
     (error,) = webhook.validate_create(body(MAX_HISTORY_LIMIT + 1))
     assert str(error).startswith(f"spec.{field}: Invalid value: {MAX_HISTORY_LIMIT + 1}: ")
     assert f"must be at most {MAX_HISTORY_LIMIT}" in str(error)
+    stored = body(5000)  # from before the bound: an update that keeps it is admitted
+    assert webhook.validate_update(stored, stored) == []
+    (raised,) = webhook.validate_update(body(5001), stored)
+    assert str(raised).startswith(f"spec.{field}: Invalid value: 5001: ")
