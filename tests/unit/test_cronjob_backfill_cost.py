@@ -38,9 +38,8 @@ class Walks:
         return len(self.ranges)
 
 
-@pytest.fixture
-def walks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Walks]:
-    """Count backfill range evaluations, starting from an empty memo."""
+def count_backfill_walks(monkeypatch: pytest.MonkeyPatch) -> Walks:
+    """Count backfill range evaluations from now on, starting from an empty memo."""
     seen = Walks()
     real = schedules.times_between
 
@@ -53,7 +52,12 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Walks]:
 
     monkeypatch.setattr(schedules, "times_between", counting)
     backfills._remembered_times.cache_clear()
-    yield seen
+    return seen
+
+
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Walks]:
+    yield count_backfill_walks(monkeypatch)
     backfills._remembered_times.cache_clear()
 
 
