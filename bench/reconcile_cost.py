@@ -10,16 +10,25 @@ two schedule times around the last query remembered per schedule), as a reconcil
 before them. Both columns come from the same process, so their ratio holds on a noisy
 machine.
 
-    python -m bench.reconcile_cost [--reconciles 3000] [--jobs 10]
+A second table shows what a finished tenant request costs afterwards: the same no-op
+reconcile without a backfill annotation, and with one whose backfill is Complete (the
+annotation stays, ``status.backfill`` records it done, its Jobs are pruned), for the
+requests of issue 35 (1,000 times of ``* * * * *``, ten every-minute schedules, ten
+``0 0 29 2 *`` in America/New_York). A reconcile's cost must not grow with a request
+that is done.
+
+    python -m bench.reconcile_cost [--reconciles 3000] [--jobs 10] [--backfill-reconciles 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,7 +37,7 @@ if __package__ in (None, ""):  # run as a file: make the repository root importa
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import _common
-from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, CRONJOB
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, CronJobReconciler, job_owner_index
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.clock import FakeClock
@@ -43,22 +52,72 @@ ZONE = "Europe/Berlin"
 START = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
 
 
-def _cronjob(schedule: str) -> dict[str, Any]:
+EVERY_MINUTE = (
+    "* * * * *",
+    "*/1 * * * *",
+    "0-59 * * * *",
+    "0-59/1 * * * *",
+    "* */1 * * *",
+    "* 0-23 * * *",
+    "* * 1-31 * *",
+    "* * */1 * *",
+    "* * * 1-12 *",
+    "* * * * 0-6",
+)
+"""Ten spellings of every minute: ten schedules with the same times (none walked once)."""
+
+
+@dataclass(frozen=True)
+class Backfilled:
+    """A row of the second table: a schedule spec and the completed request beside it."""
+
+    label: str
+    spec: dict[str, Any]
+    start: datetime
+    end: datetime
+
+
+BACKFILLED = (
+    Backfilled(
+        "`* * * * *`, 1,000 times",
+        {"schedule": "* * * * *", "timeZone": "UTC"},
+        datetime(2026, 1, 1, tzinfo=UTC),
+        datetime(2026, 1, 1, 16, 40, tzinfo=UTC),
+    ),
+    Backfilled(
+        "ten every-minute schedules, 1,000 times",
+        {"schedules": list(EVERY_MINUTE), "timeZone": "UTC"},
+        datetime(2026, 1, 1, tzinfo=UTC),
+        datetime(2026, 1, 1, 16, 40, tzinfo=UTC),
+    ),
+    Backfilled(
+        "ten `0 0 29 2 *` in America/New_York, 1972-2286",
+        {"schedules": ["0 0 29 2 *"] * 10, "timeZone": "America/New_York"},
+        datetime(1972, 1, 1, tzinfo=UTC),
+        datetime(2286, 1, 1, tzinfo=UTC),
+    ),
+)
+
+
+def _cronjob(schedule: str | dict[str, Any]) -> dict[str, Any]:
+    spec = {"schedule": schedule, "timeZone": ZONE} if isinstance(schedule, str) else schedule
     return {
         "apiVersion": CRONJOB.api_version,
         "kind": "CronJob",
         "metadata": {"name": "bench", "namespace": "ns", "creationTimestamp": rfc3339(START)},
         "spec": {
-            "schedule": schedule,
-            "timeZone": ZONE,
+            **spec,
             "successfulJobsHistoryLimit": 100,
             "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}},
         },
     }
 
 
-def _steady_reconciler(schedule: str, jobs: int) -> tuple[CronJobReconciler, Request]:
-    """A reconciler whose CronJob has run ``jobs`` times (each Job finished) and is idle."""
+def _steady_reconciler(
+    schedule: str | dict[str, Any], jobs: int
+) -> tuple[CronJobReconciler, Request, Any]:
+    """A reconciler whose CronJob has run ``jobs`` times (each Job finished) and is idle,
+    and its client."""
     clock = FakeClock(START)
     client = (
         FakeClientBuilder()
@@ -76,9 +135,36 @@ def _steady_reconciler(schedule: str, jobs: int) -> tuple[CronJobReconciler, Req
         for job in client.list(JOB, namespace="ns"):
             if not (job.get("status") or {}).get("conditions"):
                 _finish(client, job, clock())
-    for _ in range(3):  # the status catches up with the finished Jobs, then nothing changes
+    _quiesce(reconciler, request)
+    return reconciler, request, client
+
+
+def _quiesce(reconciler: CronJobReconciler, request: Request) -> None:
+    """The status catches up with the finished Jobs, then nothing changes."""
+    for _ in range(3):
         reconciler.reconcile(request)
-    return reconciler, request
+
+
+def _complete_backfill(client: Any, row: Backfilled) -> None:
+    """The CronJob as a finished backfill leaves it: the annotation still there, and
+    ``status.backfill`` Complete (its Jobs pruned since)."""
+    token = "bench"
+    cronjob = objects.thaw(client.get(CRONJOB, "bench", "ns"))
+    annotations = cronjob["metadata"].setdefault("annotations", {})
+    annotations[BACKFILL_ANNOTATION] = json.dumps(
+        {"token": token, "from": rfc3339(row.start), "to": rfc3339(row.end)}
+    )
+    client.update(CRONJOB, cronjob)
+    cronjob = objects.thaw(client.get(CRONJOB, "bench", "ns"))
+    cronjob.setdefault("status", {})["backfill"] = {
+        "token": token,
+        "from": rfc3339(row.start),
+        "to": rfc3339(row.end),
+        "requested": 1,
+        "done": 1,
+        "state": "Complete",
+    }
+    client.update_status(CRONJOB, cronjob)
 
 
 def reconciler_next(client: Any) -> datetime:
@@ -121,7 +207,7 @@ def cpu_per_reconcile(reconciler: CronJobReconciler, request: Request, count: in
 def measure(reconciles: int, jobs: int) -> list[list[str]]:
     rows = []
     for schedule in SCHEDULES:
-        reconciler, request = _steady_reconciler(schedule, jobs)
+        reconciler, request, _ = _steady_reconciler(schedule, jobs)
         shipped = cpu_per_reconcile(reconciler, request, reconciles)
         with schedule_uncached():
             reparsed = cpu_per_reconcile(reconciler, request, reconciles)
@@ -131,22 +217,48 @@ def measure(reconciles: int, jobs: int) -> list[list[str]]:
     return rows
 
 
+def measure_backfilled(reconciles: int, jobs: int) -> list[list[str]]:
+    """Per request of ``BACKFILLED``: µs per no-op reconcile without the annotation, with
+    the completed request present, and their ratio."""
+    rows = []
+    for row in BACKFILLED:
+        reconciler, request, client = _steady_reconciler(row.spec, jobs)
+        plain = cpu_per_reconcile(reconciler, request, reconciles)
+        _complete_backfill(client, row)
+        _quiesce(reconciler, request)
+        done = cpu_per_reconcile(reconciler, request, reconciles)
+        rows.append([row.label, f"{plain:,.0f}", f"{done:,.0f}", f"{done / plain:.2f}x"])
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reconciles", type=int, default=3000, help="timed per row (3000)")
     parser.add_argument("--jobs", type=int, default=10, help="finished Jobs kept (10)")
+    parser.add_argument(
+        "--backfill-reconciles", type=int, default=20, help="timed per backfill row (20)"
+    )
     args = parser.parse_args(argv)
     rows = measure(args.reconciles, args.jobs)
     headers = ["schedule", "µs CPU / no-op reconcile", "without the schedule caches", "ratio"]
+    backfilled = measure_backfilled(args.backfill_reconciles, args.jobs)
+    backfill_headers = ["request", "µs CPU, no backfill", "with it completed", "ratio"]
     _common.print_report(
         "Reconcile cost",
         [
             (
                 f"No-op reconciles, {args.jobs} finished Jobs, zone {ZONE}:",
                 _common.markdown_table(headers, rows),
-            )
+            ),
+            (
+                f"No-op reconciles, {args.jobs} finished Jobs, beside a completed backfill:",
+                _common.markdown_table(backfill_headers, backfilled),
+            ),
         ],
-        [f"{args.reconciles:,} reconciles per cell, one process, on the runtime's fake client."],
+        [
+            f"{args.reconciles:,} reconciles per cell (first table), "
+            f"{args.backfill_reconciles:,} (second), one process, on the runtime's fake client."
+        ],
     )
     return 0
 

@@ -63,9 +63,11 @@ class ScheduleUnion:
         return min(found, default=None)
 
     def times_after(self, t: datetime) -> Iterator[datetime]:
-        """The union's times strictly after ``t``, ascending, each once."""
+        """The union's times strictly after ``t``, ascending, each once. A member listed
+        twice is walked once (ten copies of one schedule cost what one does)."""
         t = as_utc(t, "t")
-        return distinct(heapq.merge(*(member.times_after(t) for member in self.members)))
+        members = dict.fromkeys(self.members)
+        return distinct(heapq.merge(*(member.times_after(t) for member in members)))
 
 
 AnySchedule = Schedule | ScheduleUnion

@@ -13,6 +13,8 @@ schedule or time zone may be (one accept set for the webhook and the controller)
   upstream: the name is limited to 52 characters on create only (older, longer names
   can still be updated and deleted), and a ``TZ=``/``CRON_TZ=`` prefix is tolerated on
   update only when the old schedule had one, so objects from before the rule can change.
+  So is a history limit above ``MAX_HISTORY_LIMIT`` (a bound upstream lacks) that an
+  update keeps: the controller keeps at most that many Jobs anyway.
 
 Objects are read as raw JSON, not through the pydantic model: a webhook must report every
 problem of whatever it is sent, with the field path, rather than stop at the first.
@@ -33,6 +35,7 @@ from cronjob_operator import schedule
 from cronjob_operator.api import batch_v1
 from cronjob_operator.controllers.cronjob import backfill as backfills
 from cronjob_operator.controllers.cronjob.conditions import PAUSE_FIELD
+from cronjob_operator.controllers.cronjob.history import HISTORY_LIMITS, MAX_HISTORY_LIMIT
 from cronjob_operator.controllers.cronjob.requests import TOKEN_FIELD, token_problem
 from cronjob_operator.controllers.cronjob.runs import parse_spec_schedule
 from cronjob_operator.controllers.cronjob.stagger import STAGGER_FIELD, stagger_problem
@@ -63,11 +66,7 @@ DEFAULTS: Final[Mapping[str, Any]] = {
 """The spec fields with a default, as JSON: the v1 model's (and so the CRD schema's)."""
 
 _TZ_PREFIXES: Final = ("TZ=", "CRON_TZ=")
-_COUNTS: Final = (
-    "startingDeadlineSeconds",
-    "successfulJobsHistoryLimit",
-    "failedJobsHistoryLimit",
-)
+_COUNTS: Final = ("startingDeadlineSeconds", *HISTORY_LIMITS)
 _SCHEDULE_HINT: Final = (
     "use 5 fields (minute hour day-of-month month day-of-week) or a macro such as @hourly"
 )
@@ -241,6 +240,19 @@ def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) ->
             errors.append(
                 webhook.invalid(f"spec.{name}", value, "must be greater than or equal to 0")
             )
+        elif (
+            name in HISTORY_LIMITS
+            and value > MAX_HISTORY_LIMIT
+            and value != (old_spec or {}).get(name)  # kept from before the bound: capped
+        ):
+            errors.append(
+                webhook.invalid(
+                    f"spec.{name}",
+                    value,
+                    f"must be at most {MAX_HISTORY_LIMIT} (every finished Job kept is read by "
+                    "each reconcile); export older runs' results elsewhere",
+                )
+            )
     if not isinstance(spec.get("jobTemplate"), Mapping):
         errors.append(
             webhook.required("spec.jobTemplate", "the Job to create at each scheduled time")
@@ -256,11 +268,7 @@ def _stagger_errors(spec: Mapping[str, Any]) -> list[FieldError]:
         return []
     if not _is_count(value):
         return [webhook.invalid(STAGGER_FIELD, value, "must be a whole number")]
-    try:
-        parsed = parse_spec_schedule(spec)
-    except (schedule.ScheduleError, TypeError):
-        parsed = None  # reported as a schedule error; only the range can be checked
-    detail = stagger_problem(parsed, value)
+    detail = stagger_problem(_parsed_schedule(spec), value)  # no schedule: the range only
     return [] if detail is None else [webhook.invalid(STAGGER_FIELD, value, detail)]
 
 
@@ -295,16 +303,31 @@ def _run_request_errors(cronjob: Mapping[str, Any]) -> list[FieldError]:
     return [webhook.invalid(TOKEN_FIELD, f"<{len(token)} characters>", detail)]
 
 
-def _backfill_errors(cronjob: Mapping[str, Any], spec: Mapping[str, Any]) -> list[FieldError]:
-    """The backfill annotation: its shape, and at most MAX_BACKFILL times of the schedule."""
-    annotations = (cronjob.get("metadata") or {}).get("annotations") or {}
-    raw = annotations.get(batch_v1.BACKFILL_ANNOTATION)
+def _backfill_request(cronjob: Mapping[str, Any] | None) -> Any:
+    annotations = ((cronjob or {}).get("metadata") or {}).get("annotations") or {}
+    return annotations.get(batch_v1.BACKFILL_ANNOTATION)
+
+
+def _parsed_schedule(spec: Mapping[str, Any] | None) -> schedule.AnySchedule | None:
+    try:
+        return None if spec is None else parse_spec_schedule(spec)
+    except (schedule.ScheduleError, TypeError):
+        return None  # reported as a schedule error
+
+
+def _backfill_errors(
+    cronjob: Mapping[str, Any], spec: Mapping[str, Any], old: Mapping[str, Any] | None
+) -> list[FieldError]:
+    """The backfill annotation: its shape and range, and at most MAX_BACKFILL times of the
+    schedule. The count is not walked again on an update that changes neither the
+    request nor the schedule (it was counted when admitted)."""
+    raw = _backfill_request(cronjob)
     if raw is None:
         return []
-    try:
-        parsed = parse_spec_schedule(spec)
-    except (schedule.ScheduleError, TypeError):
-        parsed = None  # reported as a schedule error; only the shape can be checked
+    parsed = _parsed_schedule(spec)
+    unchanged = old is not None and _backfill_request(old) == raw
+    if unchanged and _parsed_schedule(_spec(old or {})) == parsed:
+        parsed = None  # counted already: only the shape and the range are checked
     problem = backfills.request_problem(raw, parsed)
     if problem is None:
         return []
@@ -319,7 +342,7 @@ def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
     return (
         _spec_errors(spec, None if old is None else _spec(old))
         + _run_request_errors(cronjob)
-        + _backfill_errors(cronjob, spec)
+        + _backfill_errors(cronjob, spec, old)
     )
 
 

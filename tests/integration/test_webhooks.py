@@ -337,6 +337,33 @@ def test_each_bad_input_is_rejected_with_its_field(
     assert any(cause["field"].endswith(field_path) for cause in causes), causes
 
 
+def test_a_backfill_before_1970_is_refused_by_the_webhook_on_create_and_update(env: Env) -> None:
+    """A Job name carries its scheduled time in Unix seconds: a range before 1970 would
+    name Jobs that never read back (issue 35), so the webhook refuses it, naming the
+    annotation; so it does a history limit above the cap (no schema can say either)."""
+    field = f"metadata.annotations[{batch_v1.BACKFILL_ANNOTATION}]"
+
+    def with_backfill(start: str, end: str) -> dict[str, Any]:
+        obj = a_cronjob("epoch", env.namespace, schedule="0 * * * *")
+        request = {"token": f"t-{start}", "from": start, "to": end}
+        obj["metadata"]["annotations"] = {batch_v1.BACKFILL_ANNOTATION: json.dumps(request)}
+        return obj
+
+    refused = env.apply(with_backfill("1969-12-31T00:00:00Z", "1970-01-02T00:00:00Z"))
+    assert refused.returncode != 0
+    assert field in refused.stderr, refused.stderr
+    assert "1970-01-01T00:00:00Z" in refused.stderr
+    assert env.validated("epoch")
+    assert env.kubectl("get", V1, "epoch", "-n", env.namespace).returncode != 0
+    assert env.apply(with_backfill("2020-01-01T00:00:00Z", "2020-01-01T02:00:00Z")).returncode == 0
+    update = env.apply(with_backfill("1960-01-01T00:00:00Z", "1960-01-01T02:00:00Z"))
+    assert update.returncode != 0
+    assert field in update.stderr, update.stderr
+    too_many = env.apply(a_cronjob("epoch", env.namespace, successfulJobsHistoryLimit=1001))
+    assert too_many.returncode != 0
+    assert "spec.successfulJobsHistoryLimit: Invalid value: 1001" in too_many.stderr
+
+
 def test_all_errors_come_back_together_on_create_and_update(env: Env) -> None:
     result = env.apply(a_cronjob("together", env.namespace, schedule="60 * * * 7"))
     assert env.validated("together")

@@ -54,7 +54,10 @@ def table_rows(output: str) -> list[str]:
             id="configmap_cache",
         ),
         pytest.param(
-            reconcile_cost.main, ["--reconciles", "5", "--jobs", "2"], 3, id="reconcile_cost"
+            reconcile_cost.main,
+            ["--reconciles", "5", "--jobs", "2", "--backfill-reconciles", "2"],
+            6,
+            id="reconcile_cost",
         ),
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),
         pytest.param(

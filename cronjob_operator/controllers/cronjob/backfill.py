@@ -13,12 +13,20 @@ reconciler calls them in its backfill step, the webhook calls :func:`request_pro
   ``next`` while a backfill runs (:func:`protected`), so no Job the backfill still has to
   see can vanish before it does. A backfill Job never moves ``lastScheduleTime``
   backwards (it only moves forward, to the newest Job that exists).
-* At most ``MAX_BACKFILL`` times per request: more is refused (webhook) or reported
-  (``Degraded``, reason ``InvalidBackfill``) with the count and the bound.
+* At most ``MAX_BACKFILL`` times per request, in [1970, 2286) (what a Job name can carry,
+  ``jobs.FIRST_JOB_TIME``, ``jobs.END_OF_JOB_TIMES``), in an annotation of at most
+  ``MAX_REQUEST_LENGTH`` characters: anything else is refused (webhook) or reported
+  (``Degraded``, reason ``InvalidBackfill``, no retry) with the bound.
+* The cost of a request is paid once. The reconciler asks :func:`recorded` first: a
+  request whose token ``status.backfill`` holds was checked when it started, and one that
+  is no longer Running needs no schedule times at all. The times of a request are walked
+  once and remembered (:func:`times_of`, the last ``TIMES_MEMO_SIZE`` requests), so a
+  running backfill's reconciles and the webhook's checks of the same request reuse them.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,17 +40,22 @@ from cronjob_operator.api.batch_v1 import (
     MAX_RUN_TOKEN_LENGTH,
     BackfillState,
 )
+from cronjob_operator.controllers.cronjob.jobs import END_OF_JOB_TIMES, FIRST_JOB_TIME
 from cronjob_operator.controllers.cronjob.view import stamp, time_at
 from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
     "BACKFILL_FIELD",
     "BACKFILL_TOKEN_ANNOTATION",
+    "MAX_REQUEST_LENGTH",
+    "TIMES_MEMO_SIZE",
     "Request",
     "advance",
     "cancel",
+    "count_problem",
     "parse_request",
     "protected",
+    "recorded",
     "request_problem",
     "start",
     "times_of",
@@ -52,6 +65,12 @@ BACKFILL_FIELD: Final = f"metadata.annotations[{BACKFILL_ANNOTATION}]"
 BACKFILL_TOKEN_ANNOTATION: Final = "batch.tutorial.kubebuilder.io/backfill-token"
 """On a backfill Job: the token of the request that ran it."""
 _TINY: Final = timedelta(microseconds=1)
+MAX_REQUEST_LENGTH: Final = 1024
+"""The longest backfill annotation value read: a token of ``MAX_RUN_TOKEN_LENGTH`` and two
+RFC 3339 times fit several times over; a longer value is refused before it is parsed."""
+TIMES_MEMO_SIZE: Final = 64
+"""How many requests' times are remembered (at most ``MAX_BACKFILL`` + 1 each, about
+56 KiB at most): more backfills running at once than this walk their times again."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,8 @@ class Request:
 
 def parse_request(raw: Any) -> Request | str:
     """The request in annotation value ``raw``, or why it is not one (the detail)."""
+    if isinstance(raw, str) and len(raw) > MAX_REQUEST_LENGTH:
+        return f"must be at most {MAX_REQUEST_LENGTH} characters, not {len(raw)}"
     try:
         value = json.loads(raw) if isinstance(raw, str) else None
     except ValueError:
@@ -79,6 +100,12 @@ def parse_request(raw: Any) -> Request | str:
         return "from and to must be RFC 3339 times such as 2026-12-01T00:00:00Z"
     if not start < end:
         return f"from ({rfc3339(start)}) must be before to ({rfc3339(end)})"
+    if start < FIRST_JOB_TIME or end > END_OF_JOB_TIMES:
+        return (
+            f"[{rfc3339(start)}, {rfc3339(end)}) must lie within [{rfc3339(FIRST_JOB_TIME)}, "
+            f"{rfc3339(END_OF_JOB_TIMES)}): a Job is named by its scheduled time in Unix "
+            "seconds, which must be 0 to 10 digits; move the range"
+        )
     return Request(token, start, end)
 
 
@@ -92,26 +119,46 @@ def _time(value: Any) -> datetime | None:
     return moment.astimezone(UTC) if moment.tzinfo is not None else None
 
 
-def times_of(
-    schedule: schedules.AnySchedule, request: Request, *, limit: int = MAX_BACKFILL + 1
+def times_of(schedule: schedules.AnySchedule, request: Request) -> tuple[datetime, ...]:
+    """The schedule's times in [from, to), ascending, at most ``MAX_BACKFILL`` + 1 (one
+    more than a request may hold, so that too many shows). Remembered per range and
+    schedule (the token does not change them)."""
+    return _remembered_times(schedule, request.start, request.end)
+
+
+@functools.lru_cache(maxsize=TIMES_MEMO_SIZE)
+def _remembered_times(
+    schedule: schedules.AnySchedule, start: datetime, end: datetime
 ) -> tuple[datetime, ...]:
-    """The schedule's times in [from, to), ascending, at most ``limit``."""
+    return _walk(schedule, start, end)
+
+
+def _walk(schedule: schedules.AnySchedule, start: datetime, end: datetime) -> tuple[datetime, ...]:
+    """The schedule evaluation itself (what :func:`times_of` remembers)."""
     return tuple(
-        schedules.times_between(schedule, request.start - _TINY, request.end - _TINY, limit=limit)
+        schedules.times_between(schedule, start - _TINY, end - _TINY, limit=MAX_BACKFILL + 1)
     )
+
+
+def recorded(progress: Mapping[str, Any] | None, request: Request) -> bool:
+    """Whether ``status.backfill`` (``progress``) is this request's: it was checked and
+    started, and only its state says what is left."""
+    return progress is not None and progress.get("token") == request.token
 
 
 def request_problem(raw: Any, schedule: schedules.AnySchedule | None) -> str | None:
     """Why annotation value ``raw`` cannot be run (None if it can): a message naming the
     annotation. Without a schedule (it is invalid, and reported as such) only the shape
-    is checked."""
+    and the range are checked."""
     request = parse_request(raw)
     if isinstance(request, str):
         return f"{BACKFILL_FIELD}: {request}"
-    if schedule is None:
-        return None
-    count = len(times_of(schedule, request))
-    if count > MAX_BACKFILL:
+    return None if schedule is None else count_problem(schedule, request)
+
+
+def count_problem(schedule: schedules.AnySchedule, request: Request) -> str | None:
+    """Why ``request`` holds too many times of ``schedule`` (None if it does not)."""
+    if len(times_of(schedule, request)) > MAX_BACKFILL:
         return (
             f"{BACKFILL_FIELD}: [{rfc3339(request.start)}, {rfc3339(request.end)}) holds more "
             f"than {MAX_BACKFILL} scheduled times of {schedule.expression!r}, the most one "

@@ -171,6 +171,8 @@ class _Decision:
 
     def _prune(self) -> None:
         view = self.view
+        for message in history.capped_limits(view.spec, view.jobs):
+            self.steps.event("Warning", "HistoryLimitCapped", message)
         unrecorded = requests.unrecorded_manual_job(view.obj)
         for job in history.prunable(
             view.spec, view.name, view.jobs, view.stored, view.job_times, unrecorded=unrecorded
@@ -227,14 +229,23 @@ class _Decision:
             schedule = runs.parse_spec_schedule(view.spec)
         except schedules.ScheduleError:
             return None, None  # reported by the scheduling step
-        problem = backfill.request_problem(raw, schedule)
+        # The state first: a recorded request was checked when it started, and one that
+        # is done needs no schedule times (its cost must not outlive it).
+        request = backfill.parse_request(raw)
+        if isinstance(request, str):
+            problem: str | None = f"{backfill.BACKFILL_FIELD}: {request}"
+        elif backfill.recorded(progress, request):
+            if not running:
+                return None, None
+            problem = None
+        else:
+            problem = backfill.count_problem(schedule, request)
         if problem is not None:
             self.steps.event("Warning", "InvalidBackfill", problem)
             return Problem("InvalidBackfill", problem, stops_schedule=False), None
-        request = backfill.parse_request(raw)
         assert isinstance(request, backfill.Request)
         times = backfill.times_of(schedule, request)
-        if progress is None or progress.get("token") != request.token:
+        if not backfill.recorded(progress, request):
             if running:
                 backfill.cancel(status["backfill"])
                 self.steps.event("Normal", "BackfillCancelled", _backfill_message(status))

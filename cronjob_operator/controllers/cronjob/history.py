@@ -18,7 +18,9 @@ docs/cronjob-semantics.md, and the failure count of docs/beyond-builtin.md):
   manual Job of a run request it has not handled, nor one a running backfill still has
   to reach. A Job is therefore deleted only after the status write that records its run.
 * ``to_prune`` picks the oldest finished Jobs beyond a history limit, ordered by
-  ``status.startTime`` (unset last, ties by name), as the built-in controller does.
+  ``status.startTime`` (unset last, ties by name), as the built-in controller does. A
+  limit above ``MAX_HISTORY_LIMIT`` (or none) keeps that many (the webhook refuses more;
+  ``capped_limits`` says when the cap prunes what the stored limit would keep).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from cronjob_operator.controllers.cronjob import backfill
 from cronjob_operator.controllers.cronjob.jobs import (
@@ -40,8 +42,11 @@ from cronjob_operator.controllers.cronjob.view import JobTimes, stamp, time_at
 from cronjob_operator.runtime import objects
 
 __all__ = [
+    "HISTORY_LIMITS",
+    "MAX_HISTORY_LIMIT",
     "Notice",
     "advance_last_schedule_time",
+    "capped_limits",
     "counted",
     "prunable",
     "record_failures",
@@ -50,6 +55,13 @@ __all__ = [
     "to_prune",
     "unconfirmed_active",
 ]
+
+
+MAX_HISTORY_LIMIT: Final = 1000
+"""The most finished Jobs of each kind a CronJob keeps: each one kept is read by every
+reconcile of its CronJob and held in the Job cache, so a tenant's limit must not buy an
+unbounded share of both (the built-in has no bound)."""
+HISTORY_LIMITS: Final = ("successfulJobsHistoryLimit", "failedJobsHistoryLimit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +172,10 @@ def recorded_by(
 def to_prune(
     finished: Sequence[objects.Obj], limit: int | None, times: Mapping[str, JobTimes]
 ) -> list[objects.Obj]:
-    """The oldest finished Jobs beyond ``limit`` (None keeps everything), by their start
-    in ``times``."""
-    if limit is None or len(finished) <= limit:
+    """The oldest finished Jobs beyond ``limit`` (at most ``MAX_HISTORY_LIMIT``, also when
+    None), by their start in ``times``."""
+    limit = _capped(limit)
+    if len(finished) <= limit:
         return []
 
     def age(job: objects.Obj) -> tuple[int, str, str]:
@@ -171,6 +184,21 @@ def to_prune(
 
     ordered = sorted(finished, key=age)
     return ordered[: len(ordered) - limit]
+
+
+def _capped(limit: int | None) -> int:
+    return MAX_HISTORY_LIMIT if limit is None else min(limit, MAX_HISTORY_LIMIT)
+
+
+def capped_limits(spec: Mapping[str, Any], jobs: JobSets) -> list[str]:
+    """A message per history limit whose cap prunes Jobs the stored limit would keep."""
+    finished = dict(zip(HISTORY_LIMITS, (jobs.successful, jobs.failed), strict=True))
+    return [
+        f"spec.{field}: {spec.get(field)!r}: at most {MAX_HISTORY_LIMIT} finished Jobs are "
+        f"kept, older ones are deleted; set a limit of at most {MAX_HISTORY_LIMIT}"
+        for field, kept in finished.items()
+        if len(kept) > MAX_HISTORY_LIMIT and _capped(spec.get(field)) != spec.get(field)
+    ]
 
 
 def _failure_time(job: objects.Obj, times: Mapping[str, JobTimes]) -> datetime | None:

@@ -8,7 +8,9 @@ the decision (``decide.py``):
 * Scheduled Job names are ``<cronjob>-<scheduled Unix seconds>``: deterministic, so a
   retry, a restart or a second manager can never create the same run twice while its Job
   exists. ``scheduled_time`` reads the time back from a name (the Job cache keeps no
-  annotations).
+  annotations). The suffix is 0 to ``JOB_TIME_DIGITS`` digits, so only times in
+  [``FIRST_JOB_TIME``, ``END_OF_JOB_TIMES``) can be named (1970 to 2286): a negative
+  one would not read back, a longer one would not fit 63 characters.
 * A run request's Job is ``<cronjob>-m<9 base32 characters of sha256(token)>``
   (``manual_job_name``): one Job per token, and never a scheduled name (whose suffix is
   all digits).
@@ -22,7 +24,7 @@ import base64
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
@@ -31,9 +33,12 @@ from cronjob_operator.runtime import controllerutil, objects
 from cronjob_operator.runtime.cache import strip_managed_fields
 
 __all__ = [
+    "END_OF_JOB_TIMES",
     "FINISHED_CONDITIONS",
+    "FIRST_JOB_TIME",
     "INSTANTIATE_ANNOTATION",
     "JOB_OWNER_INDEX",
+    "JOB_TIME_DIGITS",
     "RUN_TOKEN_ANNOTATION",
     "SCHEDULED_AT_ANNOTATION",
     "JobSets",
@@ -65,6 +70,14 @@ INSTANTIATE_ANNOTATION: Final = "cronjob.kubernetes.io/instantiate"
 JOB_OWNER_INDEX = ".metadata.controller"
 
 _NAME_HASH_CHARS: Final = 9  # "-m" + 9 = 11 characters, as "-<unix seconds>"
+
+JOB_TIME_DIGITS: Final = 10
+"""The most digits of a scheduled Job name's suffix: a 52-character CronJob name, ``-``
+and 10 digits fit the 63 of a Job name (whose pods' label must fit too)."""
+FIRST_JOB_TIME: Final = datetime(1970, 1, 1, tzinfo=UTC)
+"""The earliest scheduled time a Job name can carry (Unix second 0)."""
+END_OF_JOB_TIMES: Final = FIRST_JOB_TIME + timedelta(seconds=10**JOB_TIME_DIGITS)
+"""The first time a Job name cannot carry (2286-11-20T17:46:40Z)."""
 
 
 @dataclass(slots=True)

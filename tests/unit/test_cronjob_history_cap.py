@@ -1,0 +1,69 @@
+"""History limits a tenant chooses are bounded (issue 35 item 4): every finished Job kept
+is read by each reconcile of its CronJob, so the webhook refuses a limit above
+``MAX_HISTORY_LIMIT`` and the controller keeps at most that many of a stored one, saying
+so with a Warning event."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cronjob_operator.controllers.cronjob.history import (
+    MAX_HISTORY_LIMIT,
+    capped_limits,
+    to_prune,
+)
+from cronjob_operator.controllers.cronjob.jobs import JobSets
+from cronjob_operator.controllers.cronjob.view import job_times_of
+from cronjob_operator.runtime.controllerutil import rfc3339
+from cronjob_operator.webhooks import cronjob as webhook
+from tests.unit.test_cronjob_history import job
+
+START = datetime(2016, 5, 19, tzinfo=UTC)
+
+
+def finished(count: int) -> list[Any]:
+    """``count`` succeeded Jobs, started a minute apart, oldest first."""
+    return [
+        job(f"j{n:05}", finished="Complete", start=rfc3339(START + n * timedelta(minutes=1)))
+        for n in range(count)
+    ]
+
+
+@pytest.mark.parametrize("limit", [None, MAX_HISTORY_LIMIT + 1, 2**31 - 1])
+def test_a_limit_above_the_cap_keeps_the_cap(limit: int | None) -> None:
+    jobs = finished(MAX_HISTORY_LIMIT + 2)
+    pruned = to_prune(jobs, limit, job_times_of(jobs))
+    assert [j["metadata"]["name"] for j in pruned] == ["j00000", "j00001"]
+
+
+def test_the_cap_is_reported_only_when_it_prunes_what_the_limit_would_keep() -> None:
+    spec = {"successfulJobsHistoryLimit": 5000, "failedJobsHistoryLimit": 1}
+    (message,) = capped_limits(spec, JobSets(successful=finished(MAX_HISTORY_LIMIT + 1)))
+    assert message.startswith("spec.successfulJobsHistoryLimit: 5000: ")
+    assert f"at most {MAX_HISTORY_LIMIT}" in message
+    assert capped_limits(spec, JobSets(successful=finished(MAX_HISTORY_LIMIT))) == []
+    within = {"successfulJobsHistoryLimit": MAX_HISTORY_LIMIT}
+    assert capped_limits(within, JobSets(successful=finished(MAX_HISTORY_LIMIT + 1))) == []
+
+
+@pytest.mark.parametrize("field", ["successfulJobsHistoryLimit", "failedJobsHistoryLimit"])
+def test_the_webhook_refuses_a_limit_above_the_cap_naming_the_field(field: str) -> None:
+    def body(limit: int) -> dict[str, Any]:
+        return {
+            "apiVersion": "batch.tutorial.kubebuilder.io/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "x", "namespace": "ns"},
+            "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {}}, field: limit},
+        }
+
+    assert webhook.validate_create(body(MAX_HISTORY_LIMIT)) == []
+    (error,) = webhook.validate_create(body(MAX_HISTORY_LIMIT + 1))
+    assert str(error).startswith(f"spec.{field}: Invalid value: {MAX_HISTORY_LIMIT + 1}: ")
+    assert f"must be at most {MAX_HISTORY_LIMIT}" in str(error)
+    stored = body(5000)  # from before the bound: an update that keeps it is admitted
+    assert webhook.validate_update(stored, stored) == []
+    (raised,) = webhook.validate_update(body(5001), stored)
+    assert str(raised).startswith(f"spec.{field}: Invalid value: 5001: ")
