@@ -9,50 +9,20 @@ version (or fail on a missing hash at build time): this test fails first, naming
 
 from __future__ import annotations
 
-import re
 import tomllib
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-RUNTIME_LOCK = REPO / "requirements.lock"
-BUILD_LOCK = REPO / "requirements-build.lock"
+from tests.locks import (
+    BUILD_LOCK,
+    PIN,
+    REPO,
+    RUNTIME_LOCK,
+    lock_entries,
+    lock_pins,
+    normalized,
+    unhashed_or_unpinned,
+)
+
 RELOCK = "run hack/lock-requirements.sh and commit both lock files"
-
-PIN = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!-]+)")
-HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
-
-
-def normalized(name: str) -> str:
-    """The PEP 503 form of a distribution name (``PyYAML`` and ``pyyaml`` are one)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def lock_entries(lock: Path) -> list[str]:
-    """Each requirement of a pip-compile lock, its continuation lines joined, no comments."""
-    joined = lock.read_text().replace("\\\n", " ")
-    lines = (line.split("#", 1)[0].strip() for line in joined.splitlines())
-    return [line for line in lines if line]
-
-
-def unhashed_or_unpinned(entries: list[str]) -> list[str]:
-    """The entries that are not ``name==version`` followed by sha256 hashes only."""
-    bad = []
-    for entry in entries:
-        requirement, *options = entry.split()
-        pinned = PIN.fullmatch(requirement) is not None
-        if not (pinned and options and all(HASH.fullmatch(option) for option in options)):
-            bad.append(entry[:120])
-    return bad
-
-
-def lock_pins(entries: list[str]) -> dict[str, str]:
-    """Normalized name -> version of every ``name==version`` in the entries."""
-    pins = {}
-    for entry in entries:
-        match = PIN.fullmatch(entry.split()[0])
-        if match:
-            pins[normalized(match["name"])] = match["version"]
-    return pins
 
 
 def pins_missing_from_lock(requirements: list[str], pins: dict[str, str]) -> list[str]:
