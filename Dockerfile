@@ -47,10 +47,11 @@ RUN /opt/build/bin/pip wheel --no-build-isolation --no-deps --wheel-dir /tmp/whe
     && /opt/venv/bin/cronjob-operator version
 
 FROM ${BASE_IMAGE} AS runtime-root
-# apt and the venv tooling are purged with dpkg, so /var/lib/dpkg/status (kept for image
-# scanners) lists what is really there; then dpkg's own files go, and the python image's
-# pip, setuptools, wheel and ensurepip. (openssl, which makes the self-signed metrics
-# certificate, comes with ca-certificates and stays.)
+# apt (with libapt-pkg and debconf) and the venv tooling (ensurepip, the bundled wheels)
+# are purged with dpkg, so /var/lib/dpkg/status (kept for image scanners) lists what is
+# really there; then dpkg's own files go, and the python image's pip, setuptools, wheel
+# and ensurepip. (openssl, which makes the self-signed metrics certificate, comes with
+# ca-certificates and stays.)
 RUN set -eu; \
     purge="$(dpkg-query -W -f '${db:Status-Abbrev} ${Package}\n' \
       apt 'libapt-pkg*' debconf 'python3*-venv' 'python3-pip*' 'python3-setuptools*' 'python3-wheel*' 2>/dev/null \
@@ -67,7 +68,7 @@ RUN set -eu; \
       /usr/local/lib/python3*/site-packages/_distutils_hack \
       /usr/local/lib/python3*/site-packages/distutils-precedence.pth \
       /usr/local/lib/python3*/ensurepip /usr/lib/python3*/ensurepip /usr/share/python-wheels \
-      /var/lib/apt /var/cache/apt /var/log/apt /etc/apt; \
+      /var/lib/apt /var/cache/apt /var/log/apt /etc/apt /var/cache/debconf; \
     python3 -c 'import ssl, zoneinfo'
 
 FROM scratch

@@ -72,4 +72,4 @@ main() {
     --output-file requirements-build.lock pyproject.toml
 }
 
-main
+main "$@"
