@@ -8,14 +8,18 @@
 # (${CRONJOB_OPERATOR_CACHE:-~/.cache/cronjob-operator}/images/<image id>.tar, reused
 # while the image is unchanged; archives of other builds are removed after a day). Installs buildah and runc from Debian when missing.
 #
-# No container registry is reachable on the machines this project is built on, so when
-# the Dockerfile's base image (its BASE_IMAGE default) is not in the store and
-# CRONJOB_OPERATOR_PULL_BASE is unset, the base is made from Debian packages with
-# mmdebstrap (python3, python3-venv, ca-certificates, tzdata, netbase, openssl) and
-# stored under that name; later builds reuse it. With CRONJOB_OPERATOR_PULL_BASE=1 it
-# is pulled instead. The build reaches the package index through the host's network,
-# with the host's CA bundle and pip configuration passed as build secrets (never stored
-# in a layer), so a TLS-inspecting proxy or a private index works as on the host.
+# The Dockerfile pins its base by digest (its BASE_IMAGE default). No container registry
+# is reachable on the machines this project is built on, so unless
+# CRONJOB_OPERATOR_PULL_BASE is set the build gets --build-arg BASE_IMAGE=${LOCAL_BASE}:
+# a base made from Debian packages with mmdebstrap (python3, python3-venv,
+# ca-certificates, tzdata, netbase, openssl; apt checks them against Debian's signed
+# archive), made once and reused. With CRONJOB_OPERATOR_PULL_BASE=1 the pinned digest is
+# pulled (once) and built from. A digest cannot name a local image, so the Debian base
+# has a name of its own and is never taken for the pinned one. The build reaches the
+# package index through the host's network, with the host's CA bundle and pip
+# configuration passed as build secrets (never stored in a layer), so a TLS-inspecting
+# proxy or a private index works as on the host; pip installs only the hash-locked files
+# of requirements*.lock (hack/lock-requirements.sh).
 set -euo pipefail
 
 # shellcheck source=lib.sh
@@ -24,9 +28,10 @@ cd "${REPO_ROOT}"
 
 NAME="${1:-controller:latest}"
 BASE_PACKAGES="python3,python3-venv,ca-certificates,tzdata,netbase,openssl"
+LOCAL_BASE="localhost/cronjob-operator-base:bookworm"
 
-# base_image_name: the BASE_IMAGE default of the Dockerfile (its one place).
-base_image_name() {
+# pinned_base: the BASE_IMAGE default of the Dockerfile (its one place).
+pinned_base() {
   sed -n 's/^ARG BASE_IMAGE=\(.*\)$/\1/p' Dockerfile | head -n 1
 }
 
@@ -52,18 +57,21 @@ make_debian_base() {
   rm -rf "${work}"
 }
 
+# ensure_base: print the base to build from, pulling or making it when it is missing.
 ensure_base() {
-  local base
-  base="$(base_image_name)"
-  [[ -n "${base}" ]] || { log "the Dockerfile has no ARG BASE_IMAGE=<name> line"; return 1; }
-  if image_exists "${base}"; then
-    return 0
-  fi
+  local base="${LOCAL_BASE}"
   if [[ -n "${CRONJOB_OPERATOR_PULL_BASE:-}" ]]; then
-    buildah pull --quiet "${base}" >/dev/null
-  else
-    make_debian_base "${base}"
+    base="$(pinned_base)"
+    [[ "${base}" == *@sha256:* ]] || { log "the Dockerfile has no ARG BASE_IMAGE=<name>@sha256:<digest> line"; return 1; }
   fi
+  if ! image_exists "${base}"; then
+    if [[ -n "${CRONJOB_OPERATOR_PULL_BASE:-}" ]]; then
+      buildah pull --quiet "${base}" >/dev/null
+    else
+      make_debian_base "${base}" >&2
+    fi
+  fi
+  echo "${base}"
 }
 
 # secret_args: the host's pip configuration and CA bundle, as `--secret` flags.
@@ -80,12 +88,13 @@ secret_args() {
   return 0
 }
 
+# build BASE: the image, from BASE.
 build() {
-  local secrets
+  local base="$1" secrets
   mapfile -t secrets < <(secret_args)
-  log "building ${NAME} (buildah bud --pull=never --network=host --isolation=chroot)"
+  log "building ${NAME} from ${base} (buildah bud --pull=never --network=host --isolation=chroot)"
   buildah bud --quiet --layers --pull=never --network=host --isolation=chroot \
-    "${secrets[@]}" --tag "${NAME}" --file Dockerfile . >/dev/null
+    "${secrets[@]}" --build-arg "BASE_IMAGE=${base}" --tag "${NAME}" --file Dockerfile . >/dev/null
 }
 
 # save_archive: a docker-archive of the image; a bare name is saved as
@@ -112,9 +121,10 @@ save_archive() {
 }
 
 main() {
+  local base
   ensure_commands buildah=buildah runc=runc
-  ensure_base
-  build
+  base="$(ensure_base)"
+  build "${base}"
   echo "${NAME}"
   save_archive
 }

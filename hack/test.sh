@@ -38,7 +38,8 @@ use_binaries() {
 
 # use_images: build or reuse the operator's image (hack/build-image.sh) and the real
 # node's binaries (hack/build-node.sh) for the deploy tests (tests/e2e/test_image.py,
-# test_real_node.py, test_in_cluster.py), which fail, not skip, without them.
+# test_image_contents.py, test_real_node.py, test_in_cluster.py), which fail, not skip,
+# without them.
 use_images() {
   local image
   image="$("${REPO_ROOT}/hack/build-image.sh")" || return 1

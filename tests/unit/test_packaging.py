@@ -8,9 +8,10 @@ listing the flags). The wheel's metadata must require exactly the pinned depende
 of ``pyproject.toml``; installing them is left to pip (they are the ones ``.venv``
 has), so the fresh venv borrows them from ``.venv``'s site-packages without its
 editable install of this project. Building the wheel fetches the pinned setuptools from
-the package index, as ``docker build`` would. The rest is checked statically: a final
-stage on the same pinned base that copies only the venv, runs as user 65532 and starts
-``cronjob-operator run``.
+the package index. The rest is checked statically: the build stage installs only from the
+hash locks (tests/unit/test_requirements_lock.py keeps them in sync with pyproject.toml),
+and the final stage starts from scratch with the stripped base and the venv, runs as user
+65532 and starts ``cronjob-operator run``.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def dockerfile_stages() -> list[list[str]]:
 
 
 def base_image() -> str:
-    """The default of the global ``ARG BASE_IMAGE`` both stages start from."""
+    """The default of the global ``ARG BASE_IMAGE`` the build and runtime-root stages use."""
     (arg,) = [line for line in dockerfile_lines() if line.startswith("ARG BASE_IMAGE=")]
     return arg.partition("=")[2]
 
@@ -78,18 +79,27 @@ def test_dependencies_are_pinned() -> None:
 
 
 def test_dockerfile_is_multi_stage_non_root_and_runs_the_manager() -> None:
-    build, final = dockerfile_stages()
-    assert "pip install --no-compile ." in " ".join(build), "the project itself is installed"
+    build, runtime_root, final = dockerfile_stages()
+    steps = " ".join(" ".join(build).split())
+    for locked in ("requirements.lock", "requirements-build.lock"):
+        assert f"--require-hashes --no-deps -r {locked}" in steps, f"{locked}, hash-checked"
+    assert "--no-build-isolation --no-deps" in steps, "the wheel is built by the locked backend"
+    assert "--no-deps --no-index" in steps, "the project alone is installed, nothing resolved"
+    assert "python3 -m venv --without-pip /opt/venv" in steps, "no installer in the venv"
     assert any(line.startswith("COPY pyproject.toml") for line in build)
-    assert not any("pip install" in line or "apt-get" in line for line in final), (
-        "no build tools in the final image"
-    )
-    assert any(line.startswith("COPY --from=build /opt/venv") for line in final)
+    assert build[0] == "FROM ${BASE_IMAGE} AS build"
+    assert runtime_root[0] == "FROM ${BASE_IMAGE} AS runtime-root"
+    assert final[:3] == [
+        "FROM scratch",
+        "COPY --from=runtime-root / /",
+        "COPY --from=build /opt/venv /opt/venv",
+    ], "one layer of the stripped base (nothing removed left below it), then the venv"
+    assert not any("pip install" in line or "apt-get" in line for line in final)
     assert "USER 65532:65532" in final
     assert final[-1] == 'ENTRYPOINT ["cronjob-operator"]'
-    assert all(stage[0].split()[1] == "${BASE_IMAGE}" for stage in (build, final))
-    assert base_image().endswith("-bookworm"), "pinned to a Debian release, not a moving tag"
-    assert "pip uninstall --yes pip setuptools" in " ".join(build), "no installer in the venv"
+    assert re.fullmatch(r"\S+:3\.11-slim-bookworm@sha256:[0-9a-f]{64}", base_image()), (
+        "pinned by digest, of a Debian release"
+    )
 
 
 def test_manager_deployment_runs_the_image_as_documented() -> None:
@@ -110,7 +120,7 @@ def test_the_pod_command_names_the_subcommand_once() -> None:
     """Kubernetes appends a container's args to the image's ENTRYPOINT: the entrypoint is
     the program alone and the Deployment's args start with the subcommand, so the pod runs
     ``cronjob-operator run --leader-elect ...``, never ``cronjob-operator run run ...``."""
-    entrypoint = json.loads(dockerfile_stages()[1][-1].removeprefix("ENTRYPOINT "))
+    entrypoint = json.loads(dockerfile_stages()[-1][-1].removeprefix("ENTRYPOINT "))
     manifests = yaml.safe_load_all((REPO / "config" / "manager" / "manager.yaml").read_text())
     deployment = next(m for m in manifests if m and m["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
