@@ -5,8 +5,9 @@ each Secret's name, namespace, uid, resourceVersion and timestamps
 (``configdeployment_sources.metadata_only``): enough to learn that a Secret changed (its
 watch event reaches the ConfigDeployments that name it through the ``.spec.secrets``
 index) and nothing of its content. The API server never sends the manager a Secret's
-``data`` on that list and watch, nor its annotations (``kubectl apply`` keeps a copy of
-the data in one).
+``data`` on that list and watch; it does send its labels and annotations, which the
+transform drops on arrival (a Secret made with client-side ``kubectl apply`` carries a
+copy of its data in the ``last-applied-configuration`` annotation: it is never kept).
 
 A reconcile that needs a named Secret's digest asks ``NamedSecrets.digest``: it reads
 the Secret itself (one live GET of that name), reduces it at once to its per-key digests
