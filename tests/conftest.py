@@ -1,4 +1,5 @@
-"""Fixtures shared by the whole suite: the local control plane and per-test namespaces.
+"""Fixtures shared by the whole suite: the local control plane, per-test namespaces, and
+the RBAC denials a manager logs (``denials``).
 
 Tests under ``tests/integration`` and ``tests/e2e`` are marked ``cluster`` here, so
 ``pytest -m "not cluster"`` runs the unit tests alone. The ``control_plane`` fixture
@@ -14,6 +15,7 @@ not depend on the draw: a failure CI shows is one a rerun reproduces.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ import pytest
 from hypothesis import settings
 
 from cronjob_operator.envtest import ControlPlane
+from tests.integration.support import Denials
 
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 if os.environ.get("CI"):
@@ -58,3 +61,19 @@ def namespace(control_plane: ControlPlane) -> Iterator[str]:
     control_plane.kubectl("create", "namespace", name, check=True)
     yield name
     control_plane.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture
+def denials() -> Iterator[Denials]:
+    """Every RBAC denial logged (at any level) during the test: a manager running with
+    exactly some RBAC fails its test when that RBAC lacks a verb it needs."""
+    handler = Denials()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)

@@ -4,13 +4,16 @@ The kubebuilder book's "Watching Externally Managed Resources" example written o
 full, and grown past stakater/Reloader (docs/configdeployment.md). The controller owns
 one Deployment per ConfigDeployment and writes a hash of the content of the ConfigMap
 and Secrets it names (optionally only some keys of each) into its pod template, so a
-content change rolls out new pods. ConfigMaps and Secrets are only read, and cached as
-digests (``configdeployment_sources``: no Secret value is ever held, logged or put in an
-event). Their events reach the ConfigDeployments that name them through the
-``.spec.configMap`` and ``.spec.secrets`` field indexes of the cache (never a list of all
-ConfigDeployments), filtered by ResourceVersionChanged. The pure rules (hash, desired
-Deployment, what counts as a change, status) live in ``configdeployment_sources`` and
-``configdeployment_state``; this module does the reads, writes and events around them.
+content change rolls out new pods. ConfigMaps and Secrets are only read: ConfigMaps are
+cached as digests (``configdeployment_sources``), Secrets as their metadata only, and a
+Secret a ConfigDeployment names is read by name and kept as a digest
+(``configdeployment_secrets``: no Secret value is ever kept, logged or put in an event,
+and no unnamed Secret's content ever reaches the manager). Their events reach the
+ConfigDeployments that name them through the ``.spec.configMap`` and ``.spec.secrets``
+field indexes of the cache (never a list of all ConfigDeployments), filtered by
+ResourceVersionChanged. The pure rules (hash, desired Deployment, what counts as a
+change, status) live in ``configdeployment_sources`` and ``configdeployment_state``;
+this module does the reads, writes and events around them.
 
 The hash is a function of the content alone, so a restart or a new leader, which
 reconciles every ConfigDeployment again, writes nothing where nothing changed, and a
@@ -40,7 +43,9 @@ from typing import Any
 from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
 from cronjob_operator.controllers import configdeployment_sources as sources
 from cronjob_operator.controllers import configdeployment_state as state
+from cronjob_operator.controllers.configdeployment_secrets import NamedSecrets
 from cronjob_operator.runtime import controllerutil, errors, objects
+from cronjob_operator.runtime.cache import KindOptions
 from cronjob_operator.runtime.client import ClientInterface, Reader
 from cronjob_operator.runtime.clock import Clock, utc_now
 from cronjob_operator.runtime.controller import (
@@ -112,11 +117,17 @@ class ConfigDeploymentReconciler:
     """Reconciles one ConfigDeployment per call; see the module docstring."""
 
     def __init__(
-        self, client: ClientInterface, recorder: Recorder, *, clock: Clock = utc_now
+        self,
+        client: ClientInterface,
+        recorder: Recorder,
+        *,
+        clock: Clock = utc_now,
+        secrets: NamedSecrets | None = None,
     ) -> None:
         self._client = client
         self._recorder = recorder
         self._clock = clock
+        self._secrets = secrets or NamedSecrets(client)
 
     def reconcile(self, request: Request) -> Result:
         try:
@@ -227,7 +238,7 @@ class ConfigDeploymentReconciler:
                 missing.append(_config_map_missing(wanted.config_map.name, namespace))
         secrets: dict[str, objects.Obj] = {}
         for position, source in enumerate(wanted.secrets):
-            secret = self._get_source(SECRET, source.name, namespace)
+            secret = self._secrets.digest(source.name, namespace)
             if secret is None:
                 missing.append(_secret_missing(position, source.name, namespace))
             else:
@@ -301,14 +312,21 @@ def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
     "unchanged", or a Conflict merge keeps the newer value of a field); with a
     GenerationChanged filter the last status of a rollout could stay wrong.
 
-    ConfigMaps and Secrets are cached as digests (``configdeployment_sources``): the
-    transforms are set before anything creates their informers.
+    ConfigMaps are cached as digests (``configdeployment_sources``), Secrets as their
+    metadata only, the named ones read by name (``configdeployment_secrets``): the
+    options are set before anything creates their informers.
     """
     manager.cache.set_transform(CONFIG_MAP, sources.digest_config_map)
-    manager.cache.set_transform(SECRET, sources.digest_secret)
+    manager.cache.set_kind_options(
+        SECRET, KindOptions(metadata_only=True, transform=sources.metadata_only)
+    )
+    secrets = NamedSecrets(manager.client)
+    manager.cache.informer(SECRET).add_handler(secrets)
     manager.cache.index_field(CONFIG_DEPLOYMENT, CONFIG_MAP_INDEX, config_map_index)
     manager.cache.index_field(CONFIG_DEPLOYMENT, SECRETS_INDEX, sources.secret_names)
-    reconciler = ConfigDeploymentReconciler(manager.client, manager.recorder, clock=clock)
+    reconciler = ConfigDeploymentReconciler(
+        manager.client, manager.recorder, clock=clock, secrets=secrets
+    )
     return (
         manager.builder("configdeployment")
         .for_(CONFIG_DEPLOYMENT)

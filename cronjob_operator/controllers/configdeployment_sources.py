@@ -5,14 +5,16 @@ keys, ``spec.configMapKeys``) and any number of Secrets (``spec.secrets``, each 
 optional ``keys`` filter). This module holds the pure rules; ``configdeployment`` reads
 and writes around them.
 
-**The cache holds digests, never content.** ``digest_config_map`` and ``digest_secret``
-are the manager cache's transforms for ConfigMaps and Secrets: each object is reduced, as
-it arrives, to the metadata the controller uses (name, namespace, uid, resourceVersion and
-timestamps) and one digest per key. So a Secret's value never stays in the operator's
-memory (nor can it reach a log line or an event: there is nothing to print), and a
-cluster's unrelated ConfigMaps cost their metadata only (``bench/configmap_cache.py``
-measures it). Every reader of ConfigMaps and Secrets through the manager's cache sees
-these digests; the controller is the only one.
+**Digests, never content.** ``digest_config_map`` is the manager cache's transform for
+ConfigMaps, ``metadata_only`` its transform for the metadata-only Secret informer, and
+``digest_secret`` what ``configdeployment_secrets`` keeps of a Secret a ConfigDeployment
+names, read by name: each object is reduced, as it arrives, to the metadata the
+controller uses (name, namespace, uid, resourceVersion and timestamps) and one digest per
+key. So a Secret's value never stays in the operator's memory (nor can it reach a log
+line or an event: there is nothing to print), and a cluster's unrelated ConfigMaps cost
+their metadata only (``bench/configmap_cache.py`` measures it). Every reader of
+ConfigMaps and Secrets through the manager's cache sees these reductions; the controller
+is the only one.
 
 * A ConfigMap key's digest is the sha256 of its value (``data`` and ``binaryData``; keys
   are unique across both). The transform also keeps ``CONTENT_HASH``: the sha256 of the
@@ -85,7 +87,7 @@ def whole_content_hash(config_map: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(content)).hexdigest()
 
 
-def metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
+def metadata_only(obj: Mapping[str, Any]) -> dict[str, Any]:
     """``obj``'s apiVersion, kind and the metadata the controller reads; nothing else."""
     metadata = obj.get("metadata") or {}
     slim: dict[str, Any] = {key: obj[key] for key in ("apiVersion", "kind") if key in obj}
@@ -104,7 +106,7 @@ def digest_config_map(config_map: dict[str, Any]) -> dict[str, Any]:
     return slim
 
 
-def digest_secret(secret: dict[str, Any]) -> dict[str, Any]:
+def digest_secret(secret: Mapping[str, Any]) -> dict[str, Any]:
     """Cache transform: a Secret's metadata and per-key HMAC keyed by its uid (no value)."""
     slim = metadata_only(secret)
     uid = str(slim["metadata"].get("uid") or "").encode()

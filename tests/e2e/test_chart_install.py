@@ -28,8 +28,14 @@ from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controllerutil import parse_time
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
-from tests.e2e.test_deploy import Denials, denials  # noqa: F401 - the fixture
-from tests.integration.support import CRD_NAMES, REPO, RunningManager, install_crds, spy_on_events
+from tests.integration.support import (
+    CRD_NAMES,
+    REPO,
+    Denials,
+    RunningManager,
+    install_crds,
+    spy_on_events,
+)
 from tests.tools import tool
 
 CHART = REPO / "dist" / "chart"
@@ -96,7 +102,7 @@ def manager_as_chart_account(
     control_plane: ControlPlane,
     installed: Helm,
     tmp_path: Path,
-    denials: Denials,  # noqa: F811
+    denials: Denials,
 ) -> Iterator[tuple[RunningManager, FakeClock]]:
     kubeconfig = tmp_path / "manager.kubeconfig"
     control_plane.token_kubeconfig(NAMESPACE, SERVICE_ACCOUNT, kubeconfig)
@@ -134,7 +140,7 @@ def test_helm_install_runs_a_cronjob_and_uninstall_keeps_only_the_crds(
     namespace: str,
     installed: Helm,
     manager_as_chart_account: tuple[RunningManager, FakeClock],
-    denials: Denials,  # noqa: F811
+    denials: Denials,
 ) -> None:
     operator, clock = manager_as_chart_account
     helm = installed

@@ -16,8 +16,6 @@ config/rbac lacks is caught here. Finally
 from __future__ import annotations
 
 import http.client
-import logging
-import re
 import ssl
 import threading
 from collections.abc import Iterator
@@ -36,45 +34,17 @@ from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controllerutil import parse_time
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
 from cronjob_operator.runtime.manager import Manager, Options
-from tests.integration.support import REPO, RunningManager, install_crds, spy_on_events
+from tests.integration.support import (
+    REPO,
+    Denials,
+    RunningManager,
+    install_crds,
+    spy_on_events,
+)
 
 LOCAL = REPO / "config" / "local"
 SYSTEM_NAMESPACE = "cronjob-operator-system"
 SERVICE_ACCOUNT = "cronjob-operator-controller-manager"
-
-
-RBAC_DENIAL = re.compile(r'forbidden: User ".*" cannot')
-
-
-class Denials(logging.Handler):
-    """Collects every log line that reports an RBAC denial (403 "User ... cannot ...").
-
-    Other 403s (creating in a namespace that is being deleted, left over from an earlier
-    test and seen by this all-namespaces manager) are not RBAC's and are not counted.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if RBAC_DENIAL.search(message):
-            self.lines.append(message)
-
-
-@pytest.fixture
-def denials() -> Iterator[Denials]:
-    handler = Denials()
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
 
 
 @pytest.fixture

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -213,6 +215,26 @@ class RunningManager:
         )
 
 
+RBAC_DENIAL = re.compile(r'forbidden: User ".*" cannot')
+
+
+class Denials(logging.Handler):
+    """Collects every log line that reports an RBAC denial (403 "User ... cannot ...").
+
+    Other 403s (creating in a namespace that is being deleted, left over from an earlier
+    test and seen by an all-namespaces manager) are not RBAC's and are not counted.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if RBAC_DENIAL.search(message):
+            self.lines.append(message)
+
+
 @contextlib.contextmanager
 def running_manager(
     control_plane: ControlPlane,
@@ -220,9 +242,11 @@ def running_manager(
     *,
     namespace: str | None = None,
     options: Options | None = None,
+    kubeconfig: Path | None = None,
 ) -> Iterator[RunningManager]:
-    """Run a manager with the given controllers until the block ends."""
-    rest = RestClient(load_configuration(str(control_plane.kubeconfig)))
+    """Run a manager with the given controllers until the block ends, as the admin or as
+    the user of ``kubeconfig`` (a ServiceAccount's token: ``token_kubeconfig``)."""
+    rest = RestClient(load_configuration(str(kubeconfig or control_plane.kubeconfig)))
     manager = Manager(
         rest,
         options or Options(namespace=namespace, health_probe_bind_address="0"),

@@ -4,10 +4,11 @@ The chart and config/ must not drift. hack/gen-chart.py generates the chart's ob
 from ``kubectl kustomize`` output; the first test re-runs it into a copy and fails when
 dist/chart differs (stale). The others render the chart with ``helm template`` and
 compare it object by object with kustomize's render of the matching overlay: the
-defaults are config/local, webhooks with cert-manager are config/default, the monitoring
-toggles are config/prometheus and config/grafana. Helm's own labels are the only
-difference allowed. Non-default values are checked for what they change. No control
-plane is needed: helm and kubectl only render.
+defaults are config/local, webhooks with cert-manager are config/default,
+manager.namespaced is config/namespaced, the monitoring toggles are config/prometheus
+and config/grafana. Helm's own labels are the only difference allowed. Non-default
+values are checked for what they change. No control plane is needed: helm and kubectl
+only render.
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def test_helm_lint_passes_with_default_and_every_toggle(helm_env: dict[str, str]
         ["webhook.enable=true,certManager.enable=true"],
         ["prometheus.enable=true,prometheusRule.enable=true,grafana.enable=true"],
         ["manager.sharding.enable=true,manager.replicas=3"],
+        ["manager.namespaced=true,shardingPolicy.enable=false"],
     ):
         args = ["lint", "--strict", str(CHART)]
         for value in values:
@@ -193,6 +195,27 @@ def test_sharding_values_render_config_sharded(helm_env: dict[str, str], kubectl
         kustomize(kubectl, CONFIG / "sharded"), without={"Namespace", "CustomResourceDefinition"}
     )
     assert_same(chart, config, "manager.sharding vs config/sharded")
+
+
+def test_namespaced_value_renders_config_namespaced(helm_env: dict[str, str], kubectl: str) -> None:
+    chart = by_key(
+        template(helm_env, "manager.namespaced=true"), without={"CustomResourceDefinition"}
+    )
+    config = by_key(
+        kustomize(kubectl, CONFIG / "namespaced"),
+        without={"Namespace", "CustomResourceDefinition"},
+    )
+    assert_same(chart, config, "manager.namespaced vs config/namespaced")
+    assert ("Role", "cronjob-operator-manager-role") in chart
+    assert ("ClusterRole", "cronjob-operator-manager-role") not in chart
+
+
+def test_sharding_policy_value_leaves_the_policy_out(helm_env: dict[str, str]) -> None:
+    kinds = {obj["kind"] for obj in template(helm_env, "shardingPolicy.enable=false")}
+    assert not kinds & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= {
+        obj["kind"] for obj in template(helm_env)
+    }
 
 
 def test_crds_are_config_crd_and_live_in_crds(helm_env: dict[str, str], kubectl: str) -> None:
@@ -291,7 +314,7 @@ def test_non_default_values_change_what_they_say(helm_env: dict[str, str]) -> No
     }
     # Every binding points at a role and an account that the same render creates.
     for (kind, _), obj in keyed.items():
-        if kind.endswith("Binding"):
+        if kind in {"RoleBinding", "ClusterRoleBinding"}:
             assert (obj["roleRef"]["kind"], obj["roleRef"]["name"]) in keyed
             for subject in obj["subjects"]:
                 assert (subject["kind"], subject["name"]) in keyed

@@ -719,6 +719,9 @@ def test_a_secret_change_rolls_and_its_value_reaches_no_log_event_or_cache(
     caplog.set_level(logging.DEBUG)
     cluster.write.create(CONFIG_MAP, config_map_body(namespace, "settings", {"mode": "a"}))
     cluster.write.create(SECRET, secret_body(namespace, "db", {"password": SECRET_VALUE}))
+    unnamed = secret_body(namespace, "unnamed", {"token": SECRET_VALUE})
+    unnamed["metadata"]["annotations"] = {"copy-of-the-data": SECRET_VALUE}  # as kubectl apply
+    cluster.write.create(SECRET, unnamed)
     created = cluster.write.create(
         CONFIG_DEPLOYMENT,
         with_sources(
@@ -742,8 +745,10 @@ def test_a_secret_change_rolls_and_its_value_reaches_no_log_event_or_cache(
     )
     assert [w[0] for w in deployment_writes(operator)] == ["create", "update"]
 
-    cached = operator.manager.cache.get(SECRET, "db", namespace)
-    assert "data" not in cached
+    cached = [operator.manager.cache.get(SECRET, name, namespace) for name in ("db", "unnamed")]
+    for secret in cached:  # the informer is metadata-only: no data, digest or annotation
+        assert set(secret) == {"apiVersion", "kind", "metadata"}
+        assert "annotations" not in secret["metadata"]
     leaks = {
         "logs": caplog.text,
         "events": namespace_event_text(cluster, namespace),

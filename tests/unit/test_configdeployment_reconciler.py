@@ -3,8 +3,9 @@
 The same behaviours run on the real control plane in
 tests/integration/test_configdeployment.py; these call ``reconcile`` directly and read
 back what the API would hold, so each branch costs milliseconds. The fake client holds
-ConfigMaps and Secrets as the manager's cache does: through the controller's digest
-transforms.
+ConfigMaps as the manager's cache does (through the controller's digest transform) and
+Secrets as the API server does: the reconciler reads a named one by name and keeps only
+its digest (``configdeployment_secrets``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from cronjob_operator.controllers.configdeployment import (
     config_map_requests,
     secret_requests,
 )
+from cronjob_operator.controllers.configdeployment_secrets import NamedSecrets
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.controller import Request, Result
 from cronjob_operator.runtime.controllerutil import find_condition
@@ -64,19 +66,17 @@ SECRET_VALUE = "s3cr3t-value"
 
 
 def secret(name: str = "db", uid: str = "db-uid", **values: str) -> dict[str, Any]:
-    """A Secret as the cache holds it (digested: no value)."""
+    """A Secret as the API server holds it (the reconciler reads it by name)."""
     data = {
         k: base64.b64encode(v.encode()).decode()
         for k, v in (values or {"pw": SECRET_VALUE}).items()
     }
-    return sources.digest_secret(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": name, "namespace": NS, "uid": uid},
-            "data": data,
-        }
-    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NS, "uid": uid},
+        "data": data,
+    }
 
 
 class Harness:
@@ -117,10 +117,10 @@ class Harness:
     def set_secret(self, **values: str) -> None:
         self._replace(SECRET, secret(**values))
 
-    def _replace(self, kind: Any, digested: dict[str, Any]) -> None:
-        current = self.client.get(kind, digested["metadata"]["name"], NS)
-        digested["metadata"] = objects.thaw(current["metadata"])
-        self.client.update(kind, digested)
+    def _replace(self, kind: Any, body: dict[str, Any]) -> None:
+        current = self.client.get(kind, body["metadata"]["name"], NS)
+        body["metadata"] = objects.thaw(current["metadata"])
+        self.client.update(kind, body)
 
     def new_reconciler(self) -> None:
         """A fresh reconciler over the same objects: the operator restarted, or a new leader."""
@@ -307,6 +307,39 @@ def test_a_secret_key_filter_rolls_only_for_its_keys() -> None:
     world.set_secret(pw="b", user="y")
     world.reconcile()
     assert world.rolled_out() != before
+
+
+def secret_gets(world: Harness) -> int:
+    """Gets of Secrets: a reconcile's cache read of its metadata, and any read of the
+    Secret itself (the fake's ``live`` reads are its own, logged the same)."""
+    return len(world.client.reads_of("get", SECRET))
+
+
+def test_a_named_secret_is_read_again_only_when_its_resource_version_changes() -> None:
+    world = Harness(with_secret(), config_map(), secret())
+    world.reconcile()
+    assert secret_gets(world) == 2  # the metadata, then the Secret itself
+    world.reconcile()
+    assert secret_gets(world) == 3  # the metadata only: its digest is kept
+    world.set_secret(pw="another-value")
+    gets = secret_gets(world)
+    world.reconcile()
+    assert secret_gets(world) == gets + 2
+    assert world.recorder.reasons()[-1] == "RolledOut"
+
+
+def test_a_deleted_secret_is_no_longer_kept_and_degrades() -> None:
+    world = Harness(with_secret(), config_map(), secret())
+    secrets = NamedSecrets(world.client)
+    world.reconciler = ConfigDeploymentReconciler(world.client, world.recorder, secrets=secrets)
+    world.reconcile()
+    assert secrets.kept == 1
+    gone = world.client.get(SECRET, "db", NS)
+    world.client.delete(SECRET, "db", namespace=NS)
+    secrets.on_delete(gone)  # the Secret informer's delete event
+    assert secrets.kept == 0
+    world.reconcile()
+    assert world.condition("Degraded")["reason"] == "SecretNotFound"
 
 
 def test_a_secret_maps_to_the_config_deployments_that_name_it() -> None:

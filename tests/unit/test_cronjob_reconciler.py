@@ -64,6 +64,18 @@ def test_first_run_creates_the_job_and_records_it() -> None:
     assert result.requeue_after == pytest.approx(5 * 60 - 3, abs=1)
 
 
+def test_a_job_never_takes_a_sharding_label_from_the_job_template() -> None:
+    """The sharding labels are the manager's (docs/security.md): a CronJob's author
+    cannot give its Jobs a bucket through ``jobTemplate.metadata.labels``."""
+    forged = {"sharding.cronjob-operator.io/bucket": "7", "team": "a"}
+    body = cronjob()
+    body["spec"]["jobTemplate"]["metadata"] = {"labels": forged}
+    world = harness(body)
+    world.reconcile_at(FIRST_RUN + timedelta(seconds=3))
+    job = world.jobs()[job_name(NAME, FIRST_RUN)]
+    assert job["metadata"]["labels"] == {"team": "a"}
+
+
 def test_before_the_first_time_nothing_runs_and_it_requeues_for_it() -> None:
     world = harness(cronjob())
     result = world.reconcile_at(CREATED + timedelta(minutes=2))

@@ -12,6 +12,7 @@ from cronjob_operator.runtime.sharding._labels import (
     bucket_of,
     bucket_selector,
     inherited_labels,
+    owned_object_labels,
 )
 from cronjob_operator.runtime.sharding._membership import MemberState, member_name, member_state
 from cronjob_operator.runtime.sharding._plan import (
@@ -249,6 +250,17 @@ def test_a_sharded_owner_gives_what_it_creates_its_bucket_and_an_unsharded_one_n
         "sharding.cronjob-operator.io/bucket": str(bucket_of("ns", "a"))
     }
     assert inherited_labels({"metadata": {"namespace": "ns", "name": "a"}}) == {}
+
+
+def test_a_job_gets_no_sharding_label_from_its_template_only_its_cronjobs_bucket() -> None:
+    forged = {"team": "a", "sharding.cronjob-operator.io/bucket": "7", SHARD: "m9"}
+    unsharded = {"metadata": {"namespace": "ns", "name": "a"}}
+    assert owned_object_labels(forged, unsharded) == {"team": "a"}
+    sharded = {"metadata": {"namespace": "ns", "name": "a", "labels": {SHARD: "m1"}}}
+    assert owned_object_labels(forged, sharded) == {
+        "team": "a",
+        "sharding.cronjob-operator.io/bucket": str(bucket_of("ns", "a")),
+    }
 
 
 def test_a_bucket_selector_names_each_bucket_once_and_an_empty_one_matches_nothing() -> None:

@@ -73,7 +73,7 @@ from cronjob_operator.runtime.controllerutil import (
     find_condition,
     rfc3339,
 )
-from cronjob_operator.runtime.sharding import inherited_labels
+from cronjob_operator.runtime.sharding import owned_object_labels
 
 __all__ = ["decide"]
 
@@ -435,10 +435,9 @@ class _Decision:
         scheduled run (``scheduled`` set, staggered to ``due``) also moves
         lastScheduleTime, a manual run does not."""
         name = job["metadata"]["name"]
-        job["metadata"]["labels"] = {
-            **job["metadata"].get("labels", {}),
-            **inherited_labels(self.view.obj),
-        }
+        job["metadata"]["labels"] = owned_object_labels(
+            job["metadata"].get("labels", {}), self.view.obj
+        )
         outcome = self.steps.perform(Create(job, due=due))
         if isinstance(outcome, Unknown):
             raise outcome.error

@@ -41,6 +41,7 @@ from cronjob_operator.runtime.sharding._labels import (
     bucket_of,
     bucket_selector,
     inherited_labels,
+    owned_object_labels,
     shard_selector,
 )
 from cronjob_operator.runtime.sharding._membership import MemberState, member_name, member_state
@@ -85,6 +86,7 @@ __all__ = [
     "inherited_labels",
     "member_name",
     "member_state",
+    "owned_object_labels",
     "placement",
     "plan",
     "shard_selector",

@@ -76,3 +76,11 @@ def inherited_labels(owner: Mapping[str, Any]) -> dict[str, str]:
     if not labels_of(owner).get(SHARD_LABEL):
         return {}
     return {BUCKET_LABEL: str(bucket_of_object(owner))}
+
+
+def owned_object_labels(labels: Mapping[str, str], owner: Mapping[str, Any]) -> dict[str, str]:
+    """The labels of an object created for ``owner`` from a template with ``labels``: the
+    template's without any sharding key (only the sharding code sets those: a CronJob's
+    author cannot give its Jobs a bucket through ``jobTemplate``), plus ``inherited_labels``."""
+    kept = {key: value for key, value in labels.items() if not key.startswith(f"{PREFIX}/")}
+    return {**kept, **inherited_labels(owner)}

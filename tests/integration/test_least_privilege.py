@@ -1,0 +1,275 @@
+"""Least privilege on the real API server: the sharding policy and the namespaced install.
+
+config/policy's ValidatingAdmissionPolicy: a tenant bound to the shipped cronjob-editor
+role (impersonated with ``kubectl --as``) is refused setting, changing or removing the
+sharding labels and annotations of a CronJob, and a Job's bucket label, with the policy's
+message; the manager's ServiceAccount (impersonated too, with its own RBAC) may, and the
+tenant's other edits go through. config/namespaced: the manager with ``--namespace``
+runs both controllers with a token of its ServiceAccount, bound only to Roles; a Secret
+change still rolls a ConfigDeployment, any RBAC denial the manager logs fails the test,
+and the same account may read Secrets and write Deployments and Jobs nowhere else.
+
+Each test applies its overlay's render without the CRDs (the session installed them and
+other tests need them) and the Deployment (the manager runs here), and deletes it after.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cronjob_operator.controllers import configdeployment, cronjob
+from cronjob_operator.controllers.configdeployment_state import CONFIG_HASH_ANNOTATION
+from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.controllerutil import parse_time
+from cronjob_operator.runtime.kinds import SECRET
+from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
+from cronjob_operator.runtime.manager import Manager, Options
+from cronjob_operator.runtime.sharding import (
+    BUCKET_LABEL,
+    DRAIN_LABEL,
+    PREVIOUS_ANNOTATION,
+    SHARD_LABEL,
+)
+from tests.integration.support import (
+    REPO,
+    Denials,
+    install_crds,
+    running_manager,
+)
+
+SYSTEM = "cronjob-operator-system"
+SERVICE_ACCOUNT = "cronjob-operator-controller-manager"
+MANAGER = f"system:serviceaccount:{SYSTEM}:{SERVICE_ACCOUNT}"
+TENANT = "tenant-alice"
+CRONJOBS = "cronjobs.batch.tutorial.kubebuilder.io"
+LABELS_REFUSED = (
+    f"only the cronjob-operator manager ({MANAGER}) may set, change or remove the "
+    "sharding.cronjob-operator.io/ labels"
+)
+ANNOTATIONS_REFUSED = (
+    f"only the cronjob-operator manager ({MANAGER}) may set, change or remove the "
+    "sharding.cronjob-operator.io/ annotations"
+)
+
+
+def rendered(control_plane: ControlPlane, overlay: str) -> str:
+    """The overlay's objects without the CRDs and the Deployment, as a YAML stream."""
+    output = control_plane.kubectl("kustomize", str(REPO / "config" / overlay), check=True)
+    kept = [
+        doc
+        for doc in yaml.safe_load_all(output.stdout)
+        if doc and doc["kind"] not in {"CustomResourceDefinition", "Deployment"}
+    ]
+    return yaml.safe_dump_all(kept)
+
+
+def install(control_plane: ControlPlane, overlay: str) -> Iterator[None]:
+    """Apply ``rendered(overlay)`` for one test (the CRDs installed first); delete it and
+    wait for its namespace to go."""
+    install_crds(control_plane)
+    stream = rendered(control_plane, overlay)
+    try:
+        control_plane.kubectl("apply", "-f", "-", input=stream, check=True)
+        yield
+    finally:
+        control_plane.kubectl(
+            "delete", "-f", "-", "--ignore-not-found", "--timeout=120s", input=stream, check=True
+        )
+        wait_for(
+            lambda: control_plane.kubectl("get", "namespace", SYSTEM).returncode != 0,
+            120,
+            message=f"namespace {SYSTEM} deleted",
+        )
+
+
+SAMPLE_CRONJOB = yaml.safe_load((REPO / "config" / "samples" / "batch_v1_cronjob.yaml").read_text())
+
+
+def cronjob_body(name: str, labels: dict[str, str] | None = None) -> str:
+    """The sample CronJob, named ``name``, with only ``labels``."""
+    body = {**SAMPLE_CRONJOB, "metadata": {"name": name, "labels": labels or {}}}
+    return json.dumps(body)
+
+
+def job_body(name: str, labels: dict[str, str]) -> str:
+    """A suspended Job of the sample CronJob's template (no Pod runs), with ``labels``."""
+    spec = {**SAMPLE_CRONJOB["spec"]["jobTemplate"]["spec"], "suspend": True}
+    body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": labels}}
+    return json.dumps({**body, "spec": spec})
+
+
+@pytest.fixture
+def policy_installed(control_plane: ControlPlane) -> Iterator[None]:
+    yield from install(control_plane, "local")
+
+
+@pytest.fixture
+def tenant(control_plane: ControlPlane, namespace: str) -> str:
+    """``namespace``, where TENANT may edit CronJobs (the shipped editor role) and Jobs."""
+    control_plane.kubectl(
+        "create", "rolebinding", "tenant-cronjobs", "-n", namespace,
+        "--clusterrole=cronjob-operator-cronjob-editor-role", f"--user={TENANT}",
+        check=True,
+    )  # fmt: skip
+    control_plane.kubectl(
+        "create", "role", "jobs", "-n", namespace,
+        "--verb=get,create,update,patch", "--resource=jobs",
+        check=True,
+    )  # fmt: skip
+    control_plane.kubectl(
+        "create", "rolebinding", "tenant-jobs", "-n", namespace, "--role=jobs",
+        f"--user={TENANT}",
+        check=True,
+    )  # fmt: skip
+    return namespace
+
+
+def test_only_the_manager_may_touch_the_sharding_labels(
+    control_plane: ControlPlane, policy_installed: None, tenant: str
+) -> None:
+    def as_user(user: str, *args: str, input: str | None = None) -> tuple[bool, str]:
+        done = control_plane.kubectl(f"--as={user}", "-n", tenant, *args, input=input)
+        return done.returncode == 0, done.stderr
+
+    def refused(result: tuple[bool, str], message: str) -> bool:
+        return not result[0] and message in result[1]
+
+    labelled = cronjob_body("labelled", {SHARD_LABEL: "m1"})
+    answers: list[tuple[bool, str]] = []
+
+    def tenant_refused_a_labelled_create() -> bool:
+        answers.append(as_user(TENANT, "create", "--dry-run=server", "-f", "-", input=labelled))
+        return refused(answers[-1], LABELS_REFUSED)
+
+    wait_for(  # the API server loads a new policy asynchronously
+        tenant_refused_a_labelled_create,
+        60,
+        interval=0.5,
+        message="the policy refuses the tenant a CronJob created with a shard label",
+        detail=lambda: f"last answer: {answers[-1]}",
+    )
+    assert as_user(TENANT, "create", "-f", "-", input=cronjob_body("plain")) == (True, "")
+
+    def label(user: str, *labels: str) -> tuple[bool, str]:
+        return as_user(user, "label", "--overwrite", CRONJOBS, "plain", *labels)
+
+    assert refused(label(TENANT, f"{SHARD_LABEL}=m1"), LABELS_REFUSED)
+    assert label(MANAGER, f"{SHARD_LABEL}=m1")[0]
+    assert refused(label(TENANT, f"{SHARD_LABEL}=m2"), LABELS_REFUSED)
+    assert refused(label(TENANT, f"{SHARD_LABEL}-"), LABELS_REFUSED)
+    assert refused(label(TENANT, f"{DRAIN_LABEL}=m1"), LABELS_REFUSED)
+    assert refused(
+        as_user(TENANT, "annotate", CRONJOBS, "plain", f"{PREVIOUS_ANNOTATION}=m0"),
+        ANNOTATIONS_REFUSED,
+    )
+    assert label(TENANT, "team=payments")[0], "other labels stay the tenant's"
+    assert label(MANAGER, f"{DRAIN_LABEL}=m1")[0]
+    assert label(MANAGER, f"{SHARD_LABEL}-", f"{DRAIN_LABEL}-")[0]
+    stored = control_plane.kubectl_json("get", CRONJOBS, "plain", "-n", tenant)
+    assert stored["metadata"]["labels"] == {"team": "payments"}
+
+    bucketed = job_body("bucketed", {BUCKET_LABEL: "7"})
+    assert refused(as_user(TENANT, "create", "-f", "-", input=bucketed), LABELS_REFUSED)
+    assert as_user(MANAGER, "create", "--dry-run=server", "-f", "-", input=bucketed)[0]
+    assert as_user(TENANT, "create", "-f", "-", input=job_body("unlabelled", {}))[0]
+
+
+@pytest.fixture
+def namespaced_installed(control_plane: ControlPlane) -> Iterator[None]:
+    yield from install(control_plane, "namespaced")
+
+
+def can_i(control_plane: ControlPlane, *args: str) -> str:
+    done = control_plane.kubectl("auth", "can-i", f"--as={MANAGER}", *args)
+    return done.stdout.strip()
+
+
+def test_the_namespaced_install_grants_only_its_namespace(
+    control_plane: ControlPlane, namespaced_installed: None, namespace: str
+) -> None:
+    assert control_plane.kubectl("get", "clusterrole", "cronjob-operator-manager-role").returncode
+    for verb, resource in (
+        ("list", "secrets"),
+        ("create", "deployments.apps"),
+        ("create", "jobs.batch"),
+    ):
+        assert can_i(control_plane, verb, resource, "-n", SYSTEM) == "yes"
+        assert can_i(control_plane, verb, resource, "-n", namespace) == "no"
+        assert can_i(control_plane, verb, resource, "--all-namespaces") == "no"
+
+
+def test_the_namespaced_manager_does_its_job_with_only_roles(
+    control_plane: ControlPlane, namespaced_installed: None, tmp_path: Path, denials: Denials
+) -> None:
+    kubeconfig = control_plane.token_kubeconfig(
+        SYSTEM, SERVICE_ACCOUNT, tmp_path / "manager.kubeconfig"
+    )
+    clock = FakeClock()
+    options = Options(
+        namespace=SYSTEM,  # --namespace, as config/namespaced passes it
+        health_probe_bind_address="0",
+        leader_election=LeaderElectionConfig(name="cronjob-operator-test", namespace=SYSTEM),
+    )
+    control_plane.kubectl("apply", "-k", str(REPO / "config" / "samples"), "-n", SYSTEM, check=True)
+    control_plane.kubectl(
+        "create", "secret", "generic", "db", "-n", SYSTEM, "--from-literal=password=one",
+        check=True,
+    )  # fmt: skip
+    control_plane.kubectl(
+        "patch", "configdeployment", "configdeployment-sample", "-n", SYSTEM, "--type=merge",
+        "-p", '{"spec": {"secrets": [{"name": "db"}]}}',
+        check=True,
+    )  # fmt: skip
+    setups: dict[str, Callable[[Manager], Controller]] = {
+        "cronjob": functools.partial(cronjob.setup, clock=clock),
+        "configdeployment": configdeployment.setup,
+    }
+    with running_manager(control_plane, setups, options=options, kubeconfig=kubeconfig) as operator:
+        wait_for(
+            lambda: operator.manager.elector is not None and operator.manager.elector.is_leader,
+            60,
+            message="leader",
+        )
+
+        def pod_hash() -> str | None:
+            deployment = control_plane.kubectl_json(
+                "get", "deployment", "configdeployment-sample", "-n", SYSTEM
+            )
+            annotations = deployment["spec"]["template"]["metadata"].get("annotations") or {}
+            return annotations.get(CONFIG_HASH_ANNOTATION)  # type: ignore[no-any-return]
+
+        first = wait_for(pod_hash, 60, message="a Deployment with the hash", ignore=(Exception,))
+        rotated = control_plane.kubectl(
+            "create", "secret", "generic", "db", "-n", SYSTEM, "--from-literal=password=two",
+            "--dry-run=client", "-o", "json",
+        ).stdout  # fmt: skip
+        control_plane.kubectl("replace", "-f", "-", input=rotated, check=True)
+        wait_for(lambda: pod_hash() not in {None, first}, 60, message="the Secret change rolled")
+        cached = operator.manager.cache.get(SECRET, "db", SYSTEM)
+        assert "keyDigests" not in cached, "the Secret informer holds metadata only"
+
+        created = parse_time(
+            control_plane.kubectl_json("get", CRONJOBS, "cronjob-sample", "-n", SYSTEM)["metadata"][
+                "creationTimestamp"
+            ]
+        )
+        assert created is not None
+        scheduled = created.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        clock.set(scheduled + timedelta(seconds=1))
+        operator.kick("cronjob", SYSTEM, "cronjob-sample")
+        job = f"cronjob-sample-{int(scheduled.timestamp())}"
+        wait_for(
+            lambda: control_plane.kubectl("get", "job", job, "-n", SYSTEM).returncode == 0,
+            60,
+            message=f"Job {job} created",
+        )
+    assert denials.lines == [], "config/namespaced lacks a permission the manager needs"
