@@ -45,14 +45,19 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
 from cronjob_operator.runtime import context
 from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError, KindOptions, Transform
 from cronjob_operator.runtime.client import Client, RestClient, Writer
-from cronjob_operator.runtime.controller import Builder, Controller, ControllerOptions
+from cronjob_operator.runtime.controller import (
+    Builder,
+    Controller,
+    ControllerOptions,
+    RetryLimits,
+)
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig, LeaderElector
@@ -92,6 +97,8 @@ class Options:
     max_concurrent_reconciles: int = 1
     reconcile_timeout: float | None = None
     """A deadline for each reconcile's REST calls (None: only the client's retry budget)."""
+    retry_limits: RetryLimits = field(default_factory=RetryLimits)
+    """How fast every controller retries failed requests (controller-runtime's defaults)."""
     component: str = "controller-manager"
     """The event source (``reportingComponent``); an application passes its own name."""
 
@@ -152,6 +159,7 @@ class Manager:
             drain_timeout=self.options.graceful_shutdown_timeout,
             reconcile_timeout=self.options.reconcile_timeout,
             base_context=self._leader_context,
+            retry_limits=self.options.retry_limits,
         )
 
     def builder(self, name: str) -> Builder:
