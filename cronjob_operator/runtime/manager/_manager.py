@@ -35,7 +35,9 @@ through is fenced by the elector's ``write_refusal``: a write is refused inside 
 process, before it is sent, once the Lease may have expired by our own clock, even in
 the instant before the elector notices. The elector and the event recorder each have
 their own REST client (``RestClient.for_component``): their own token bucket, so a busy
-controller never delays a renewal.
+controller never delays a renewal. So has the metrics authorizer, with its own rate
+(``Options.metrics_review_limits``), so a flood of tokens on /metrics never takes the
+controllers' tokens.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from cronjob_operator.runtime.serving import (
     Check,
     HttpServer,
     MetricsAuthorizer,
+    ReviewLimits,
     TLSContext,
     parse_address,
     self_signed_context,
@@ -91,6 +94,8 @@ class Options:
     """HTTPS metrics with TokenReview/SubjectAccessReview (the CLI's default is on)."""
     metrics_cert_dir: str | None = None
     """tls.crt/tls.key for secure metrics, reloaded on change; None: self-signed."""
+    metrics_review_limits: ReviewLimits = field(default_factory=ReviewLimits)
+    """What reviewing the tokens of metrics requests may cost (its own client budget)."""
     health_probe_bind_address: str = ":8081"
     graceful_shutdown_timeout: float = 30.0
     cache_sync_timeout: float = 120.0
@@ -269,10 +274,17 @@ class Manager:
         else:
             context = self_signed_context()
             tls = lambda: context  # noqa: E731
-        authorizer = MetricsAuthorizer(ApiReviewer(self.rest))
+        authorize = self._metrics_authorizer().check
         return HttpServer(
-            address, serve_metrics=True, registry=registry, tls=tls, authorize=authorizer.check
+            address, serve_metrics=True, registry=registry, tls=tls, authorize=authorize
         )
+
+    def _metrics_authorizer(self) -> MetricsAuthorizer:
+        """The authorizer of metrics requests, reviewing through a client of its own: its
+        own token bucket (``Options.metrics_review_limits``), never the controllers'."""
+        limits = self.options.metrics_review_limits
+        reviews = self.rest.for_component("metrics-auth", rate_limiter=limits.bucket())
+        return MetricsAuthorizer(ApiReviewer(reviews), limits=limits)
 
     def _build_elector(self) -> LeaderElector | None:
         config = self.options.leader_election
