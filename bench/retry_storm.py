@@ -39,9 +39,7 @@ from cronjob_operator.runtime.controller import (
 LimiterFactory = Callable[[Callable[[], float]], RateLimiter]
 
 LIMITERS: dict[str, LimiterFactory] = {
-    "per-item backoff only (before)": lambda _clock: ItemExponentialFailureRateLimiter(
-        RetryLimits().base_delay, RetryLimits().max_delay
-    ),
+    "per-item backoff only (before)": lambda _clock: ItemExponentialFailureRateLimiter(),
     "with the overall bucket (RetryLimits)": lambda clock: RetryLimits().rate_limiter(clock),
 }
 

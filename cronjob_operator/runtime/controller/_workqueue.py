@@ -54,6 +54,11 @@ from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
 T = TypeVar("T", bound=Hashable)
 
+BASE_DELAY = 0.005
+"""client-go's per-item backoff: the first retry of a key waits 5 ms, doubling per failure."""
+MAX_DELAY = 1000.0
+"""client-go's cap of the per-item backoff."""
+
 _MAX_EXPONENT = 1023
 """2.0 ** 1024 overflows a float; beyond this the delay is capped anyway."""
 
@@ -77,7 +82,7 @@ class RateLimiter(Protocol):
 class ItemExponentialFailureRateLimiter:
     """Per-key exponential backoff: ``base_delay * 2**failures``, capped at ``max_delay``."""
 
-    def __init__(self, base_delay: float = 0.005, max_delay: float = 1000.0) -> None:
+    def __init__(self, base_delay: float = BASE_DELAY, max_delay: float = MAX_DELAY) -> None:
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._failures: dict[Hashable, int] = {}
@@ -146,9 +151,9 @@ class RetryLimits:
     """How fast failed keys are retried; the defaults are controller-runtime's
     (client-go's ``DefaultControllerRateLimiter``)."""
 
-    base_delay: float = 0.005
+    base_delay: float = BASE_DELAY
     """The first retry of a key waits this long; each further failure doubles it."""
-    max_delay: float = 1000.0
+    max_delay: float = MAX_DELAY
     """The per-key backoff stops growing here."""
     qps: float = 10.0
     """Retries per second over all keys, once the burst is spent."""
