@@ -25,6 +25,7 @@ from cronjob_operator.runtime import RestClient, errors
 from cronjob_operator.runtime.client import TokenBucket
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.manager import Manager, Options
+from cronjob_operator.runtime.metrics import Metrics
 from cronjob_operator.runtime.serving import (
     CacheSettings,
     HttpServer,
@@ -208,8 +209,8 @@ def slow_reviews(
 def test_beyond_8_reviews_in_flight_new_tokens_get_429_at_once_cached_tokens_pass() -> None:
     # Failed before: nothing bounded the reviews; the 9th unknown token was reviewed
     # too (a 401 after its TokenReview, not a 429 before any).
-    reviewer, clock = BlockingReviewer(), Clock()
-    authorizer = MetricsAuthorizer(reviewer, clock=clock)
+    reviewer, clock, metrics = BlockingReviewer(), Clock(), Metrics()
+    authorizer = MetricsAuthorizer(reviewer, clock=clock, metrics=metrics)
     assert authorizer.check("Bearer scraper-token", "get", "/metrics", "10.0.0.99") is None
     with slow_reviews(authorizer, reviewer, [f"10.0.0.{n}" for n in range(8)]) as answers:
         reviews = len(reviewer.calls)
@@ -219,6 +220,7 @@ def test_beyond_8_reviews_in_flight_new_tokens_get_429_at_once_cached_tokens_pas
         )
         assert authorizer.check("Bearer scraper-token", "get", "/metrics", "10.0.1.1") is None
         assert len(reviewer.calls) == reviews  # neither cost a review
+    assert metrics.registry.get_sample_value("metrics_auth_requests_shed_total") == 1.0
     assert answers == [TOKEN_REJECTED] * 8
     assert authorizer.check("Bearer random-x", "get", "/metrics", "10.0.1.1") == TOKEN_REJECTED
 

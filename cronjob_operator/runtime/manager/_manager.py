@@ -284,7 +284,7 @@ class Manager:
         own token bucket (``Options.metrics_review_limits``), never the controllers'."""
         limits = self.options.metrics_review_limits
         reviews = self.rest.for_component("metrics-auth", rate_limiter=limits.bucket())
-        return MetricsAuthorizer(ApiReviewer(reviews), limits=limits)
+        return MetricsAuthorizer(ApiReviewer(reviews), limits=limits, metrics=self.metrics)
 
     def _build_elector(self) -> LeaderElector | None:
         config = self.options.leader_election

@@ -20,8 +20,8 @@ not passed on to the API server or to the controllers: the manager gives the rev
 REST client of its own (``RestClient.for_component``) with its own token bucket, so
 reviews never take the controllers' tokens; at most 8 reviews are in flight, at most 2
 for one client address. A request that needs a review beyond that is answered 429 with
-``Retry-After`` at once, while requests whose token and decision are cached are served
-as always.
+``Retry-After`` at once (counted in ``metrics_auth_requests_shed_total``), while
+requests whose token and decision are cached are served as always.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.client import RestClient, TokenBucket
+from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 from cronjob_operator.runtime.serving._probes import Refusal
 
 log = logging.getLogger(__name__)
@@ -223,8 +224,10 @@ class MetricsAuthorizer:
         settings: CacheSettings | None = None,
         limits: ReviewLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ) -> None:
         self._reviewer = reviewer
+        self._shed_total = (metrics or DEFAULT).metrics_auth_shed
         self._settings = settings or CacheSettings()
         self._limits = limits or ReviewLimits()
         self._slots = _ReviewSlots(self._limits)
@@ -291,6 +294,7 @@ class MetricsAuthorizer:
 
     def _shed(self, source: str) -> Refusal:
         log.debug("metrics request from %s shed: reviews in flight at their bound", source)
+        self._shed_total.inc()
         return Refusal(
             HTTPStatus.TOO_MANY_REQUESTS,
             "Too many requests: tokens are being reviewed; retry later",
