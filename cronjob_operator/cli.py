@@ -181,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_qps,
         default=-1.0,
         help="requests per second to the API server, for the controllers together; leader "
-        "election and events each get the same rate of their own "
+        "election and events each get the same rate of their own (metrics authentication "
+        "always has its own, 5/s) "
         "(kube-controller-manager's default is 20); negative: no client-side limit, "
         "API Priority and Fairness on the server limits and its 429s are honoured",
     )

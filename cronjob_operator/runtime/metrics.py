@@ -124,6 +124,12 @@ class Metrics:
             buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
             registry=self.registry,
         )
+        self.metrics_auth_shed = Counter(
+            "metrics_auth_requests_shed_total",
+            "Requests to /metrics answered 429 at once because the token reviews in flight "
+            "were at their bound (overall or for the client's address).",
+            registry=self.registry,
+        )
         self.leader_election_master_status = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates "

@@ -29,7 +29,7 @@ from cronjob_operator.runtime import (
     errors,
 )
 from cronjob_operator.runtime.client import RetryPolicy
-from cronjob_operator.runtime.controller import Controller
+from cronjob_operator.runtime.controller import Controller, RetryLimits
 from cronjob_operator.runtime.errors import TransportError
 from cronjob_operator.runtime.kinds import CONFIG_MAP, POD
 from cronjob_operator.runtime.metrics import Metrics
@@ -205,6 +205,18 @@ def test_a_reconcile_runs_within_the_reconcile_timeout(rest: RestClient) -> None
     [remaining] = seen
     assert remaining is not None
     assert 0 < remaining <= 30
+
+
+def test_the_managers_retry_limits_reach_the_controllers_it_builds(rest: RestClient) -> None:
+    limits = RetryLimits(base_delay=0.001, max_delay=1.0, qps=0.001, burst=1)
+    manager = Manager(rest, Options(retry_limits=limits))
+    controller = manager.builder("bounded-retries").for_(POD).complete(lambda_reconciler())
+    queue = controller.queue
+    queue.add_rate_limited(Request("ns", "first"))
+    queue.add_rate_limited(Request("ns", "second"))  # the bucket's next token: 1,000 s away
+    assert queue.get(timeout=30) == Request("ns", "first")
+    assert queue.get(timeout=0.05) is None
+    queue.shut_down()
 
 
 class Blocking:

@@ -6,27 +6,36 @@ server in tests/e2e/test_deploy.py); the clock is injected, so expiry needs no w
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import shutil
 import socket
 import ssl
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client as k8s_client
 
 from cronjob_operator.runtime import RestClient, errors
+from cronjob_operator.runtime.client import TokenBucket
+from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.manager import Manager, Options
+from cronjob_operator.runtime.metrics import Metrics
 from cronjob_operator.runtime.serving import (
     CacheSettings,
     HttpServer,
     MetricsAuthorizer,
+    Refusal,
+    ReviewLimits,
     User,
     self_signed_context,
 )
+from cronjob_operator.runtime.serving._metrics_auth import TOKEN_REJECTED
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRAPER = User(name="system:serviceaccount:monitoring:prometheus", groups=("system:authenticated",))
@@ -87,12 +96,11 @@ def test_no_bearer_token_is_401_without_a_review(
 def test_a_bad_token_is_401_a_token_without_the_role_403_a_scraper_passes(
     authorizer: MetricsAuthorizer,
 ) -> None:
-    assert authorizer.check("Bearer garbage", "get", "/metrics") == (
-        401,
-        "Unauthorized: the token was not accepted",
+    assert authorizer.check("Bearer garbage", "get", "/metrics") == Refusal(
+        401, "Unauthorized: the token was not accepted"
     )
     refusal = authorizer.check("Bearer stranger-token", "get", "/metrics")
-    assert refusal == (403, f"Authorization denied for user {STRANGER.name}")
+    assert refusal == Refusal(403, f"Authorization denied for user {STRANGER.name}")
     assert authorizer.check("Bearer scraper-token", "get", "/metrics") is None
     assert authorizer.check("bearer scraper-token", "get", "/other") is not None
 
@@ -122,13 +130,169 @@ def test_a_denial_is_remembered_only_30_seconds(
     assert authorizer.check("Bearer stranger-token", "get", "/metrics") is None
 
 
-def test_a_flood_of_tokens_keeps_the_caches_bounded(
+def test_a_flood_of_tokens_keeps_the_caches_bounded_and_the_scrapers_token_cached(
     authorizer: MetricsAuthorizer, reviewer: FakeReviewer
 ) -> None:
+    # Failed before: rejected tokens shared the LRU with accepted ones, so 100 random
+    # tokens evicted the scraper's and its next scrape cost a TokenReview again.
+    assert authorizer.check("Bearer scraper-token", "get", "/metrics") is None
     for n in range(100):
         authorizer.check(f"Bearer random-{n}", "get", "/metrics")
-    assert len(authorizer._users) == 4
+    assert len(authorizer._rejected) == 4
+    reviews = len(reviewer.calls)
     assert authorizer.check("Bearer scraper-token", "get", "/metrics") is None
+    assert len(reviewer.calls) == reviews
+
+
+def test_a_rejected_token_is_not_reviewed_again_for_a_minute(
+    authorizer: MetricsAuthorizer, reviewer: FakeReviewer, clock: Clock
+) -> None:
+    for _ in range(3):
+        assert authorizer.check("Bearer garbage", "get", "/metrics") == TOKEN_REJECTED
+    assert reviewer.calls == ["token"]
+    clock.now += 60
+    authorizer.check("Bearer garbage", "get", "/metrics")
+    assert reviewer.calls == ["token", "token"]
+
+
+class BlockingReviewer(FakeReviewer):
+    """Holds every review of a ``slow-`` token until ``release``; counts reviews entered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self._entered = threading.Condition()
+        self.waiting = 0
+
+    def authenticate(self, token: str) -> User | None:
+        if token.startswith("slow-"):
+            with self._entered:
+                self.waiting += 1
+                self._entered.notify_all()
+            assert self.release.wait(LONG)
+        return super().authenticate(token)
+
+    def wait_for_waiting(self, count: int) -> None:
+        with self._entered:
+            assert self._entered.wait_for(lambda: self.waiting == count, LONG)
+
+
+LONG = 30.0
+"""A bound only a bug reaches: the waits in these tests end on an event."""
+
+
+@contextlib.contextmanager
+def slow_reviews(
+    authorizer: MetricsAuthorizer, reviewer: BlockingReviewer, sources: list[str]
+) -> Iterator[list[Refusal | None]]:
+    """One review of a ``slow-`` token per source held in flight for the ``with`` block."""
+    answers: list[Refusal | None] = []
+    threads = [
+        threading.Thread(
+            target=lambda n=n, source=source: answers.append(
+                authorizer.check(f"Bearer slow-{n}", "get", "/metrics", source)
+            )
+        )
+        for n, source in enumerate(sources)
+    ]
+    for thread in threads:
+        thread.start()
+    reviewer.wait_for_waiting(len(sources))
+    try:
+        yield answers
+    finally:
+        reviewer.release.set()
+        for thread in threads:
+            thread.join(LONG)
+
+
+def test_beyond_8_reviews_in_flight_new_tokens_get_429_at_once_cached_tokens_pass() -> None:
+    # Failed before: nothing bounded the reviews; the 9th unknown token was reviewed
+    # too (a 401 after its TokenReview, not a 429 before any).
+    reviewer, clock, metrics = BlockingReviewer(), Clock(), Metrics()
+    authorizer = MetricsAuthorizer(reviewer, clock=clock, metrics=metrics)
+    assert authorizer.check("Bearer scraper-token", "get", "/metrics", "10.0.0.99") is None
+    with slow_reviews(authorizer, reviewer, [f"10.0.0.{n}" for n in range(8)]) as answers:
+        reviews = len(reviewer.calls)
+        refusal = authorizer.check("Bearer random-x", "get", "/metrics", "10.0.1.1")
+        assert refusal == Refusal(
+            429, "Too many requests: tokens are being reviewed; retry later", 1
+        )
+        assert authorizer.check("Bearer scraper-token", "get", "/metrics", "10.0.1.1") is None
+        assert len(reviewer.calls) == reviews  # neither cost a review
+    assert metrics.registry.get_sample_value("metrics_auth_requests_shed_total") == 1.0
+    assert answers == [TOKEN_REJECTED] * 8
+    assert authorizer.check("Bearer random-x", "get", "/metrics", "10.0.1.1") == TOKEN_REJECTED
+
+
+def test_one_source_holds_at_most_2_review_slots() -> None:
+    reviewer = BlockingReviewer()
+    authorizer = MetricsAuthorizer(reviewer, clock=Clock())
+    with slow_reviews(authorizer, reviewer, ["10.0.0.1", "10.0.0.1"]):
+        refusal = authorizer.check("Bearer random-x", "get", "/metrics", "10.0.0.1")
+        assert refusal is not None
+        assert refusal.status == 429
+        other = authorizer.check("Bearer random-x", "get", "/metrics", "10.0.0.2")
+        assert other == TOKEN_REJECTED
+    assert authorizer._slots.try_take("10.0.0.1"), "every slot was given back"
+
+
+def test_a_shed_request_gets_retry_after_over_http() -> None:
+    context = self_signed_context()
+    shed = Refusal(429, "Too many requests", retry_after=1)
+    sources: list[str] = []
+
+    def authorize(header: str | None, verb: str, path: str, source: str) -> Refusal:
+        sources.append(source)
+        return shed
+
+    server = HttpServer(
+        ("127.0.0.1", 0), serve_metrics=True, tls=lambda: context, authorize=authorize
+    )
+    server.start()
+    try:
+        status, headers = scrape_response(server.port, "any-token")
+    finally:
+        server.stop()
+    assert (status, headers.get("Retry-After")) == (429, "1")
+    assert sources == ["127.0.0.1"]
+
+
+def test_reviews_go_through_a_client_of_their_own_never_the_controllers_bucket() -> None:
+    # Failed before: the authorizer reviewed through the manager's client, so 20 random
+    # tokens took 20 tokens of the controllers' bucket (and made them wait 10 s).
+    clock = FakeClock()
+    controllers = TokenBucket(2, 1, clock=clock.monotonic, sleep=clock.sleep)
+    rest = RestClient(k8s_client.Configuration(host="http://127.0.0.1:1"), rate_limiter=controllers)
+    pool = ReviewPool()
+    rest._pool = pool  # type: ignore[assignment]
+    limits = ReviewLimits(burst=20)
+    authorizer = Manager(rest, Options(metrics_review_limits=limits))._metrics_authorizer()
+    for n in range(20):
+        assert authorizer.check(f"Bearer random-{n}", "get", "/metrics") == TOKEN_REJECTED
+    assert len(pool.agents) == 20
+    assert all(agent.endswith("/metrics-auth") for agent in pool.agents)
+    assert clock.slept == []
+    assert controllers.reserve() == 0.0, "the controllers' bucket is still full"
+
+
+class ReviewPool:
+    """Answers every TokenReview "not authenticated"; records each request's user agent."""
+
+    def __init__(self) -> None:
+        self.agents: list[str] = []
+
+    def request(self, method: str, url: str, **kwargs: Any) -> Any:
+        assert url.endswith("/tokenreviews")
+        self.agents.append(kwargs["headers"]["User-Agent"])
+        return PoolResponse(b'{"kind":"TokenReview","status":{"authenticated":false}}')
+
+
+class PoolResponse:
+    """What ``RestClient`` reads of a urllib3 response: a 201 with ``data``."""
+
+    def __init__(self, data: bytes) -> None:
+        self.status, self.data, self.headers = 201, data, dict[str, str]()
 
 
 def test_an_api_failure_is_a_500_and_not_cached(
@@ -156,6 +320,12 @@ def secure_server(authorizer: MetricsAuthorizer) -> Iterator[HttpServer]:
 
 
 def scrape(port: int, token: str | None, *, ciphers: str | None = None) -> int:
+    return scrape_response(port, token, ciphers=ciphers)[0]
+
+
+def scrape_response(
+    port: int, token: str | None, *, ciphers: str | None = None
+) -> tuple[int, http.client.HTTPMessage]:
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE  # self-signed, as a ServiceMonitor's insecureSkipVerify
@@ -170,7 +340,7 @@ def scrape(port: int, token: str | None, *, ciphers: str | None = None) -> int:
         body = response.read()
         if response.status == 200:
             assert b"# HELP" in body
-        return response.status
+        return response.status, response.headers
     finally:
         connection.close()
 

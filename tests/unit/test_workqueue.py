@@ -11,7 +11,13 @@ import pytest
 
 from cronjob_operator.runtime import metrics
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.controller import ItemExponentialFailureRateLimiter, WorkQueue
+from cronjob_operator.runtime.controller import (
+    BucketRateLimiter,
+    ItemExponentialFailureRateLimiter,
+    MaxOfRateLimiter,
+    RetryLimits,
+    WorkQueue,
+)
 
 LONG = 10.0
 """A timeout that only a bug can reach; tests never wait for it when things work."""
@@ -355,6 +361,47 @@ class TestRateLimiting:
         clock.advance(1)
         assert drain(queue) == ["a"]
         assert queue.num_requeues("a") == 3
+
+
+class TestOverallRetryBound:
+    """The bucket over all keys that client-go's default controller limiter adds."""
+
+    def test_a_storm_of_failures_is_retried_at_10_a_second_after_a_burst_of_100(self) -> None:
+        clock = FakeClock()
+        queue = new_queue(clock.monotonic)
+        storm = [f"item-{n}" for n in range(300)]
+        for item in storm:
+            queue.add_rate_limited(item)
+        clock.advance(0.005)
+        assert len(drain(queue)) == 100  # the burst; each item's own backoff is 5 ms
+        retried = []
+        for _ in range(20):
+            clock.advance(0.1)
+            retried.append(len(drain(queue)))
+        assert retried == [1] * 20  # then one every 100 ms, whatever the keys
+        clock.advance(18.0)
+        assert len(drain(queue)) == 180
+        assert len(queue) == 0
+
+    def test_the_larger_delay_wins_and_forget_resets_only_the_key(self) -> None:
+        clock = FakeClock()
+        limiter = RetryLimits(base_delay=1.0, max_delay=60.0, qps=1.0, burst=2).rate_limiter(
+            clock.monotonic
+        )
+        assert [limiter.when("a") for _ in range(3)] == [1.0, 2.0, 4.0]  # per key, > bucket
+        assert limiter.when("b") == 2.0  # 4th token of a 2-burst 1/s bucket: 2 s away
+        assert limiter.num_requeues("a") == 3
+        limiter.forget("a")
+        assert limiter.num_requeues("a") == 0
+        clock.advance(10.0)  # the bucket is full again
+        assert limiter.when("a") == 1.0
+
+    def test_the_bucket_tracks_no_key(self) -> None:
+        bucket = BucketRateLimiter(1.0, 1, clock=FakeClock().monotonic)
+        assert (bucket.when("a"), bucket.when("a"), bucket.when("b")) == (0.0, 1.0, 2.0)
+        bucket.forget("a")
+        assert bucket.num_requeues("a") == 0
+        assert MaxOfRateLimiter().when("a") == 0.0
 
 
 class TestShutdown:

@@ -33,7 +33,8 @@ a token due after the deadline is not waited for (``DeadlineExceeded`` at once),
 stop ends the wait. ``for_component`` gives a component (the leader elector, the event
 recorder) a client with its own bucket of the same rate and the same connection config,
 as controller-runtime builds its leader-election client, so a busy controller never
-delays a Lease renewal.
+delays a Lease renewal; the metrics authorizer's gets a bucket of its own rate, as the
+API server's delegating authenticator has a client of its own.
 
 A client may carry a write fence (``fenced``): a function asked before every POST, PUT,
 PATCH and DELETE is sent (after its token, just before the bytes go out) that returns why
@@ -260,13 +261,16 @@ class RestClient:
         counted._limiter_duration = metrics.rest_client_rate_limiter_duration
         return counted
 
-    def for_component(self, name: str) -> RestClient:
-        """This client for one component: its own token bucket (same rate, when there is
-        one), the user agent ``<agent>/<name>`` (client-go's ``rest.AddUserAgent``), the
-        same configuration, connection pool, metrics and fence."""
+    def for_component(self, name: str, rate_limiter: TokenBucket | None = None) -> RestClient:
+        """This client for one component: its own token bucket (``rate_limiter`` if given,
+        else one of this client's rate, when there is one), the user agent
+        ``<agent>/<name>`` (client-go's ``rest.AddUserAgent``), the same configuration,
+        connection pool, metrics and fence."""
         component = copy.copy(self)
         component._user_agent = f"{self._user_agent}/{name}"
-        if self._rate_limiter is not None:
+        if rate_limiter is not None:
+            component._rate_limiter = rate_limiter
+        elif self._rate_limiter is not None:
             component._rate_limiter = self._rate_limiter.like()
         return component
 

@@ -6,7 +6,7 @@ the application sends), each through a ``MapFunc`` and ``Predicate`` s; the ``Bu
 (``for_``, ``owns``, ``watches``) that wires them on a ``ControllerHost``.
 
 Machinery: ``_reconcile``, ``_source``, ``_handlers``, ``_predicates``, ``_workqueue``
-(de-duplicating, rate-limited), ``_controller``, ``_builder``.
+(de-duplicating, rate-limited: ``RetryLimits``), ``_controller``, ``_builder``.
 """
 
 from cronjob_operator.runtime.controller._builder import Builder, ControllerHost
@@ -35,12 +35,16 @@ from cronjob_operator.runtime.controller._reconcile import (
 )
 from cronjob_operator.runtime.controller._source import ChannelSource, KindSource, Source
 from cronjob_operator.runtime.controller._workqueue import (
+    BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
+    MaxOfRateLimiter,
     RateLimiter,
+    RetryLimits,
     WorkQueue,
 )
 
 __all__ = [
+    "BucketRateLimiter",
     "Builder",
     "ChannelSource",
     "Controller",
@@ -50,11 +54,13 @@ __all__ = [
     "ItemExponentialFailureRateLimiter",
     "KindSource",
     "MapFunc",
+    "MaxOfRateLimiter",
     "Predicate",
     "RateLimiter",
     "Reconciler",
     "Request",
     "Result",
+    "RetryLimits",
     "Source",
     "TerminalError",
     "WorkQueue",

@@ -96,6 +96,7 @@ class Builder:
             self._name,
             reconciler,
             max_concurrent_reconciles=self._options.max_concurrent_reconciles,
+            rate_limiter=self._options.retry_limits.rate_limiter(),
             drain_timeout=self._options.drain_timeout,
             reconcile_timeout=self._options.reconcile_timeout,
             base_context=self._options.base_context,

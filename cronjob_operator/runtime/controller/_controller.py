@@ -8,8 +8,10 @@ reconciler. The queue guarantees one object is never reconciled by two workers a
 What a reconcile's outcome does (controller-runtime's ``reconcileHandler``, with the
 differences named):
 * ``errors.ApiError`` or ``errors.TransportError`` (deadlines and refused writes
-  included) -> counted as an error and requeued with per-item exponential backoff
-  (5 ms doubling to 1000 s): Python's analogue of a returned ``error``;
+  included) -> counted as an error and requeued with the queue's rate limiter
+  (``RetryLimits``: per-item exponential backoff, 5 ms doubling to 1000 s, and at most
+  10 retries a second over all items after a burst of 100): Python's analogue of a
+  returned ``error``;
 * any other exception -> the same, and also counted in
   ``controller_runtime_reconcile_panics_total``: the analogue of a recovered panic
   (controller-runtime's ``RecoverPanic``, on by default);
@@ -40,7 +42,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cronjob_operator.runtime import context, errors
 from cronjob_operator.runtime.controller._handlers import EnqueueHandler, MapFunc
@@ -52,7 +54,7 @@ from cronjob_operator.runtime.controller._reconcile import (
     TerminalError,
 )
 from cronjob_operator.runtime.controller._source import Source
-from cronjob_operator.runtime.controller._workqueue import RateLimiter, WorkQueue
+from cronjob_operator.runtime.controller._workqueue import RateLimiter, RetryLimits, WorkQueue
 from cronjob_operator.runtime.logs import reconcile_scope
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
@@ -71,6 +73,8 @@ class ControllerOptions:
     reconcile_timeout: float | None = None
     base_context: context.Context = context.BACKGROUND
     """What every reconcile runs under (the manager's leader context)."""
+    retry_limits: RetryLimits = field(default_factory=RetryLimits)
+    """How fast failed requests are retried (controller-runtime's defaults)."""
 
 
 class Controller:

@@ -15,8 +15,13 @@ gives the guarantees controllers rely on:
   by an event moves up when its timer comes due. Work that was scheduled for a time
   (a CronJob's run) is therefore never stuck behind the status-only work that events
   bring, whatever order the timers fired in. Within each class the order is FIFO.
-* Rate limiting: ``add_rate_limited`` delays a key by its rate limiter (per-key
-  exponential backoff, 5 ms doubling to 1000 s); ``forget`` resets the backoff.
+* Rate limiting: ``add_rate_limited`` delays a key by its rate limiter; ``forget``
+  resets the key's backoff. The default is client-go's ``DefaultControllerRateLimiter``
+  (controller-runtime's default): the larger of per-key exponential backoff (5 ms
+  doubling to 1000 s) and one token bucket over all keys (10 retries a second after a
+  burst of 100), so a storm of failures (every request answered 500, say) is retried
+  at 10 a second overall, not as fast as the workers can fail. ``RetryLimits`` holds
+  the four numbers; the bucket runs on the queue's ``clock``.
 * Shutdown: ``shut_down`` makes every ``get`` return None at once, including blocked
   ones; keys still queued are dropped (unlike client-go, which hands them out first:
   here a shutdown must finish within the grace period, and a new leader relists
@@ -41,11 +46,18 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from cronjob_operator.runtime.client import TokenBucket
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
 T = TypeVar("T", bound=Hashable)
+
+BASE_DELAY = 0.005
+"""client-go's per-item backoff: the first retry of a key waits 5 ms, doubling per failure."""
+MAX_DELAY = 1000.0
+"""client-go's cap of the per-item backoff."""
 
 _MAX_EXPONENT = 1023
 """2.0 ** 1024 overflows a float; beyond this the delay is capped anyway."""
@@ -70,7 +82,7 @@ class RateLimiter(Protocol):
 class ItemExponentialFailureRateLimiter:
     """Per-key exponential backoff: ``base_delay * 2**failures``, capped at ``max_delay``."""
 
-    def __init__(self, base_delay: float = 0.005, max_delay: float = 1000.0) -> None:
+    def __init__(self, base_delay: float = BASE_DELAY, max_delay: float = MAX_DELAY) -> None:
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._failures: dict[Hashable, int] = {}
@@ -90,6 +102,70 @@ class ItemExponentialFailureRateLimiter:
     def num_requeues(self, item: Hashable) -> int:
         with self._lock:
             return self._failures.get(item, 0)
+
+
+class BucketRateLimiter:
+    """One token bucket over every key (client-go's ``BucketRateLimiter``).
+
+    Each retry of any key takes a token, possibly one not yet earned; the delay is the
+    wait until that token is due. It tracks no key: ``forget`` does nothing.
+    """
+
+    def __init__(
+        self, qps: float, burst: int, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._bucket = TokenBucket(qps, burst, clock=clock)
+
+    def when(self, item: Hashable) -> float:
+        return self._bucket.reserve()
+
+    def forget(self, item: Hashable) -> None:
+        """Nothing to forget: the bucket is shared by every key."""
+
+    def num_requeues(self, item: Hashable) -> int:
+        return 0
+
+
+class MaxOfRateLimiter:
+    """The largest delay of several limiters (client-go's ``MaxOfRateLimiter``).
+
+    Every limiter is asked each time, so each counts every failure.
+    """
+
+    def __init__(self, *limiters: RateLimiter) -> None:
+        self._limiters = limiters
+
+    def when(self, item: Hashable) -> float:
+        return max((limiter.when(item) for limiter in self._limiters), default=0.0)
+
+    def forget(self, item: Hashable) -> None:
+        for limiter in self._limiters:
+            limiter.forget(item)
+
+    def num_requeues(self, item: Hashable) -> int:
+        return max((limiter.num_requeues(item) for limiter in self._limiters), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryLimits:
+    """How fast failed keys are retried; the defaults are controller-runtime's
+    (client-go's ``DefaultControllerRateLimiter``)."""
+
+    base_delay: float = BASE_DELAY
+    """The first retry of a key waits this long; each further failure doubles it."""
+    max_delay: float = MAX_DELAY
+    """The per-key backoff stops growing here."""
+    qps: float = 10.0
+    """Retries per second over all keys, once the burst is spent."""
+    burst: int = 100
+    """Retries over all keys that may go at once."""
+
+    def rate_limiter(self, clock: Callable[[], float] = time.monotonic) -> RateLimiter:
+        """The larger of per-key exponential backoff and the overall bucket."""
+        return MaxOfRateLimiter(
+            ItemExponentialFailureRateLimiter(self.base_delay, self.max_delay),
+            BucketRateLimiter(self.qps, self.burst, clock=clock),
+        )
 
 
 class _Waiting(Generic[T]):
@@ -119,7 +195,7 @@ class WorkQueue(Generic[T]):
         metrics: Metrics | None = None,
     ) -> None:
         self.name = name
-        self._rate_limiter: RateLimiter = rate_limiter or ItemExponentialFailureRateLimiter()
+        self._rate_limiter = rate_limiter or RetryLimits().rate_limiter(clock)
         self._clock = clock
         lock = threading.Lock()
         self._ready = threading.Condition(lock)

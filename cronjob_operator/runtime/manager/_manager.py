@@ -35,7 +35,9 @@ through is fenced by the elector's ``write_refusal``: a write is refused inside 
 process, before it is sent, once the Lease may have expired by our own clock, even in
 the instant before the elector notices. The elector and the event recorder each have
 their own REST client (``RestClient.for_component``): their own token bucket, so a busy
-controller never delays a renewal.
+controller never delays a renewal. So has the metrics authorizer, with its own rate
+(``Options.metrics_review_limits``), so a flood of tokens on /metrics never takes the
+controllers' tokens.
 """
 
 from __future__ import annotations
@@ -45,14 +47,19 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
 from cronjob_operator.runtime import context
 from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError, KindOptions, Transform
 from cronjob_operator.runtime.client import Client, RestClient, Writer
-from cronjob_operator.runtime.controller import Builder, Controller, ControllerOptions
+from cronjob_operator.runtime.controller import (
+    Builder,
+    Controller,
+    ControllerOptions,
+    RetryLimits,
+)
 from cronjob_operator.runtime.events import EventRecorder
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.leaderelection import LeaderElectionConfig, LeaderElector
@@ -64,6 +71,7 @@ from cronjob_operator.runtime.serving import (
     Check,
     HttpServer,
     MetricsAuthorizer,
+    ReviewLimits,
     TLSContext,
     parse_address,
     self_signed_context,
@@ -86,12 +94,16 @@ class Options:
     """HTTPS metrics with TokenReview/SubjectAccessReview (the CLI's default is on)."""
     metrics_cert_dir: str | None = None
     """tls.crt/tls.key for secure metrics, reloaded on change; None: self-signed."""
+    metrics_review_limits: ReviewLimits = field(default_factory=ReviewLimits)
+    """What reviewing the tokens of metrics requests may cost (its own client budget)."""
     health_probe_bind_address: str = ":8081"
     graceful_shutdown_timeout: float = 30.0
     cache_sync_timeout: float = 120.0
     max_concurrent_reconciles: int = 1
     reconcile_timeout: float | None = None
     """A deadline for each reconcile's REST calls (None: only the client's retry budget)."""
+    retry_limits: RetryLimits = field(default_factory=RetryLimits)
+    """How fast every controller retries failed requests (controller-runtime's defaults)."""
     component: str = "controller-manager"
     """The event source (``reportingComponent``); an application passes its own name."""
 
@@ -152,6 +164,7 @@ class Manager:
             drain_timeout=self.options.graceful_shutdown_timeout,
             reconcile_timeout=self.options.reconcile_timeout,
             base_context=self._leader_context,
+            retry_limits=self.options.retry_limits,
         )
 
     def builder(self, name: str) -> Builder:
@@ -261,10 +274,17 @@ class Manager:
         else:
             context = self_signed_context()
             tls = lambda: context  # noqa: E731
-        authorizer = MetricsAuthorizer(ApiReviewer(self.rest))
+        authorize = self._metrics_authorizer().check
         return HttpServer(
-            address, serve_metrics=True, registry=registry, tls=tls, authorize=authorizer.check
+            address, serve_metrics=True, registry=registry, tls=tls, authorize=authorize
         )
+
+    def _metrics_authorizer(self) -> MetricsAuthorizer:
+        """The authorizer of metrics requests, reviewing through a client of its own: its
+        own token bucket (``Options.metrics_review_limits``), never the controllers'."""
+        limits = self.options.metrics_review_limits
+        reviews = self.rest.for_component("metrics-auth", rate_limiter=limits.bucket())
+        return MetricsAuthorizer(ApiReviewer(reviews), limits=limits, metrics=self.metrics)
 
     def _build_elector(self) -> LeaderElector | None:
         config = self.options.leader_election

@@ -4,7 +4,8 @@
 timeouts, a connection cap); ``CertWatcher`` reloads a certificate pair when its files
 change and ``server_context`` is the one TLS policy; ``self_signed_context`` makes a
 pair when none is given; ``MetricsAuthorizer`` is controller-runtime's
-``WithAuthenticationAndAuthorization`` (TokenReview, SubjectAccessReview);
+``WithAuthenticationAndAuthorization`` (TokenReview, SubjectAccessReview), shedding
+reviews beyond ``ReviewLimits``;
 ``HttpServer`` serves the probes and ``/metrics``.
 
 Machinery: ``_httpserver``, ``_certwatcher``, ``_selfsigned``, ``_metrics_auth``,
@@ -30,9 +31,16 @@ from cronjob_operator.runtime.serving._metrics_auth import (
     CacheSettings,
     MetricsAuthorizer,
     Reviewer,
+    ReviewLimits,
     User,
 )
-from cronjob_operator.runtime.serving._probes import Authorize, Check, HttpServer, parse_address
+from cronjob_operator.runtime.serving._probes import (
+    Authorize,
+    Check,
+    HttpServer,
+    Refusal,
+    parse_address,
+)
 from cronjob_operator.runtime.serving._selfsigned import SelfSignedError, self_signed_context
 
 __all__ = [
@@ -49,7 +57,9 @@ __all__ = [
     "HttpServer",
     "Limits",
     "MetricsAuthorizer",
+    "Refusal",
     "Refused",
+    "ReviewLimits",
     "Reviewer",
     "SelfSignedError",
     "TLSContext",

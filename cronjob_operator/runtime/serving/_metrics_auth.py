@@ -8,10 +8,20 @@ API server failing to answer: 500 (never a silent allow). The manager needs ``cr
 on ``tokenreviews`` and ``subjectaccessreviews`` (config/rbac/metrics_auth_role.yaml); a
 scraper binds to ``metrics-reader`` (config/rbac/metrics_reader_role.yaml).
 
-Decisions are cached as controller-runtime caches them (token 1 min, allow 5 min, deny
-30 s), in LRU caches of bounded size, so a scrape every 15 s costs no review and a flood
-of random tokens cannot grow memory. Tokens are kept only as SHA-256 digests. The clock
-is injected, so the expiry is tested without waiting.
+Decisions are cached as controller-runtime caches them (token 1 min, accepted or not, as
+the API server's delegating authenticator; allow 5 min, deny 30 s), in LRU caches of
+bounded size, so a scrape every 15 s costs no review and a flood of random tokens cannot
+grow memory. Rejected tokens have a cache of their own, so such a flood cannot evict a
+scraper's accepted token either. Tokens are kept only as SHA-256 digests. The clock is
+injected, so the expiry is tested without waiting.
+
+What reviews may cost is bounded (``ReviewLimits``), so that load on /metrics is shed,
+not passed on to the API server or to the controllers: the manager gives the reviewer a
+REST client of its own (``RestClient.for_component``) with its own token bucket, so
+reviews never take the controllers' tokens; at most 8 reviews are in flight, at most 2
+for one client address. A request that needs a review beyond that is answered 429 with
+``Retry-After`` at once (counted in ``metrics_auth_requests_shed_total``), while
+requests whose token and decision are cached are served as always.
 """
 
 from __future__ import annotations
@@ -27,7 +37,9 @@ from http import HTTPStatus
 from typing import Any, Generic, Protocol, TypeVar
 
 from cronjob_operator.runtime import errors
-from cronjob_operator.runtime.client import RestClient
+from cronjob_operator.runtime.client import RestClient, TokenBucket
+from cronjob_operator.runtime.metrics import DEFAULT, Metrics
+from cronjob_operator.runtime.serving._probes import Refusal
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +130,54 @@ class CacheSettings:
     max_entries: int = 1024
 
 
+@dataclass(frozen=True, slots=True)
+class ReviewLimits:
+    """What reviewing the tokens of /metrics requests may cost (docs/security.md says why)."""
+
+    qps: float = 5.0
+    """TokenReviews and SubjectAccessReviews per second, on the reviewer's own bucket."""
+    burst: int = 10
+    """Reviews that may go at once above ``qps``."""
+    in_flight: int = 8
+    """Reviews waiting or running at once; a request that needs one more is shed."""
+    in_flight_per_source: int = 2
+    """Of those, at most this many for one client address."""
+    retry_after: int = 1
+    """The ``Retry-After`` seconds of a shed request."""
+
+    def bucket(self) -> TokenBucket:
+        """A full token bucket of ``qps`` and ``burst`` for the reviewer's client."""
+        return TokenBucket(self.qps, self.burst)
+
+
+class _ReviewSlots:
+    """Counts reviews in flight, overall and per client address; never blocks."""
+
+    def __init__(self, limits: ReviewLimits) -> None:
+        self._limits = limits
+        self._total = 0
+        self._by_source: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def try_take(self, source: str) -> bool:
+        """Take a slot for ``source``: False when every slot, or its share, is taken."""
+        with self._lock:
+            held = self._by_source.get(source, 0)
+            if self._total >= self._limits.in_flight or held >= self._limits.in_flight_per_source:
+                return False
+            self._total += 1
+            self._by_source[source] = held + 1
+            return True
+
+    def give_back(self, source: str) -> None:
+        """Return a slot ``try_take`` gave ``source``."""
+        with self._lock:
+            self._total -= 1
+            held = self._by_source.pop(source) - 1
+            if held:
+                self._by_source[source] = held
+
+
 class _TTLCache(Generic[_K, _V]):
     """A thread-safe LRU map whose entries also expire."""
 
@@ -149,56 +209,110 @@ class _TTLCache(Generic[_K, _V]):
         return len(self._entries)
 
 
+NO_TOKEN = Refusal(HTTPStatus.UNAUTHORIZED, "Unauthorized: a bearer token is required")
+TOKEN_REJECTED = Refusal(HTTPStatus.UNAUTHORIZED, "Unauthorized: the token was not accepted")
+REVIEW_FAILED = Refusal(HTTPStatus.INTERNAL_SERVER_ERROR, "Authentication or authorization failed")
+
+
 class MetricsAuthorizer:
-    """Decides one request: ``check`` returns None to serve it, else (status, reason)."""
+    """Decides one request: ``check`` returns None to serve it, else the ``Refusal``."""
 
     def __init__(
         self,
         reviewer: Reviewer,
         *,
         settings: CacheSettings | None = None,
+        limits: ReviewLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ) -> None:
         self._reviewer = reviewer
+        self._shed_total = (metrics or DEFAULT).metrics_auth_shed
         self._settings = settings or CacheSettings()
-        self._users: _TTLCache[bytes, User | None] = _TTLCache(self._settings.max_entries, clock)
-        self._decisions: _TTLCache[tuple[User, str, str], tuple[bool, str]] = _TTLCache(
-            self._settings.max_entries, clock
-        )
+        self._limits = limits or ReviewLimits()
+        self._slots = _ReviewSlots(self._limits)
+        size = self._settings.max_entries
+        self._users: _TTLCache[bytes, User] = _TTLCache(size, clock)
+        self._rejected: _TTLCache[bytes, bool] = _TTLCache(size, clock)
+        self._decisions: _TTLCache[tuple[User, str, str], tuple[bool, str]] = _TTLCache(size, clock)
 
-    def check(self, authorization: str | None, verb: str, path: str) -> tuple[int, str] | None:
-        """Never raises: a failed review is a 500 with the reason logged."""
+    def check(
+        self, authorization: str | None, verb: str, path: str, source: str = ""
+    ) -> Refusal | None:
+        """Never raises: a failed review is a 500 with the reason logged. ``source`` is
+        the client's address, for the per-source bound on reviews."""
         token = _bearer_token(authorization)
         if token is None:
-            return HTTPStatus.UNAUTHORIZED, "Unauthorized: a bearer token is required"
+            return NO_TOKEN
         try:
-            user = self._user(token)
-            if user is None:
-                return HTTPStatus.UNAUTHORIZED, "Unauthorized: the token was not accepted"
-            allowed, reason = self._decision(user, verb, path)
+            return self._verdict(hashlib.sha256(token.encode()).digest(), token, verb, path, source)
         except (errors.ApiError, errors.TransportError) as exc:
             log.error("cannot review a metrics request: %s", exc)
-            return HTTPStatus.INTERNAL_SERVER_ERROR, "Authentication or authorization failed"
+            return REVIEW_FAILED
+
+    def _verdict(self, key: bytes, token: str, verb: str, path: str, source: str) -> Refusal | None:
+        if self._rejected.get(key)[0]:
+            return TOKEN_REJECTED
+        known = self._cached(key, verb, path)
+        if known is None:
+            if not self._slots.try_take(source):
+                return self._shed(source)
+            try:
+                known = self._reviewed(key, token, verb, path)
+            finally:
+                self._slots.give_back(source)
+            if known is None:
+                return TOKEN_REJECTED
+        user, (allowed, reason) = known
         if not allowed:
             log.debug("metrics request by %s denied: %s", user.name, reason)
-            return HTTPStatus.FORBIDDEN, f"Authorization denied for user {user.name}"
+            return Refusal(HTTPStatus.FORBIDDEN, f"Authorization denied for user {user.name}")
         return None
 
-    def _user(self, token: str) -> User | None:
-        key = hashlib.sha256(token.encode()).digest()
-        hit, user = self._users.get(key)
-        if not hit:
-            user = self._reviewer.authenticate(token)
+    def _cached(self, key: bytes, verb: str, path: str) -> tuple[User, tuple[bool, str]] | None:
+        """The token's user and decision, when both are cached."""
+        _, user = self._users.get(key)
+        if user is None:
+            return None
+        _, decision = self._decisions.get((user, verb, path))
+        return None if decision is None else (user, decision)
+
+    def _reviewed(
+        self, key: bytes, token: str, verb: str, path: str
+    ) -> tuple[User, tuple[bool, str]] | None:
+        """The token's user and decision, reviewing what is not cached; None when the
+        token is rejected."""
+        _, user = self._users.get(key)
+        if user is None:
+            user = self._authenticate(key, token)
+            if user is None:
+                return None
+        _, decision = self._decisions.get((user, verb, path))
+        if decision is None:
+            decision = self._authorize(user, verb, path)
+        return user, decision
+
+    def _shed(self, source: str) -> Refusal:
+        log.debug("metrics request from %s shed: reviews in flight at their bound", source)
+        self._shed_total.inc()
+        return Refusal(
+            HTTPStatus.TOO_MANY_REQUESTS,
+            "Too many requests: tokens are being reviewed; retry later",
+            self._limits.retry_after,
+        )
+
+    def _authenticate(self, key: bytes, token: str) -> User | None:
+        user = self._reviewer.authenticate(token)
+        if user is None:
+            self._rejected.put(key, True, self._settings.token_ttl)
+        else:
             self._users.put(key, user, self._settings.token_ttl)
         return user
 
-    def _decision(self, user: User, verb: str, path: str) -> tuple[bool, str]:
-        key = (user, verb, path)
-        hit, decision = self._decisions.get(key)
-        if not hit or decision is None:
-            decision = self._reviewer.authorize(user, verb, path)
-            ttl = self._settings.allow_ttl if decision[0] else self._settings.deny_ttl
-            self._decisions.put(key, decision, ttl)
+    def _authorize(self, user: User, verb: str, path: str) -> tuple[bool, str]:
+        decision = self._reviewer.authorize(user, verb, path)
+        ttl = self._settings.allow_ttl if decision[0] else self._settings.deny_ttl
+        self._decisions.put((user, verb, path), decision, ttl)
         return decision
 
 

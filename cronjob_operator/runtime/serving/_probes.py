@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -33,8 +34,18 @@ log = logging.getLogger(__name__)
 Check = Callable[[], str | None]
 """A named health or readiness check: None when healthy, else why not."""
 
-Authorize = Callable[[str | None, str, str], tuple[int, str] | None]
-"""(Authorization header, verb, path) -> None to serve, or the (status, reason) refusal."""
+
+class Refusal(NamedTuple):
+    """Why a request is not served: its status, the reason in the body, and for a request
+    shed under load the seconds after which to try again (sent as ``Retry-After``)."""
+
+    status: int
+    reason: str
+    retry_after: int | None = None
+
+
+Authorize = Callable[[str | None, str, str, str], Refusal | None]
+"""(Authorization header, verb, path, client address) -> None to serve, or the refusal."""
 
 
 def parse_address(address: str) -> tuple[str, int] | None:
@@ -97,9 +108,11 @@ class HttpServer:
             def do_GET(self) -> None:  # noqa: N802 (http.server naming)
                 url = urlsplit(self.path)
                 if authorize is not None:
-                    refusal = authorize(self.headers.get("Authorization"), "get", url.path)
+                    refusal = authorize(
+                        self.headers.get("Authorization"), "get", url.path, self.client_address[0]
+                    )
                     if refusal is not None:
-                        self._reply(refusal[0], f"{refusal[1]}\n".encode(), "text/plain")
+                        self._refuse(refusal)
                         return
                 group = url.path.strip("/").partition("/")[0]
                 if serve_metrics and url.path == "/metrics":
@@ -110,9 +123,24 @@ class HttpServer:
                 else:
                     self._reply(404, b"not found\n", "text/plain; charset=utf-8")
 
-            def _reply(self, status: int, body: bytes, content_type: str) -> None:
+            def _refuse(self, refusal: Refusal) -> None:
+                headers = {}
+                if refusal.retry_after is not None:
+                    headers["Retry-After"] = str(refusal.retry_after)
+                body = f"{refusal.reason}\n".encode()
+                self._reply(refusal.status, body, "text/plain", headers)
+
+            def _reply(
+                self,
+                status: int,
+                body: bytes,
+                content_type: str,
+                headers: Mapping[str, str] | None = None,
+            ) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
