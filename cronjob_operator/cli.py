@@ -247,6 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory of the webhook server's tls.crt and tls.key; reloaded when they change",
     )
     run.add_argument(
+        "--webhook-client-ca",
+        metavar="FILE",
+        help="PEM CA bundle: serve only webhook clients presenting a certificate it signed "
+        "(the API server's AdmissionConfiguration kubeConfigFile gives it one; "
+        "docs/security.md); reloaded when it changes. Default: no client certificate asked",
+    )
+    run.add_argument(
         "--enable-http2",
         action="store_true",
         help="accepted for kubebuilder compatibility; the webhook server speaks HTTP/1.1 only",
@@ -405,6 +412,7 @@ def _add_webhook_server(args: argparse.Namespace, manager: Manager) -> None:
         Path(args.webhook_cert_dir),
         manifests.routes(),
         cert_advice=WEBHOOK_CERT_ADVICE,
+        client_ca=Path(args.webhook_client_ca) if args.webhook_client_ca else None,
     )
     manager.add_ready_check("webhook", server.ready)
     manager.add(server)

@@ -8,7 +8,8 @@ pair when none is given; ``MetricsAuthorizer`` is controller-runtime's
 ``HttpServer`` serves the probes and ``/metrics``.
 
 Machinery: ``_httpserver``, ``_certwatcher``, ``_selfsigned``, ``_metrics_auth``,
-``_probes``.
+``_probes``, ``_echo`` (``clipped``, ``clipped_json``, ``shortened``: request values
+shown in a message or a log, cut to ``ECHO_LIMIT`` characters).
 """
 
 from cronjob_operator.runtime.serving._certwatcher import (
@@ -17,6 +18,12 @@ from cronjob_operator.runtime.serving._certwatcher import (
     TLS12_CIPHERS,
     CertWatcher,
     server_context,
+)
+from cronjob_operator.runtime.serving._echo import (
+    ECHO_LIMIT,
+    clipped,
+    clipped_json,
+    shortened,
 )
 from cronjob_operator.runtime.serving._httpserver import (
     HardenedHandler,
@@ -37,6 +44,7 @@ from cronjob_operator.runtime.serving._selfsigned import SelfSignedError, self_s
 
 __all__ = [
     "CERT_FILE",
+    "ECHO_LIMIT",
     "KEY_FILE",
     "TLS12_CIPHERS",
     "ApiReviewer",
@@ -54,7 +62,10 @@ __all__ = [
     "SelfSignedError",
     "TLSContext",
     "User",
+    "clipped",
+    "clipped_json",
     "parse_address",
     "self_signed_context",
     "server_context",
+    "shortened",
 ]
