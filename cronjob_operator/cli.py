@@ -249,9 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--webhook-client-ca",
         metavar="FILE",
-        help="PEM CA bundle: serve only webhook clients presenting a certificate it signed "
-        "(the API server's AdmissionConfiguration kubeConfigFile gives it one; "
-        "docs/security.md); reloaded when it changes. Default: no client certificate asked",
+        help="PEM CA bundle: admission webhooks serve only clients presenting a certificate "
+        "it signed (the API server's AdmissionConfiguration kubeConfigFile gives it one; "
+        "docs/security.md); conversion stays open, as the API server presents none there; "
+        "reloaded when it changes. Default: no client certificate asked",
     )
     run.add_argument(
         "--enable-http2",
@@ -401,7 +402,7 @@ def run(args: argparse.Namespace) -> int:
 def _add_webhook_server(args: argparse.Namespace, manager: Manager) -> None:
     """Serve the webhooks (a manager Runnable on every replica) with a readiness check."""
     from cronjob_operator.runtime.webhook import WebhookServer
-    from cronjob_operator.webhooks import manifests
+    from cronjob_operator.webhooks import conversion, manifests
 
     if not args.webhook_port:
         return
@@ -413,6 +414,7 @@ def _add_webhook_server(args: argparse.Namespace, manager: Manager) -> None:
         manifests.routes(),
         cert_advice=WEBHOOK_CERT_ADVICE,
         client_ca=Path(args.webhook_client_ca) if args.webhook_client_ca else None,
+        anonymous=[conversion.PATH],  # the API server presents no certificate to convert
     )
     manager.add_ready_check("webhook", server.ready)
     manager.add(server)

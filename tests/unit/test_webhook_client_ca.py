@@ -1,6 +1,7 @@
-"""``--webhook-client-ca``: with real TLS sockets, only a client holding a certificate
-signed by the configured CA is served (what the API server presents when its
-AdmissionConfiguration names a kubeconfig with a client certificate for the webhook).
+"""``--webhook-client-ca``: with real TLS sockets, an admission webhook serves only a
+client holding a certificate signed by the configured CA (what the API server presents
+when its AdmissionConfiguration names a kubeconfig with a client certificate for the
+webhook); conversion, to which the API server presents no certificate, stays open.
 
 The CA and the serving pair come from ``hack/gen-webhook-certs.sh``; client certificates
 are issued here with ``openssl``: one signed by that CA (the API server's) and one
@@ -19,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from cronjob_operator.runtime.webhook import WebhookServer
-from cronjob_operator.webhooks import cronjob, manifests
+from cronjob_operator.webhooks import conversion, cronjob, manifests
 from tests.images import REPO
+from tests.unit.test_webhook_fuzz import a_conversion_review
 from tests.unit.test_webhooks import a_cronjob, a_review
 
 
@@ -57,7 +59,13 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(certs: Path) -> Iterator[WebhookServer]:
-    srv = WebhookServer(("127.0.0.1", 0), certs, manifests.routes(), client_ca=certs / "ca.crt")
+    srv = WebhookServer(
+        ("127.0.0.1", 0),
+        certs,
+        manifests.routes(),
+        client_ca=certs / "ca.crt",
+        anonymous=[conversion.PATH],
+    )
     srv.start()
     try:
         yield srv
@@ -65,16 +73,21 @@ def server(certs: Path) -> Iterator[WebhookServer]:
         srv.stop()
 
 
-def review_status(port: int, certs: Path, client: tuple[Path, Path] | None) -> int:
-    """The HTTP status of one validating review, presenting ``client`` (cert, key)."""
+def review_status(
+    port: int, certs: Path, client: tuple[Path, Path] | None, path: str = cronjob.VALIDATE_PATH
+) -> int:
+    """The HTTP status of one review to ``path``, presenting ``client`` (cert, key)."""
     context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
     if client is not None:
         context.load_cert_chain(*client)
     connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=context)
+    review = a_conversion_review() if path == conversion.PATH else a_review(a_cronjob())
     try:
-        body = json.dumps(a_review(a_cronjob())).encode()
         connection.request(
-            "POST", cronjob.VALIDATE_PATH, body=body, headers={"Content-Type": "application/json"}
+            "POST",
+            path,
+            body=json.dumps(review).encode(),
+            headers={"Content-Type": "application/json"},
         )
         return connection.getresponse().status
     finally:
@@ -88,13 +101,20 @@ def test_a_client_certificate_signed_by_the_ca_is_served(
     assert review_status(server.port, certs, apiserver) == 200
 
 
-@pytest.mark.parametrize("signed", ["none", "self-signed"])
-def test_a_client_without_a_certificate_from_the_ca_is_refused(
-    server: WebhookServer, certs: Path, tmp_path: Path, signed: str
+def test_a_client_without_a_certificate_gets_401_from_admission_but_converts(
+    server: WebhookServer, certs: Path
 ) -> None:
-    client = None if signed == "none" else client_certificate(tmp_path, "stranger", None)
-    with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)):
-        review_status(server.port, certs, client)
+    assert review_status(server.port, certs, None) == 401
+    assert review_status(server.port, certs, None, conversion.PATH) == 200
+
+
+def test_a_certificate_the_ca_did_not_sign_fails_the_handshake(
+    server: WebhookServer, certs: Path, tmp_path: Path
+) -> None:
+    stranger = client_certificate(tmp_path, "stranger", None)
+    for path in (cronjob.VALIDATE_PATH, conversion.PATH):
+        with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)):
+            review_status(server.port, certs, stranger, path)
 
 
 def test_the_readiness_check_holds_with_a_client_ca(server: WebhookServer) -> None:

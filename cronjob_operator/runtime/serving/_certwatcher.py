@@ -20,8 +20,9 @@ for TLS 1.2 only ECDHE key exchange (forward secrecy) with AEAD ciphers (AES-GCM
 ChaCha20-Poly1305), so no CBC, RC4, 3DES, static RSA or SHA-1 MAC suites; TLS 1.3 with
 OpenSSL's suites, all of which are AEAD; no renegotiation, no compression; ALPN offers
 ``http/1.1`` only (no HTTP/2 server exists here; see docs/security.md). With a
-``client_ca`` file, a client must present a certificate that CA signed (the handshake
-fails otherwise); the CA file is watched and reloaded like the pair.
+``client_ca`` file, the server asks for a client certificate: one that CA did not sign
+fails the handshake, none at all is let through for the server to judge per request
+(``ssl.CERT_OPTIONAL``); the CA file is watched and reloaded like the pair.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def server_context(
     alpn_protocols: Sequence[str] = ("http/1.1",),
     client_ca: str | os.PathLike[str] | None = None,
 ) -> ssl.SSLContext:
-    """A server ``SSLContext`` with the policy above (requiring a client certificate signed
-    by ``client_ca`` when given); raises ``OSError``/``SSLError`` if a file does not load."""
+    """A server ``SSLContext`` with the policy above (verifying a client certificate against
+    ``client_ca`` when given); raises ``OSError``/``SSLError`` if a file does not load."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_ciphers(TLS12_CIPHERS)
@@ -61,7 +62,7 @@ def server_context(
     context.set_alpn_protocols(list(alpn_protocols))
     context.load_cert_chain(cert_file, key_file)
     if client_ca is not None:
-        context.verify_mode = ssl.CERT_REQUIRED
+        context.verify_mode = ssl.CERT_OPTIONAL  # a certificate shown must verify
         context.load_verify_locations(cafile=client_ca)
     return context
 
@@ -79,7 +80,7 @@ class CertWatcher:
         client_ca: Path | None = None,
     ) -> None:
         """``advice`` is appended to ``problem`` while no pair has loaded yet; with
-        ``client_ca``, clients must present a certificate it signed."""
+        ``client_ca``, a client certificate is asked for and verified against it."""
         self.cert_dir = cert_dir
         self.client_ca = client_ca
         self._purpose = purpose

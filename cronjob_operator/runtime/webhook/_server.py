@@ -21,9 +21,12 @@ into answers instead of crashes:
 Values from the request that an answer or a log repeats are cut to
 ``runtime.serving.ECHO_LIMIT`` characters.
 
-With ``client_ca``, the server asks every client for a certificate and accepts only one
-signed by that CA (the API server presents one when its AdmissionConfiguration names a
-kubeconfig with a client certificate for the webhook's host).
+With ``client_ca``, a route answers only a client that presented a certificate signed by
+that CA (401 otherwise; a certificate it did not sign fails the TLS handshake): the API
+server presents one to admission webhooks when its AdmissionConfiguration names a
+kubeconfig with a client certificate for the webhook's host. It presents none to CRD
+conversion webhooks (their client has no kubeconfig), so routes in ``anonymous`` are
+served without one.
 
 HTTP/2: ALPN offers only ``http/1.1``. Go clients (the API server) then speak HTTP/1.1,
 which is also controller-runtime's default since the HTTP/2 "rapid reset" CVEs; the
@@ -41,7 +44,7 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Final
@@ -82,7 +85,7 @@ LIMITS: Final = Limits(
     read_timeout=10.0,  # the API server's timeoutSeconds default; it waits no longer
     write_timeout=30.0,
     max_connections_per_source=64,  # one address holds at most half the slots
-    body_budget_bytes=96 * 1024 * 1024,  # under the manifest's 256 MiB with the manager's own
+    body_budget_bytes=64 * 1024 * 1024,  # a quarter of the manifest's 256 MiB
     budget_wait=3.0,  # a review waits this long for a busy budget, well within 10 s
 )
 """Per-connection bounds (see ``runtime.serving``); at most 128 threads for webhooks."""
@@ -114,7 +117,12 @@ def _status(code: HTTPStatus, message: str) -> dict[str, Any]:
     }
 
 
-def _handler_class(routes: Mapping[str, Route]) -> type[HardenedHandler]:
+def _handler_class(
+    routes: Mapping[str, Route], authenticated: Collection[str]
+) -> type[HardenedHandler]:
+    """The handler serving ``routes``; those in ``authenticated`` need a verified client
+    certificate (the TLS context verifies one that is shown)."""
+
     class _Handler(HardenedHandler):
         server_version = "cronjob-operator-webhook"
 
@@ -137,6 +145,14 @@ def _handler_class(routes: Mapping[str, Route]) -> type[HardenedHandler]:
                 if route is None:
                     raise Refused(
                         HTTPStatus.NOT_FOUND, f"no webhook at {path}; serving {sorted(routes)}"
+                    )
+                path_only = self.path.partition("?")[0]
+                if path_only in authenticated and not self._client_certified():
+                    raise Refused(
+                        HTTPStatus.UNAUTHORIZED,
+                        f"the webhook at {path} serves only clients with a certificate signed "
+                        "by its client CA (--webhook-client-ca): the API server's "
+                        "AdmissionConfiguration kubeconfig",
                     )
                 body = self._body()
                 return HTTPStatus.OK, route(body), None
@@ -178,6 +194,11 @@ def _handler_class(routes: Mapping[str, Route]) -> type[HardenedHandler]:
                     HTTPStatus.BAD_REQUEST, f"the body is not JSON: {shortened(str(exc))}"
                 ) from None
 
+        def _client_certified(self) -> bool:
+            """Whether the client showed a certificate (verified by the TLS context)."""
+            connection = self.connection
+            return isinstance(connection, ssl.SSLSocket) and bool(connection.getpeercert())
+
         def do_GET(self) -> None:  # noqa: N802 (http.server naming)
             self.send_error(HTTPStatus.METHOD_NOT_ALLOWED, "webhooks take POST")
 
@@ -199,14 +220,18 @@ class WebhookServer:
         limits: Limits = LIMITS,
         cert_advice: str = "",
         client_ca: Path | None = None,
+        anonymous: Collection[str] = (),
     ) -> None:
         """Binds at once (raises ``OSError`` if the port is taken); serves from ``start``.
         ``cert_advice`` is what the readiness problem says to do while no certificate has
         loaded (the application's flags and scripts); with ``client_ca`` only clients with
-        a certificate signed by it are served."""
+        a certificate signed by it are served, except on the paths in ``anonymous``."""
         self.certs = CertWatcher(cert_dir, advice=cert_advice, client_ca=client_ca)
         self._server = HardenedServer(
-            address, _handler_class(dict(routes)), limits=limits, tls=self.certs.context
+            address,
+            _handler_class(dict(routes), set(routes) - set(anonymous) if client_ca else set()),
+            limits=limits,
+            tls=self.certs.context,
         )
         self._thread = threading.Thread(
             target=self._server.serve_forever, name=f"webhook-{self.port}", daemon=True
