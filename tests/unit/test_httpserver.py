@@ -44,13 +44,18 @@ class Echo(HardenedHandler):
         self._reply(200, b"ok")
 
     def do_POST(self) -> None:
+        body = self._body_or_refusal()
+        if body is not None:
+            self._reply(200, body)
+
+    def _body_or_refusal(self) -> bytes | None:
+        """The body, or None once a refusal has been answered."""
         try:
-            body = self.read_body()
+            return self.read_body()
         except Refused as refusal:
             self.close_connection = True
             self._reply(int(refusal.code), str(refusal).encode())
-            return
-        self._reply(200, body)
+            return None
 
     def _reply(self, status: int, body: bytes) -> None:
         self.send_response(status)
@@ -63,13 +68,20 @@ class Echo(HardenedHandler):
 
 
 class Holding(Echo):
-    """Answers GET only once ``release`` is set: a connection busy in its handler."""
+    """Answers GET, and POST once its body is read, only when ``release`` is set: a
+    connection busy in its handler (a POST holding its body's share of the budget)."""
 
     release = threading.Event()
 
     def do_GET(self) -> None:
         self.release.wait(30)
         self._reply(200, b"ok")
+
+    def do_POST(self) -> None:
+        body = self._body_or_refusal()
+        if body is not None:
+            self.release.wait(30)
+            self._reply(200, body)
 
 
 @contextlib.contextmanager
@@ -305,24 +317,53 @@ def test_a_request_over_its_share_of_the_body_budget_gets_413(server: HardenedSe
         assert status_of(srv.port, request) == 413  # over half the budget: never read
 
 
-def test_with_the_body_budget_spent_a_request_waits_then_gets_503(server: HardenedServer) -> None:
-    """Two addresses each hold their half of the budget with a stalled body; a third
-    address's request waits ``budget_wait``, then gets 503 instead of a growing heap."""
-    limits = dataclasses.replace(
-        LIMITS, read_timeout=120.0, body_budget_bytes=2000, budget_wait=0.2
-    )
-    with serving(limits) as srv:
+BUDGET_LIMITS = dataclasses.replace(
+    LIMITS, read_timeout=120.0, body_budget_bytes=2000, budget_wait=0.5
+)
+"""Two addresses' 1000-byte bodies spend the budget (each its half)."""
+
+SMALL_POST = b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nok"
+
+
+def test_with_the_budget_held_by_handlers_a_request_waits_then_gets_503() -> None:
+    """Two addresses' bodies, read and being handled, hold the whole budget: a third
+    address's request waits ``budget_wait``, then gets 503 instead of growing the heap."""
+    Holding.release.clear()
+    with serving(BUDGET_LIMITS, Holding) as srv:
         holders = [connect(srv.port, source) for source in ("127.0.0.2", "127.0.0.3")]
         try:
             for sock in holders:
-                sock.sendall(b"POST / HTTP/1.1\r\nContent-Length: 1000\r\n\r\nx")
+                sock.sendall(b"POST / HTTP/1.1\r\nContent-Length: 1000\r\n\r\n" + b"x" * 1000)
             wait_until(lambda: srv.budget.held() == 2000, "the budget held")
-            assert status_of(srv.port, b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nok") == 503
+            assert status_of(srv.port, SMALL_POST) == 503
         finally:
+            Holding.release.set()
             for sock in holders:
                 sock.close()
         wait_until(lambda: srv.budget.held() == 0, "the budget given back")
-        assert status_of(srv.port, b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nok") == 200
+        assert status_of(srv.port, SMALL_POST) == 200
+
+
+def test_a_stalled_body_holding_the_budget_is_evicted_for_a_request_that_needs_it() -> None:
+    """Issue 35: stalled bodies must not hold the budget until their deadline (each
+    would refuse every review for 10 s): the address holding the most loses its
+    longest stalled one."""
+    with serving(BUDGET_LIMITS) as srv:
+        stalled = [connect(srv.port, source) for source in ("127.0.0.2", "127.0.0.3")]
+        try:
+            for sock in stalled:
+                sock.sendall(b"POST / HTTP/1.1\r\nContent-Length: 1000\r\n\r\nx")
+            wait_until(lambda: srv.budget.held() == 2000, "the budget held")
+            assert status_of(srv.port, SMALL_POST) == 200
+            closed = 0
+            for sock in stalled:
+                sock.settimeout(1)  # the other one stays open for its 120 s read timeout
+                with contextlib.suppress(TimeoutError):
+                    closed += sock.recv(100) == b""  # shut down: no answer
+            assert closed == 1
+        finally:
+            for sock in stalled:
+                sock.close()
 
 
 @pytest.mark.parametrize("clients", [60, 150])

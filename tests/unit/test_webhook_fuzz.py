@@ -21,6 +21,7 @@ import resource
 import socket
 import ssl
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -288,10 +289,52 @@ def test_no_answer_or_log_line_repeats_a_huge_value(
     assert all(len(record.getMessage()) < 8 * ECHO_LIMIT for record in caplog.records)
 
 
-def test_with_the_budget_held_a_review_gets_503_with_retry_after(cert_dir: Path) -> None:
-    """Two stalled large bodies from two addresses hold the whole budget: a review waits
-    ``budget_wait`` for it, then is told to come back, instead of growing the heap."""
+def test_with_the_budget_held_by_reviews_in_progress_a_review_gets_503_and_retry_after(
+    cert_dir: Path,
+) -> None:
+    """Two addresses' reviews, decoded and being answered, hold the whole budget: a third
+    review waits ``budget_wait`` for it, then is told when to come back."""
     limits = dataclasses.replace(LIMITS, body_budget_bytes=2 * 1024 * 1024, budget_wait=0.2)
+    answering = threading.Event()
+    routes = {**manifests.routes(), "/hold": lambda body: answering.wait(30) and {}}
+    srv = WebhookServer(("127.0.0.1", 0), cert_dir, routes, limits=limits)
+    srv.start()
+    pad = "x" * ((limits.max_reservation - 1024) // 3)  # raw + decode: nearly a half each
+    holders = [
+        threading.Thread(target=post_from, args=(srv.port, "/hold", {"pad": pad}, source))
+        for source in ("127.0.0.2", "127.0.0.3")
+    ]
+    try:
+        for holder in holders:
+            holder.start()
+        deadline = time.monotonic() + 10
+        while srv.budget_held() < 2 * len(pad) * 3:
+            assert time.monotonic() < deadline, "the held reviews never reserved the budget"
+            time.sleep(0.01)
+        review = json.dumps(a_review(a_cronjob())).encode()
+        status, _, response = post_raw(srv.port, cronjob.VALIDATE_PATH, review)
+        assert status == 503
+        assert response.getheader("Retry-After") == "1"
+    finally:
+        answering.set()
+        for holder in holders:
+            holder.join(10)
+        srv.stop()
+
+
+def post_from(port: int, path: str, body: Any, source: str) -> None:
+    raw = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0))
+    with insecure_context().wrap_socket(raw) as sock:
+        data = json.dumps(body).encode()
+        head = f"POST {path} HTTP/1.1\r\nContent-Type: application/json\r\n"
+        sock.sendall(f"{head}Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        sock.recv(100)
+
+
+def test_stalled_bodies_holding_the_budget_do_not_stop_a_review(cert_dir: Path) -> None:
+    """Issue 35: bodies that stall while holding the budget would refuse every review
+    until their 10 s deadline; the longest stalled of the heaviest address is evicted."""
+    limits = dataclasses.replace(LIMITS, body_budget_bytes=2 * 1024 * 1024)
     srv = WebhookServer(("127.0.0.1", 0), cert_dir, manifests.routes(), limits=limits)
     srv.start()
     stalled = []
@@ -306,10 +349,7 @@ def test_with_the_budget_held_a_review_gets_503_with_retry_after(cert_dir: Path)
         while srv.budget_held() < 2 * 1024 * 1024:
             assert time.monotonic() < deadline, "the stalled bodies never held the budget"
             time.sleep(0.01)
-        review = json.dumps(a_review(a_cronjob())).encode()
-        status, _, response = post_raw(srv.port, cronjob.VALIDATE_PATH, review)
-        assert status == 503
-        assert response.getheader("Retry-After") == "1"
+        assert_still_serving(srv.port)
     finally:
         for sock in stalled:
             sock.close()

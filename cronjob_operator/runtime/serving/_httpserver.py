@@ -25,7 +25,8 @@ memory. ``HardenedServer`` and ``HardenedHandler`` bound all of it, as Go's
   reserves its length before it is read, and a handler may reserve what decoding it will
   cost (``HardenedHandler.reserve``); one address may hold at most half the budget, which
   is also the most one request may reserve (413 beyond). A request that finds the budget
-  spent waits ``budget_wait`` seconds, then gets 503 with ``Retry-After``;
+  spent evicts a connection whose body stalls while holding some (of the address holding
+  the most), waits ``budget_wait`` seconds, then gets 503 with ``Retry-After``;
 - ``write_timeout``: writing the answer, so a client that never reads cannot park a
   thread on a full socket buffer.
 
@@ -45,7 +46,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
@@ -211,6 +212,24 @@ class _Slots:
         del self._waiting[oldest]
         return oldest
 
+    def evict_heaviest(self, holders: Holders) -> bool:
+        """Evict the waiting connection among ``holders`` holding the most, from the
+        address holding the most in all; False when none of them is waiting."""
+        with self._changed:
+            waiting = {c: h for c, h in holders.items() if c in self._waiting}
+            if not waiting:
+                return False
+            totals: collections.Counter[str] = collections.Counter()
+            for source, amount in waiting.values():
+                totals[source] += amount
+            heaviest = max(totals, key=totals.__getitem__)
+            victim = max(
+                (c for c, h in waiting.items() if h[0] == heaviest), key=lambda c: waiting[c][1]
+            )
+            del self._waiting[victim]
+        _shut_down(victim)
+        return True
+
     def release(self, connection: socket.socket) -> None:
         """The connection has ended: free its slot."""
         with self._changed:
@@ -238,55 +257,82 @@ def _shut_down(connection: socket.socket) -> None:
         socket.socket.shutdown(connection, socket.SHUT_RDWR)
 
 
-@dataclass(slots=True)
+Holders = dict[socket.socket, tuple[str, int]]
+"""Connections holding some of the body budget: (source address, bytes)."""
+
+
 class _Budget:
-    """Bytes that bodies being read and decoded may cost at once, half at most per address."""
+    """Bytes that bodies being read and decoded may cost at once, half at most per address.
 
-    limits: Limits
-    _changed: threading.Condition = field(default_factory=threading.Condition)
-    _held: int = 0
-    _per_source: collections.Counter[str] = field(default_factory=collections.Counter)
+    A request that does not fit evicts one connection that holds some of the budget while
+    waiting for its client (a stalled body), from the address that holds the most (its
+    own, when its own share is what is spent), then waits for the budget to free.
+    """
 
-    def reserve(self, source: str, held: int, amount: int) -> None:
-        """Reserve ``amount`` more for a request from ``source`` that holds ``held``;
+    def __init__(self, limits: Limits, evict: Callable[[Holders], bool]) -> None:
+        """``evict`` shuts down the evictable connection among ``Holders`` that holds the
+        most (``_Slots.evict_heaviest``); False when none may be evicted."""
+        self.limits = limits
+        self._evict = evict
+        self._changed = threading.Condition()
+        self._holders: Holders = {}
+        self._per_source: collections.Counter[str] = collections.Counter()
+
+    def reserve(self, connection: socket.socket, source: str, amount: int) -> None:
+        """Reserve ``amount`` more for the request on ``connection`` from ``source``;
         raises ``Refused`` (413 over the per-request bound, 503 when none frees in time)."""
         limit = self.limits.max_reservation
-        if held + amount > limit:
-            raise Refused(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                f"the request would take {_mib(held + amount)} to read and decode; "
-                f"at most {_mib(limit)} is allowed",
-            )
         with self._changed:
+            held = self._holders.get(connection, (source, 0))[1]
+            if held + amount > limit:
+                raise Refused(
+                    HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                    f"the request would take {_mib(held + amount)} to read and decode; "
+                    f"at most {_mib(limit)} is allowed",
+                )
+            if not self._fits(source, amount):
+                self._make_room(source, amount)
             if not self._changed.wait_for(
                 lambda: self._fits(source, amount), timeout=self.limits.budget_wait
             ):
                 raise Refused(
                     HTTPStatus.SERVICE_UNAVAILABLE,
-                    f"busy decoding other large requests ({_mib(self._held)} in progress); "
-                    "retry shortly",
+                    f"busy reading and decoding other large requests "
+                    f"({_mib(self.held())} in progress); retry shortly",
                     retry_after=1,
                 )
-            self._held += amount
+            self._holders[connection] = (source, held + amount)
             self._per_source[source] += amount
+
+    def _make_room(self, source: str, amount: int) -> None:
+        """Evict a stalled holder: of ``source`` when its own share is spent, else of the
+        other addresses first."""
+        own = {c: h for c, h in self._holders.items() if h[0] == source}
+        if self._per_source[source] + amount > self.limits.max_reservation:
+            self._evict(own)
+            return
+        others = {c: h for c, h in self._holders.items() if h[0] != source}
+        if not self._evict(others):
+            self._evict(own)
 
     def held(self) -> int:
         """Bytes reserved now."""
         with self._changed:
-            return self._held
+            return sum(self._per_source.values())
 
     def _fits(self, source: str, amount: int) -> bool:
         return (
-            self._held + amount <= self.limits.body_budget_bytes
+            sum(self._per_source.values()) + amount <= self.limits.body_budget_bytes
             and self._per_source[source] + amount <= self.limits.max_reservation
         )
 
-    def release(self, source: str, amount: int) -> None:
-        """Give back what a request from ``source`` reserved."""
-        if not amount:
-            return
+    def release(self, connection: socket.socket) -> None:
+        """Give back what the request on ``connection`` reserved."""
         with self._changed:
-            self._held -= amount
+            holding = self._holders.pop(connection, None)
+            if holding is None:
+                return
+            source, amount = holding
             self._per_source[source] -= amount
             if not self._per_source[source]:
                 del self._per_source[source]
@@ -308,7 +354,6 @@ class HardenedHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     _reader: _GuardedReader
-    _reserved: int = 0
 
     @property
     def limits(self) -> Limits:
@@ -374,8 +419,7 @@ class HardenedHandler(BaseHTTPRequestHandler):
             log.debug("closing a connection from %s: too slow", self.client_address)
             self.close_connection = True
         finally:
-            server.budget.release(self.source, self._reserved)
-            self._reserved = 0
+            server.budget.release(self.connection)
 
     def _read_request_head(self) -> bool:
         """Read and parse the request line and headers; False when there is no request."""
@@ -425,8 +469,7 @@ class HardenedHandler(BaseHTTPRequestHandler):
     def reserve(self, amount: int) -> None:
         """Take ``amount`` more bytes of the server's body budget for this request (what
         decoding or handling its body will cost); raises ``Refused`` (413, 503)."""
-        self._server.budget.reserve(self.source, self._reserved, amount)
-        self._reserved += amount
+        self._server.budget.reserve(self.connection, self.source, amount)
 
     def send_response(self, code: int, message: str | None = None) -> None:
         self.connection.settimeout(self.limits.write_timeout)
@@ -450,9 +493,9 @@ class HardenedServer(ThreadingHTTPServer):
     ) -> None:
         """Binds at once (raises ``OSError`` if the port is taken)."""
         self.limits = limits
-        self.budget = _Budget(limits)
         self._tls = tls
         self._slots = _Slots(limits)
+        self.budget = _Budget(limits, self._slots.evict_heaviest)
         self._saturated = False  # log the first refusal of a flood, not every one
         super().__init__(address, handler)
 

@@ -166,6 +166,8 @@ def _handler_class(
             except BadRequest as exc:
                 log.warning("bad webhook request to %s: %s", path, exc)
                 return HTTPStatus.BAD_REQUEST, _status(HTTPStatus.BAD_REQUEST, str(exc)), None
+            except TimeoutError:
+                raise  # the client is too slow: the connection is closed, without an answer
             except Exception:
                 log.exception("webhook %s failed", path)
                 return (
@@ -241,6 +243,10 @@ class WebhookServer:
     def port(self) -> int:
         """The bound port (useful when the address asked for port 0)."""
         return self._server.port
+
+    def connections(self) -> tuple[int, int]:
+        """(connections open, of which evictable: waiting for their client)."""
+        return self._server.open_connections()
 
     def budget_held(self) -> int:
         """Bytes of the body budget that requests hold now (see ``LIMITS``)."""
