@@ -157,6 +157,10 @@ def serve_webhooks(cert_dir: Path) -> int:
     from cronjob_operator.runtime.webhook import WebhookServer
     from cronjob_operator.webhooks import manifests
 
+    with contextlib.suppress(ImportError):  # absent on commits before issue 35
+        from cronjob_operator.runtime.malloc import release_large_allocations
+
+        release_large_allocations()  # as `cronjob-operator run` does
     server = WebhookServer(("127.0.0.1", 0), cert_dir, manifests.routes())
     server.start()
     worst = [0.0]

@@ -345,9 +345,11 @@ def run(args: argparse.Namespace) -> int:
     from cronjob_operator.runtime import Manager, Options, RestClient, load_configuration, logs
     from cronjob_operator.runtime.client import TokenBucket
     from cronjob_operator.runtime.leaderelection import default_identity
+    from cronjob_operator.runtime.malloc import release_large_allocations
     from cronjob_operator.runtime.serving import SelfSignedError
 
     logs.configure(args.log_format or ("text" if sys.stderr.isatty() else "json"), args.log_level)
+    release_large_allocations()  # a freed request body goes back to the system
     if not (args.cronjob_controller or args.configdeployment_controller):
         log.error("every controller is disabled; enable at least one")
         return 2
