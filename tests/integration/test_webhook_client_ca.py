@@ -21,10 +21,10 @@ import yaml
 
 from cronjob_operator.envtest import Component, ControlPlane
 from cronjob_operator.runtime.webhook import WebhookServer
-from cronjob_operator.webhooks import conversion, manifests
+from cronjob_operator.webhooks import manifests
 from tests.integration.support import install_crds
 from tests.integration.test_webhooks import a_cronjob, generate_certs
-from tests.unit.test_webhook_client_ca import client_certificate
+from tests.unit.test_webhook_client_ca import client_ca_server, client_certificate
 
 WEBHOOK_PLUGINS = ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")
 
@@ -80,24 +80,12 @@ def webhook_kubeconfig(user: str, cert: Path, key: Path) -> dict[str, object]:
     }
 
 
-def a_server(certs: Path) -> WebhookServer:
-    server = WebhookServer(
-        ("127.0.0.1", 0),
-        certs,
-        manifests.routes(),
-        client_ca=certs / "ca.crt",
-        anonymous=[conversion.PATH],
-    )
-    server.start()
-    return server
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     certs = tmp_path_factory.mktemp("client-ca")
     generate_certs(certs)
     cert, key = client_certificate(certs, "kube-apiserver", certs)
-    trusted, stranger = a_server(certs), a_server(certs)
+    trusted, stranger = client_ca_server(certs), client_ca_server(certs)
     kubeconfig = certs / "webhook-client.kubeconfig"
     kubeconfig.write_text(
         yaml.safe_dump(webhook_kubeconfig(f"127.0.0.1:{trusted.port}", cert, key))

@@ -57,16 +57,23 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-@pytest.fixture(scope="module")
-def server(certs: Path) -> Iterator[WebhookServer]:
-    srv = WebhookServer(
+def client_ca_server(certs: Path) -> WebhookServer:
+    """A started server of the real routes that requires the CA in ``certs`` (the
+    manager's with ``--webhook-client-ca``: conversion stays open)."""
+    server = WebhookServer(
         ("127.0.0.1", 0),
         certs,
         manifests.routes(),
         client_ca=certs / "ca.crt",
         anonymous=[conversion.PATH],
     )
-    srv.start()
+    server.start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def server(certs: Path) -> Iterator[WebhookServer]:
+    srv = client_ca_server(certs)
     try:
         yield srv
     finally:
