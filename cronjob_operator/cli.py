@@ -248,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory of the webhook server's tls.crt and tls.key; reloaded when they change",
     )
     run.add_argument(
+        "--webhook-client-ca",
+        metavar="FILE",
+        help="PEM CA bundle: admission webhooks serve only clients presenting a certificate "
+        "it signed (the API server's AdmissionConfiguration kubeConfigFile gives it one; "
+        "docs/security.md); conversion stays open, as the API server presents none there; "
+        "reloaded when it changes. Default: no client certificate asked",
+    )
+    run.add_argument(
         "--enable-http2",
         action="store_true",
         help="accepted for kubebuilder compatibility; the webhook server speaks HTTP/1.1 only",
@@ -338,9 +346,11 @@ def run(args: argparse.Namespace) -> int:
     from cronjob_operator.runtime import Manager, Options, RestClient, load_configuration, logs
     from cronjob_operator.runtime.client import TokenBucket
     from cronjob_operator.runtime.leaderelection import default_identity
+    from cronjob_operator.runtime.malloc import release_large_allocations
     from cronjob_operator.runtime.serving import SelfSignedError
 
     logs.configure(args.log_format or ("text" if sys.stderr.isatty() else "json"), args.log_level)
+    release_large_allocations()  # a freed request body goes back to the system
     if not (args.cronjob_controller or args.configdeployment_controller):
         log.error("every controller is disabled; enable at least one")
         return 2
@@ -395,7 +405,7 @@ def run(args: argparse.Namespace) -> int:
 def _add_webhook_server(args: argparse.Namespace, manager: Manager) -> None:
     """Serve the webhooks (a manager Runnable on every replica) with a readiness check."""
     from cronjob_operator.runtime.webhook import WebhookServer
-    from cronjob_operator.webhooks import manifests
+    from cronjob_operator.webhooks import conversion, manifests
 
     if not args.webhook_port:
         return
@@ -406,6 +416,8 @@ def _add_webhook_server(args: argparse.Namespace, manager: Manager) -> None:
         Path(args.webhook_cert_dir),
         manifests.routes(),
         cert_advice=WEBHOOK_CERT_ADVICE,
+        client_ca=Path(args.webhook_client_ca) if args.webhook_client_ca else None,
+        anonymous=[conversion.PATH],  # the API server presents no certificate to convert
     )
     manager.add_ready_check("webhook", server.ready)
     manager.add(server)

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from cronjob_operator.api import batch_v1, batch_v2
-from cronjob_operator.runtime.webhook import BadRequest
+from cronjob_operator.runtime.webhook import BadRequest, clipped, shortened
 from cronjob_operator.schedule import MACROS
 
 __all__ = [
@@ -81,8 +81,11 @@ def schedule_to_v1(schedule: Mapping[str, Any]) -> str:
 
 
 def _described(obj: Mapping[str, Any]) -> str:
-    metadata = obj.get("metadata") or {}
-    return f"{obj.get('kind')} {metadata.get('namespace', '')}/{metadata.get('name', '')}"
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        metadata = {}
+    namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
+    return f"{shortened(obj.get('kind'))} {shortened(namespace)}/{shortened(name)}"
 
 
 def _annotations(obj: dict[str, Any]) -> dict[str, Any]:
@@ -200,12 +203,13 @@ def convert(obj: Mapping[str, Any], desired_api_version: str) -> dict[str, Any]:
     api_version = obj.get("apiVersion")
     if obj.get("kind") != _V1.kind or api_version not in known:
         raise ConversionError(
-            f"{_described(obj)}: cannot convert {api_version} {obj.get('kind')}; this webhook "
-            f"converts {_V1.kind} between {_V1.api_version} and {_V2.api_version}"
+            f"{_described(obj)}: cannot convert {shortened(api_version)} "
+            f"{shortened(obj.get('kind'))}; this webhook converts {_V1.kind} between "
+            f"{_V1.api_version} and {_V2.api_version}"
         )
     if desired_api_version not in known:
         raise ConversionError(
-            f"{_described(obj)}: cannot convert to {desired_api_version}; this webhook "
+            f"{_described(obj)}: cannot convert to {shortened(desired_api_version)}; this webhook "
             f"converts between {_V1.api_version} and {_V2.api_version}"
         )
     if api_version == desired_api_version:
@@ -221,7 +225,7 @@ def _request(body: Any) -> tuple[str, str, list[dict[str, Any]]]:
     if body.get("apiVersion") != REVIEW_API_VERSION or body.get("kind") != REVIEW_KIND:
         raise BadRequest(
             f"expected apiVersion {REVIEW_API_VERSION} and kind {REVIEW_KIND}, got "
-            f"{body.get('apiVersion')!r} and {body.get('kind')!r}"
+            f"{clipped(body.get('apiVersion'))} and {clipped(body.get('kind'))}"
         )
     request = body.get("request")
     if not isinstance(request, dict):

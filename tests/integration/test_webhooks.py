@@ -614,6 +614,38 @@ def test_the_server_survives_broken_clients(env: Env) -> None:
     assert env.validated("after-garbage"), "the API server is still answered"
 
 
+def test_with_128_connections_stalled_in_their_bodies_the_api_server_is_answered(
+    env: Env,
+) -> None:
+    """Issue 35: 128 connections that sent a review's headers and stalled held every slot;
+    the API server's calls were dropped and, with failurePolicy Fail, every CronJob write
+    refused. A stalled body is now evicted for a new connection."""
+    context = ssl.create_default_context(cafile=str(env.cert_dir / "ca.crt"))
+    stalled = []
+    try:
+        for n in range(LIMITS.max_connections):
+            source = f"127.0.0.{2 + n % 4}"  # four attackers: no per-address cap helps
+            raw = socket.create_connection(
+                ("127.0.0.1", env.server.port), timeout=10, source_address=(source, 0)
+            )
+            tls = context.wrap_socket(raw, server_hostname="127.0.0.1")
+            tls.sendall(b"POST /convert HTTP/1.1\r\nContent-Type: application/json\r\n")
+            tls.sendall(b"Content-Length: 1000\r\n\r\n{")  # slots, not the budget
+            stalled.append(tls)
+        wait_for(
+            lambda: env.server.connections() == (LIMITS.max_connections,) * 2,
+            TIMEOUT,
+            message="every slot held by a stalled body",
+        )
+        result = env.apply(a_cronjob("past-stalled", env.namespace, schedule="60 * * * *"))
+        assert "minute 60" in result.stderr
+        assert env.validated("past-stalled"), "the API server's review was answered"
+        assert env.server.ready() is None
+    finally:
+        for tls in stalled:
+            tls.close()
+
+
 def test_alpn_picks_http_1_1_even_when_h2_is_offered(env: Env) -> None:
     context = ssl.create_default_context(cafile=str(env.cert_dir / "ca.crt"))
     context.set_alpn_protocols(["h2", "http/1.1"])

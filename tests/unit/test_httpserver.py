@@ -13,7 +13,7 @@ import http.client
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -33,6 +33,7 @@ LIMITS = Limits(
     read_timeout=1.0,
     max_body_bytes=1024,
     write_timeout=5.0,
+    max_connections_per_source=4,
 )
 
 
@@ -43,13 +44,18 @@ class Echo(HardenedHandler):
         self._reply(200, b"ok")
 
     def do_POST(self) -> None:
+        body = self._body_or_refusal()
+        if body is not None:
+            self._reply(200, body)
+
+    def _body_or_refusal(self) -> bytes | None:
+        """The body, or None once a refusal has been answered."""
         try:
-            body = self.read_body()
+            return self.read_body()
         except Refused as refusal:
             self.close_connection = True
             self._reply(int(refusal.code), str(refusal).encode())
-            return
-        self._reply(200, body)
+            return None
 
     def _reply(self, status: int, body: bytes) -> None:
         self.send_response(status)
@@ -61,9 +67,26 @@ class Echo(HardenedHandler):
         pass
 
 
+class Holding(Echo):
+    """Answers GET, and POST once its body is read, only when ``release`` is set: a
+    connection busy in its handler (a POST holding its body's share of the budget)."""
+
+    release = threading.Event()
+
+    def do_GET(self) -> None:
+        self.release.wait(30)
+        self._reply(200, b"ok")
+
+    def do_POST(self) -> None:
+        body = self._body_or_refusal()
+        if body is not None:
+            self.release.wait(30)
+            self._reply(200, body)
+
+
 @contextlib.contextmanager
-def serving(limits: Limits) -> Iterator[HardenedServer]:
-    srv = HardenedServer(("127.0.0.1", 0), Echo, limits=limits)
+def serving(limits: Limits, handler: type[Echo] = Echo) -> Iterator[HardenedServer]:
+    srv = HardenedServer(("127.0.0.1", 0), handler, limits=limits)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     try:
@@ -167,40 +190,188 @@ def test_at_the_cap_the_longest_waiting_connection_makes_room(server: HardenedSe
             sock.close()
 
 
+def connect(port: int, source: str = "127.0.0.1") -> socket.socket:
+    """A connection to the server from the loopback address ``source``."""
+    return socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.01)
+
+
+def served(port: int) -> bool:
+    """Whether a GET is answered 200 now (False when refused or cut off: a retry may pass
+    once the slots of closed connections are free)."""
+    with contextlib.suppress(OSError, http.client.HTTPException):
+        return get_ok(port) == 200
+    return False
+
+
+def hold_in_handler(port: int, source: str = "127.0.0.1") -> socket.socket:
+    """A connection whose request is being handled (``Holding`` blocks until released)."""
+    sock = connect(port, source)
+    sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+    return sock
+
+
+def refused_at_once(port: int, source: str = "127.0.0.1") -> bool:
+    """True when the server closes a new connection without answering it."""
+    with connect(port, source) as extra:
+        with contextlib.suppress(OSError):
+            extra.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        with contextlib.suppress(ConnectionResetError):
+            return extra.recv(100) == b""
+    return True
+
+
+@pytest.fixture
+def holding_server() -> Iterator[HardenedServer]:
+    Holding.release.clear()
+    with serving(LIMITS, Holding) as srv:
+        try:
+            yield srv
+        finally:
+            Holding.release.set()
+
+
+def test_at_the_cap_with_every_connection_in_a_handler_a_new_one_is_closed(
+    holding_server: HardenedServer,
+) -> None:
+    server = holding_server
+    busy = [hold_in_handler(server.port, f"127.0.0.{1 + n % 2}") for n in range(8)]
+    try:
+        wait_until(lambda: server.open_connections() == (8, 0), "8 connections in handlers")
+        assert refused_at_once(server.port)
+    finally:
+        Holding.release.set()
+        for sock in busy:
+            sock.close()
+    wait_until(lambda: served(server.port), "served again after the handlers ended")
+
+
 @pytest.fixture
 def patient_server() -> Iterator[HardenedServer]:
-    """LIMITS with a read timeout no loaded machine reaches: a busy connection keeps its
-    slot for the whole test (with 1 s, a stalled scheduler freed one and the extra
-    connection was served)."""
+    """LIMITS with a read timeout no loaded machine reaches: a stalled body keeps its slot
+    unless it is evicted (with 1 s, a stalled scheduler freed one and the test passed
+    for the wrong reason)."""
     with serving(dataclasses.replace(LIMITS, read_timeout=120.0)) as srv:
         yield srv
 
 
-def test_at_the_cap_with_every_connection_mid_request_a_new_one_is_closed(
+def test_at_the_cap_a_connection_stalled_in_its_body_is_evicted(
     patient_server: HardenedServer,
 ) -> None:
+    """Issue 35: 128 connections that sent headers and stalled held every slot of the
+    webhook server; a stalled body now waits for its client like a header does."""
     server = patient_server
-    busy = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(8)]
+    stalled = [connect(server.port, f"127.0.0.{1 + n % 2}") for n in range(8)]
     try:
-        for sock in busy:  # headers sent, body pending: busy, not waiting
+        for sock in stalled:
             sock.sendall(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\npartial")
-        deadline = time.monotonic() + 10
-        while server._waiting or server._slots._value:  # type: ignore[attr-defined]
-            assert time.monotonic() < deadline, "the busy connections never all started"
-            time.sleep(0.01)
-        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as extra:
-            extra.sendall(b"GET / HTTP/1.1\r\n\r\n")
-            with contextlib.suppress(ConnectionResetError):
-                assert extra.recv(100) == b""
+        wait_until(lambda: server.open_connections() == (8, 8), "8 bodies waiting")
+        assert get_ok(server.port) == 200
+        assert stalled[0].recv(100) == b""  # the one that waited longest was closed
     finally:
+        for sock in stalled:
+            sock.close()
+
+
+def test_one_address_cannot_take_every_slot(holding_server: HardenedServer) -> None:
+    """At its own cap (4 of 8 here), an address's new connection is closed while another
+    address is still served."""
+    server = holding_server
+    busy = [hold_in_handler(server.port, "127.0.0.2") for _ in range(4)]
+    try:
+        wait_until(lambda: server.open_connections() == (4, 0), "4 connections in handlers")
+        assert refused_at_once(server.port, "127.0.0.2")
+        other = hold_in_handler(server.port, "127.0.0.3")
+        wait_until(lambda: server.open_connections() == (5, 0), "the other address served")
+        Holding.release.set()
+        assert other.recv(100).startswith(b"HTTP/1.1 200")
+        other.close()
+    finally:
+        Holding.release.set()
         for sock in busy:
             sock.close()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, http.client.HTTPException):
-            if get_ok(server.port) == 200:
-                return
-    pytest.fail("the server did not serve again after the busy connections closed")
+
+
+def test_at_its_cap_an_address_evicts_its_own_connection_not_another_one(
+    server: HardenedServer,
+) -> None:
+    """A flood from one address churns among itself: another address's idle keep-alive
+    (the API server's, say) stays open even though it has waited longest."""
+    bystander = connect(server.port, "127.0.0.3")
+    wait_until(lambda: server.open_connections() == (1, 1), "the bystander waiting")
+    flood = [connect(server.port, "127.0.0.2") for _ in range(4)]
+    try:
+        wait_until(lambda: server.open_connections() == (5, 5), "the flood waiting")
+        flood.append(connect(server.port, "127.0.0.2"))  # over its cap of 4
+        assert flood[0].recv(100) == b""  # its own longest-waiting one was closed
+        bystander.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert bystander.recv(100).startswith(b"HTTP/1.1 200")
+    finally:
+        bystander.close()
+        for sock in flood:
+            sock.close()
+
+
+def test_a_request_over_its_share_of_the_body_budget_gets_413(server: HardenedServer) -> None:
+    limits = dataclasses.replace(LIMITS, max_body_bytes=4096, body_budget_bytes=4096)
+    with serving(limits) as srv:
+        request = b"POST / HTTP/1.1\r\nContent-Length: 3000\r\n\r\n"
+        assert status_of(srv.port, request) == 413  # over half the budget: never read
+
+
+BUDGET_LIMITS = dataclasses.replace(
+    LIMITS, read_timeout=120.0, body_budget_bytes=2000, budget_wait=0.5
+)
+"""Two addresses' 1000-byte bodies spend the budget (each its half)."""
+
+SMALL_POST = b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nok"
+
+
+def test_with_the_budget_held_by_handlers_a_request_waits_then_gets_503() -> None:
+    """Two addresses' bodies, read and being handled, hold the whole budget: a third
+    address's request waits ``budget_wait``, then gets 503 instead of growing the heap."""
+    Holding.release.clear()
+    with serving(BUDGET_LIMITS, Holding) as srv:
+        holders = [connect(srv.port, source) for source in ("127.0.0.2", "127.0.0.3")]
+        try:
+            for sock in holders:
+                sock.sendall(b"POST / HTTP/1.1\r\nContent-Length: 1000\r\n\r\n" + b"x" * 1000)
+            wait_until(lambda: srv.budget.held() == 2000, "the budget held")
+            assert status_of(srv.port, SMALL_POST) == 503
+        finally:
+            Holding.release.set()
+            for sock in holders:
+                sock.close()
+        wait_until(lambda: srv.budget.held() == 0, "the budget given back")
+        assert status_of(srv.port, SMALL_POST) == 200
+
+
+def test_a_stalled_body_holding_the_budget_is_evicted_for_a_request_that_needs_it() -> None:
+    """Issue 35: stalled bodies must not hold the budget until their deadline (each
+    would refuse every review for 10 s): the address holding the most loses its
+    longest stalled one."""
+    with serving(BUDGET_LIMITS) as srv:
+        stalled = [connect(srv.port, source) for source in ("127.0.0.2", "127.0.0.3")]
+        try:
+            for sock in stalled:
+                sock.sendall(b"POST / HTTP/1.1\r\nContent-Length: 1000\r\n\r\nx")
+            wait_until(lambda: srv.budget.held() == 2000, "the budget held")
+            assert status_of(srv.port, SMALL_POST) == 200
+            closed = 0
+            for sock in stalled:
+                sock.settimeout(1)  # the other one stays open for its 120 s read timeout
+                with contextlib.suppress(TimeoutError):
+                    closed += sock.recv(100) == b""  # shut down: no answer
+            assert closed == 1
+        finally:
+            for sock in stalled:
+                sock.close()
 
 
 @pytest.mark.parametrize("clients", [60, 150])

@@ -9,7 +9,8 @@ reviews beyond ``ReviewLimits``;
 ``HttpServer`` serves the probes and ``/metrics``.
 
 Machinery: ``_httpserver``, ``_certwatcher``, ``_selfsigned``, ``_metrics_auth``,
-``_probes``.
+``_probes``, ``_echo`` (``clipped``, ``clipped_json``, ``shortened``: request values
+shown in a message or a log, cut to ``ECHO_LIMIT`` characters).
 """
 
 from cronjob_operator.runtime.serving._certwatcher import (
@@ -18,6 +19,12 @@ from cronjob_operator.runtime.serving._certwatcher import (
     TLS12_CIPHERS,
     CertWatcher,
     server_context,
+)
+from cronjob_operator.runtime.serving._echo import (
+    ECHO_LIMIT,
+    clipped,
+    clipped_json,
+    shortened,
 )
 from cronjob_operator.runtime.serving._httpserver import (
     HardenedHandler,
@@ -45,6 +52,7 @@ from cronjob_operator.runtime.serving._selfsigned import SelfSignedError, self_s
 
 __all__ = [
     "CERT_FILE",
+    "ECHO_LIMIT",
     "KEY_FILE",
     "TLS12_CIPHERS",
     "ApiReviewer",
@@ -64,7 +72,10 @@ __all__ = [
     "SelfSignedError",
     "TLSContext",
     "User",
+    "clipped",
+    "clipped_json",
     "parse_address",
     "self_signed_context",
     "server_context",
+    "shortened",
 ]

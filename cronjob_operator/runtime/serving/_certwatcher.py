@@ -19,7 +19,10 @@ its scripts), never the runtime's.
 for TLS 1.2 only ECDHE key exchange (forward secrecy) with AEAD ciphers (AES-GCM,
 ChaCha20-Poly1305), so no CBC, RC4, 3DES, static RSA or SHA-1 MAC suites; TLS 1.3 with
 OpenSSL's suites, all of which are AEAD; no renegotiation, no compression; ALPN offers
-``http/1.1`` only (no HTTP/2 server exists here; see docs/security.md).
+``http/1.1`` only (no HTTP/2 server exists here; see docs/security.md). With a
+``client_ca`` file, the server asks for a client certificate: one that CA did not sign
+fails the handshake, none at all is let through for the server to judge per request
+(``ssl.CERT_OPTIONAL``); the CA file is watched and reloaded like the pair.
 """
 
 from __future__ import annotations
@@ -47,9 +50,10 @@ def server_context(
     key_file: str | os.PathLike[str],
     *,
     alpn_protocols: Sequence[str] = ("http/1.1",),
+    client_ca: str | os.PathLike[str] | None = None,
 ) -> ssl.SSLContext:
-    """A server ``SSLContext`` with the policy above; raises ``OSError``/``SSLError`` if the
-    pair does not load."""
+    """A server ``SSLContext`` with the policy above (verifying a client certificate against
+    ``client_ca`` when given); raises ``OSError``/``SSLError`` if a file does not load."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_ciphers(TLS12_CIPHERS)
@@ -57,6 +61,9 @@ def server_context(
     context.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
     context.set_alpn_protocols(list(alpn_protocols))
     context.load_cert_chain(cert_file, key_file)
+    if client_ca is not None:
+        context.verify_mode = ssl.CERT_OPTIONAL  # a certificate shown must verify
+        context.load_verify_locations(cafile=client_ca)
     return context
 
 
@@ -70,9 +77,12 @@ class CertWatcher:
         alpn_protocols: Sequence[str] = ("http/1.1",),
         purpose: str = "webhook",
         advice: str = "",
+        client_ca: Path | None = None,
     ) -> None:
-        """``advice`` is appended to ``problem`` while no pair has loaded yet."""
+        """``advice`` is appended to ``problem`` while no pair has loaded yet; with
+        ``client_ca``, a client certificate is asked for and verified against it."""
         self.cert_dir = cert_dir
+        self.client_ca = client_ca
         self._purpose = purpose
         self._advice = advice
         self._alpn = list(alpn_protocols)
@@ -111,14 +121,19 @@ class CertWatcher:
             return self._context
 
     def _read_stamp(self) -> _Stamp:
-        stats = (os.stat(self.cert_file), os.stat(self.key_file))
-        return tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in stats)
+        files = [self.cert_file, self.key_file, *([self.client_ca] if self.client_ca else [])]
+        return tuple((s.st_ino, s.st_size, s.st_mtime_ns) for s in map(os.stat, files))
 
     def _reload(self, stamp: _Stamp) -> None:
         try:
-            context = server_context(self.cert_file, self.key_file, alpn_protocols=self._alpn)
+            context = server_context(
+                self.cert_file, self.key_file, alpn_protocols=self._alpn, client_ca=self.client_ca
+            )
         except (OSError, ssl.SSLError) as exc:
-            self._set_problem(f"cannot load {self.cert_file} and {self.key_file}: {exc}")
+            files = f"{self.cert_file} and {self.key_file}"
+            if self.client_ca:
+                files = f"{self.cert_file}, {self.key_file} and the client CA {self.client_ca}"
+            self._set_problem(f"cannot load {files}: {exc}")
             return
         first = self._context is None
         self._context, self._stamp, self._problem = context, stamp, None

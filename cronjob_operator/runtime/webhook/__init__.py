@@ -6,9 +6,11 @@ over TLS with certificate reload, on every replica; ``parse_review``, ``allow``,
 ``review_handler`` turns a per-kind answer function into a route. What the application
 admits or converts is its own (``cronjob_operator.webhooks``).
 
-Machinery: ``_server``, ``_admission``.
+``clipped`` and ``shortened`` (from ``runtime.serving``) show a request value in a
+message, cut to a bound. Machinery: ``_server``, ``_admission``.
 """
 
+from cronjob_operator.runtime.serving import clipped, shortened
 from cronjob_operator.runtime.webhook._admission import (
     AdmissionRequest,
     Answer,
@@ -47,6 +49,7 @@ __all__ = [
     "Route",
     "WebhookServer",
     "allow",
+    "clipped",
     "deny",
     "invalid",
     "invalid_status",
@@ -56,5 +59,6 @@ __all__ = [
     "patch",
     "required",
     "review_handler",
+    "shortened",
     "validation_answer",
 ]

@@ -14,6 +14,8 @@ Validation errors are ``FieldError`` objects, written as apimachinery's ``field.
 ``invalid_status`` is ``apierrors.NewInvalid``: one 422 Status with every error in the
 message (``[a, b]`` when there are several) and in ``details.causes`` with its field path,
 so ``kubectl`` shows all of them at once, exactly as for the API server's own validation.
+Every value from the request that a message shows (a rejected value, a name, a wrong
+apiVersion) is cut to ``runtime.serving.ECHO_LIMIT`` characters.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.serving import clipped, clipped_json, shortened
 from cronjob_operator.runtime.webhook._server import BadRequest
 
 API_VERSION = "admission.k8s.io/v1"
@@ -82,7 +85,7 @@ def parse_review(body: Any) -> AdmissionRequest:
     if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
         raise BadRequest(
             f"expected apiVersion {API_VERSION} and kind {KIND}, got "
-            f"{review.get('apiVersion')!r} and {review.get('kind')!r}"
+            f"{clipped(review.get('apiVersion'))} and {clipped(review.get('kind'))}"
         )
     request = _expect_object(review.get("request"), "request")
     uid = request.get("uid")
@@ -94,7 +97,7 @@ def parse_review(body: Any) -> AdmissionRequest:
     except ValueError:
         raise BadRequest(
             f"request.operation must be one of {', '.join(Operation)}, "
-            f"not {request.get('operation')!r}"
+            f"not {clipped(request.get('operation'))}"
         ) from None
     return AdmissionRequest(
         uid=uid,
@@ -163,7 +166,7 @@ class FieldError:
         """The message without the field: ``Invalid value: "x": detail``."""
         text = self.type.label
         if self.type is not ErrorType.REQUIRED:
-            text += f": {json.dumps(self.value, ensure_ascii=False, sort_keys=True)}"
+            text += f": {clipped_json(self.value)}"
         return f"{text}: {self.detail}" if self.detail else text
 
     def __str__(self) -> str:
@@ -231,10 +234,10 @@ def invalid_status(
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
-        "message": f"{qualified} {json.dumps(name)} is invalid: {aggregate}",
+        "message": f"{qualified} {clipped_json(name)} is invalid: {aggregate}",
         "reason": "Invalid",
         "details": {
-            "name": name,
+            "name": shortened(name),
             "group": group,
             "kind": kind,
             "causes": [
@@ -263,7 +266,7 @@ def review_handler(kind: Kind, answer: Answer) -> Callable[[Any], dict[str, Any]
         if request.operation not in (Operation.CREATE, Operation.UPDATE):
             return allow(request.uid)
         if (request.group, request.version, request.kind) != (kind.group, kind.version, kind.kind):
-            got = f"{request.kind}.{request.group or 'core'}/{request.version}"
+            got = shortened(f"{request.kind}.{request.group or 'core'}/{request.version}")
             return _bad_request(request.uid, f"this webhook handles {kind}, not {got}")
         if request.object is None:
             return _bad_request(request.uid, f"the {request.operation} request has no object")
