@@ -158,7 +158,7 @@ def serve_webhooks(cert_dir: Path) -> int:
     from cronjob_operator.webhooks import manifests
 
     with contextlib.suppress(ImportError):  # absent on commits before issue 35
-        from cronjob_operator.runtime.malloc import release_large_allocations
+        from cronjob_operator.runtime.serving import release_large_allocations
 
         release_large_allocations()  # as `cronjob-operator run` does
     server = WebhookServer(("127.0.0.1", 0), cert_dir, manifests.routes())
@@ -210,7 +210,11 @@ def tls_client() -> ssl.SSLContext:
 
 def tls_connect(port: int, source: str, timeout: float = 10.0) -> ssl.SSLSocket:
     raw = socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0))
-    return tls_client().wrap_socket(raw)
+    try:
+        return tls_client().wrap_socket(raw)
+    except OSError:
+        raw.close()
+        raise
 
 
 def post_status(port: int, path: str, body: bytes, source: str) -> tuple[int, int]:
@@ -311,12 +315,12 @@ class Attack:
         def hold(source: str) -> None:
             while not self.stop.is_set():
                 try:
-                    sock = tls_connect(self.port, source)
-                    sock.sendall(head)
-                    self.sockets.append(sock)
-                    sock.settimeout(None)
-                    sock.recv(1)  # returns when the server evicts or times it out
-                    self.statuses[-1] += 1  # an eviction or a timeout
+                    with tls_connect(self.port, source) as sock:
+                        sock.sendall(head)
+                        self.sockets.append(sock)
+                        sock.settimeout(None)
+                        sock.recv(1)  # returns when the server evicts or times it out
+                        self.statuses[-1] += 1  # an eviction or a timeout
                 except OSError:
                     time.sleep(0.05)
 

@@ -346,8 +346,7 @@ def run(args: argparse.Namespace) -> int:
     from cronjob_operator.runtime import Manager, Options, RestClient, load_configuration, logs
     from cronjob_operator.runtime.client import TokenBucket
     from cronjob_operator.runtime.leaderelection import default_identity
-    from cronjob_operator.runtime.malloc import release_large_allocations
-    from cronjob_operator.runtime.serving import SelfSignedError
+    from cronjob_operator.runtime.serving import SelfSignedError, release_large_allocations
 
     logs.configure(args.log_format or ("text" if sys.stderr.isatty() else "json"), args.log_level)
     release_large_allocations()  # a freed request body goes back to the system

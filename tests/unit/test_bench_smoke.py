@@ -64,9 +64,15 @@ def table_rows(output: str) -> list[str]:
         pytest.param(retry_storm.main, ["--requests", "20", "--seconds", "2"], 2, id="retry_storm"),
         pytest.param(
             hostile_clients.main,
-            ["--clients", "0,3", "--requests", "2", "--skip-lifetime"],
+            ["--section", "probes", "--clients", "0,3", "--requests", "2", "--skip-lifetime"],
             2,
             id="hostile_clients",
+        ),
+        pytest.param(
+            hostile_clients.main,
+            ["--section", "webhooks", "--reviews", "2", "--attacks", "none,all"],
+            2,
+            id="hostile_webhooks",
         ),
     ],
 )

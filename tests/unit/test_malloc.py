@@ -21,7 +21,7 @@ class MallInfo2(ctypes.Structure):
 libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = MallInfo2
 if sys.argv[1] == "fixed":
-    from cronjob_operator.runtime.malloc import release_large_allocations
+    from cronjob_operator.runtime.serving import release_large_allocations
     assert release_large_allocations()
 mapped = []
 for _ in range(3):

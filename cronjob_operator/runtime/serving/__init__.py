@@ -9,7 +9,8 @@ reviews beyond ``ReviewLimits``;
 ``HttpServer`` serves the probes and ``/metrics``.
 
 Machinery: ``_httpserver``, ``_certwatcher``, ``_selfsigned``, ``_metrics_auth``,
-``_probes``, ``_echo`` (``clipped``, ``clipped_json``, ``shortened``: request values
+``_probes``, ``_malloc`` (``release_large_allocations``: freed request bodies go back
+to the system), ``_echo`` (``clipped``, ``clipped_json``, ``shortened``: request values
 shown in a message or a log, cut to ``ECHO_LIMIT`` characters).
 """
 
@@ -33,6 +34,7 @@ from cronjob_operator.runtime.serving._httpserver import (
     Refused,
     TLSContext,
 )
+from cronjob_operator.runtime.serving._malloc import MMAP_THRESHOLD, release_large_allocations
 from cronjob_operator.runtime.serving._metrics_auth import (
     ApiReviewer,
     CacheSettings,
@@ -54,6 +56,7 @@ __all__ = [
     "CERT_FILE",
     "ECHO_LIMIT",
     "KEY_FILE",
+    "MMAP_THRESHOLD",
     "TLS12_CIPHERS",
     "ApiReviewer",
     "Authorize",
@@ -75,6 +78,7 @@ __all__ = [
     "clipped",
     "clipped_json",
     "parse_address",
+    "release_large_allocations",
     "self_signed_context",
     "server_context",
     "shortened",
