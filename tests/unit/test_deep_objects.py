@@ -1,0 +1,87 @@
+"""Objects nested as deep as the API server stores them: freezing, thawing and JSON.
+
+The API server decodes up to 10,000 levels of free-form fields (a pod template's
+``affinity`` in a CustomResource is ``x-kubernetes-preserve-unknown-fields``). Every
+step from the wire to the cache and back must take that without RecursionError, or one
+stored object stops its informer for every namespace (issue 35).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.client import _json
+
+API_SERVER_DEPTH = 10_000
+"""The nesting the API server's decoder accepts."""
+
+
+def nested(depth: int) -> Any:
+    """Dicts and lists alternating ``depth`` levels deep around a few scalars."""
+    value: Any = {"leaf": "x", "n": 1, "f": 0.5, "t": True, "z": None, "empty": {}}
+    for level in range(depth):
+        value = {"affinity": value} if level % 2 else [value, "s"]
+    return value
+
+
+def walk(value: Any, depth: int, steps: int | None = None) -> Any:
+    """The value ``steps`` levels into ``nested(depth)``-shaped ``value`` (default: the
+    innermost)."""
+    for level in reversed(range(depth - (depth if steps is None else steps), depth)):
+        value = value["affinity"] if level % 2 else value[0]
+    return value
+
+
+def test_freeze_takes_any_depth_the_api_server_stores() -> None:
+    frozen = objects.freeze(nested(API_SERVER_DEPTH))  # RecursionError before the fix
+    inner = walk(frozen, API_SERVER_DEPTH)
+    assert type(inner) is objects.FrozenDict
+    assert inner == {"leaf": "x", "n": 1, "f": 0.5, "t": True, "z": None, "empty": {}}
+    assert type(walk(frozen, API_SERVER_DEPTH, API_SERVER_DEPTH - 1)) is tuple, (
+        "lists become tuples"
+    )
+    with pytest.raises(TypeError):
+        inner["leaf"] = "changed"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("depth", [objects.RECURSIVE_DEPTH - 1, objects.RECURSIVE_DEPTH + 1])
+def test_freeze_and_thaw_give_the_same_values_either_side_of_the_recursive_depth(
+    depth: int,
+) -> None:
+    value = nested(depth)
+    frozen = objects.freeze(value)
+    assert objects.thaw(frozen) == value
+    assert type(walk(objects.thaw(frozen), depth)) is dict
+
+
+def test_thaw_takes_any_depth_and_gives_mutable_copies() -> None:
+    frozen = objects.freeze(nested(API_SERVER_DEPTH))
+    thawed = objects.thaw(frozen)  # RecursionError before the fix
+    inner = walk(thawed, API_SERVER_DEPTH)
+    inner["leaf"] = "changed"
+    assert walk(frozen, API_SERVER_DEPTH)["leaf"] == "x", "a copy, not the cached object"
+    assert type(walk(thawed, API_SERVER_DEPTH, API_SERVER_DEPTH - 1)) is list
+
+
+def test_json_decodes_and_encodes_nesting_orjson_refuses() -> None:
+    value = nested(API_SERVER_DEPTH)
+    text = _json.dumps(value)  # orjson refuses to encode beyond 254 levels
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(text)  # and to decode beyond 1,024
+    assert walk(_json.loads(text), API_SERVER_DEPTH) == walk(value, API_SERVER_DEPTH)
+
+
+def test_the_fallback_parser_reads_json_as_orjson_does() -> None:
+    text = ' {"a": [1, -2.5e3, "\\u00e9\\"", true, false, null, {}, []], "b": {"c": ""}} '
+    assert _json._parse(text) == orjson.loads(text)
+    assert orjson.loads(_json._encode(orjson.loads(text))) == orjson.loads(text)
+
+
+@pytest.mark.parametrize("bad", ['{"a":1', "[1,]", '{"a" 1}', "tru", "[1] x", '{"a":1,}', ""])
+def test_malformed_json_is_still_a_decode_error(bad: str) -> None:
+    with pytest.raises(orjson.JSONDecodeError):
+        _json.loads(bad)
