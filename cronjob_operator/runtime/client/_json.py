@@ -22,8 +22,6 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "loads"]
-
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 """The standard library's C string scanner (not in its type stubs): the string after an
