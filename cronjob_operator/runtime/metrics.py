@@ -124,6 +124,12 @@ class Metrics:
             buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
             registry=self.registry,
         )
+        self.informer_objects_skipped = Counter(
+            "informer_objects_skipped_total",
+            "Objects an informer could not decode and skipped (logged with their key), by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
         self.leader_election_master_status = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
