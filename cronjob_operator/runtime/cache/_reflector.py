@@ -111,6 +111,8 @@ WATCH_TIMEOUT_RANGE = (300, 600)
 WATCH_READ_GRACE = 30.0
 """How much longer than its ``timeoutSeconds`` the client waits on a silent watch."""
 LIST_TIMEOUT = 120.0
+BACKOFF_INITIAL, BACKOFF_MAXIMUM, BACKOFF_RESET = 0.8, 30.0, 120.0
+"""client-go's reflector backoff: the first delay, the cap, and the quiet that resets it."""
 SHORT_WATCH = 1.0
 """A watch that ends sooner than this with no event is a failure (client-go's 1 s)."""
 _REFERENCE_FIELDS = ("name", "namespace", "uid", "resourceVersion")
@@ -141,9 +143,9 @@ class Backoff:
 
     def __init__(
         self,
-        initial: float = 0.8,
-        maximum: float = 30.0,
-        reset_after: float = 120.0,
+        initial: float = BACKOFF_INITIAL,
+        maximum: float = BACKOFF_MAXIMUM,
+        reset_after: float = BACKOFF_RESET,
         clock: Callable[[], float] = time.monotonic,
         jitter: float = 1.0,
     ) -> None:
