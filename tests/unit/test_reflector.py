@@ -661,3 +661,23 @@ def test_a_watch_that_lasted_a_second_is_watched_again_at_once() -> None:
     r.run(rest.stop)
     assert len(rest.watch_params) == 6
     assert len(waited) == 1, "only the end of the script (a failed watch request) waits"
+
+
+def test_a_watch_cut_by_stop_or_reselect_is_no_very_short_watch() -> None:
+    stop = threading.Event()
+    r, rest, _ = short_watches(lambda: 100.0, count=0)  # no time passes: every watch short
+
+    class CutStream(FakeStream):
+        """Ends with no event because the reflector's own stop or reselect closed it."""
+
+        def __init__(self, cut: Callable[[], object]) -> None:
+            super().__init__([])
+            self.cut = cut
+
+        def __iter__(self) -> Any:
+            self.cut()
+            return iter(())
+
+    rest.watches = [CutStream(stop.set), CutStream(lambda: r.reselect("app=web"))]
+    r._watch(stop)  # both raised "very short watch" before stop and reselect were checked
+    r._watch(threading.Event())

@@ -465,7 +465,8 @@ class Reflector:
                     f"{self._kind}: the stream ended before the {INITIAL_EVENTS_END} bookmark"
                 )
             lasted = self._clock() - opened
-            if lasted < SHORT_WATCH and not events and not self._reselection_pending():
+            cut = stop.is_set() or self._reselection_pending()  # ended here, not by the server
+            if lasted < SHORT_WATCH and not events and not cut:
                 raise errors.TransportError(
                     f"{self._kind}: very short watch: the server ended it after {lasted:.3f}s "
                     "with no events"
