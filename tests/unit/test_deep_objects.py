@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from cronjob_operator.controllers.cronjob import jobs
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.client import _json
 
@@ -85,3 +86,22 @@ def test_the_fallback_parser_reads_json_as_orjson_does() -> None:
 def test_malformed_json_is_still_a_decode_error(bad: str) -> None:
     with pytest.raises(orjson.JSONDecodeError):
         _json.loads(bad)
+
+
+def test_the_job_of_a_cronjob_600_deep_in_affinity_is_built_and_encoded() -> None:
+    affinity: dict[str, Any] = {}
+    for _ in range(600):
+        affinity = {"a": affinity}
+    pod = {"containers": [{"name": "c", "image": "busybox"}], "affinity": affinity}
+    cronjob = objects.freeze(
+        {
+            "apiVersion": "batch.tutorial.kubebuilder.io/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "deep", "namespace": "ns", "uid": "u1"},
+            "spec": {"jobTemplate": {"spec": {"template": {"spec": pod}}}},
+        }
+    )
+    job = jobs.job_from_template(cronjob, name="deep-60", annotations={})
+    body = _json.dumps(job)  # the create's body: orjson alone refuses 254+ levels
+    assert body.count(b'{"a":') == 600
+    assert _json.loads(body)["metadata"]["ownerReferences"][0]["uid"] == "u1"
