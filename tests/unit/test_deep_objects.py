@@ -8,14 +8,16 @@ stored object stops its informer for every namespace (issue 35).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
 import pytest
 
+from cronjob_operator.controllers import configdeployment_state as state
 from cronjob_operator.controllers.cronjob import jobs
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime.client import _json
+from cronjob_operator.runtime.client import _json, canonical_json
 
 API_SERVER_DEPTH = 10_000
 """The nesting the API server's decoder accepts."""
@@ -105,3 +107,29 @@ def test_the_job_of_a_cronjob_600_deep_in_affinity_is_built_and_encoded() -> Non
     body = _json.dumps(job)  # the create's body: orjson alone refuses 254+ levels
     assert body.count(b'{"a":') == 600
     assert _json.loads(body)["metadata"]["ownerReferences"][0]["uid"] == "u1"
+
+
+def test_canonical_json_is_the_standard_librarys_and_takes_any_depth() -> None:
+    value = {"b": [1, 2.5, "é\n", None, True], "a": {"z": {}, "y": []}}
+    stdlib = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical_json(value) == stdlib.encode()  # hashes already rolled out stay
+    assert _json._encode(value, sort_keys=True) == stdlib, "the fallback writes the same"
+    deep = nested(API_SERVER_DEPTH)  # json.dumps raises RecursionError near 1,000
+    assert canonical_json(deep).count(b'"affinity":') == API_SERVER_DEPTH // 2
+
+
+def test_the_deployment_of_a_config_deployment_5000_deep_is_built() -> None:
+    affinity: dict[str, Any] = {}
+    for _ in range(5000):
+        affinity = {"a": affinity}
+    template = {"spec": {"containers": [{"name": "c", "image": "nginx"}], "affinity": affinity}}
+    config_deployment = objects.freeze(
+        {
+            "apiVersion": "apps.tutorial.kubebuilder.io/v1",
+            "kind": "ConfigDeployment",
+            "metadata": {"name": "deep", "namespace": "ns", "uid": "u1"},
+            "spec": {"configMap": "settings", "replicas": 1, "template": template},
+        }
+    )
+    deployment = state.desired_deployment(config_deployment, "hash")  # its spec hash recursed
+    assert deployment["metadata"]["annotations"][state.SPEC_HASH_ANNOTATION]

@@ -1,5 +1,8 @@
 """JSON of any depth to and from the API server: orjson first, a loop without recursion after.
 
+``canonical_json`` is the one canonical encoding the controllers hash (sorted keys, the
+standard library's bytes), at any depth too.
+
 orjson refuses to parse nesting deeper than 1,024 levels and to encode deeper than 254,
 and the standard library's codec recurses (RecursionError near 1,000). The API server
 stores free-form fields (``x-kubernetes-preserve-unknown-fields``, such as a pod
@@ -54,6 +57,17 @@ def dumps(value: Any) -> bytes:
         return orjson.dumps(value)
     except orjson.JSONEncodeError:
         return _encode(value).encode()
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted keys, no spaces, UTF-8: the same bytes for the same content, always (what a
+    content hash is taken of), at any depth: the standard library's encoding, and the same
+    bytes from ``_encode`` where it would recurse too deep."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except RecursionError:
+        text = _encode(value, sort_keys=True)
+    return text.encode()
 
 
 def _parse(text: str) -> Any:
@@ -137,8 +151,9 @@ class _Punctuation(str):
     __slots__ = ()
 
 
-def _encode(value: Any) -> str:
-    """Compact JSON of ``value`` with an explicit stack of what is still to write."""
+def _encode(value: Any, *, sort_keys: bool = False) -> str:
+    """Compact JSON of ``value`` with an explicit stack of what is still to write; each
+    scalar as the standard library writes it (``ensure_ascii=False``)."""
     parts: list[str] = []
     todo: list[Any] = [value]
     while todo:
@@ -147,7 +162,8 @@ def _encode(value: Any) -> str:
             parts.append(item)
         elif isinstance(item, dict):
             todo.append(_Punctuation("}"))
-            for position, (key, child) in enumerate(reversed(item.items())):
+            entries = sorted(item.items()) if sort_keys else list(item.items())
+            for position, (key, child) in enumerate(reversed(entries)):
                 if position:
                     todo.append(_Punctuation(","))
                 todo.append(child)
