@@ -68,21 +68,19 @@ _intern = sys.intern
 _set_item = dict.__setitem__
 """Fills a ``FrozenDict`` under construction (its own ``__setitem__`` refuses)."""
 
-RECURSIVE_DEPTH = 64
-"""How deep ``freeze`` and ``thaw`` recurse before they walk the rest with a stack of
-their own. Real objects are under 20 levels deep and stay on the fast recursive path; a
-deeper subtree (the API server stores up to 10,000 levels of free-form fields such as a
-pod template's ``affinity``) costs no Python frames, so no stored object can raise
-RecursionError here and stop an informer."""
 
-
-def freeze(value: Any, _depth: int = 0) -> Any:
+def freeze(value: Any) -> Any:
     """Return ``value`` with every dict frozen and every list turned into a tuple.
 
     The hot path of every watch event (see bench/ingest.py): exact JSON types are
     dispatched on ``type()`` and scalars are never recursed into, which halves the cost
-    of the obvious ``isinstance`` recursion; subclasses and anything deeper than
-    ``RECURSIVE_DEPTH`` take ``_freeze_iteratively``, which uses no recursion at all.
+    of the obvious ``isinstance`` recursion; subclasses take the general path.
+
+    Any depth: the API server stores free-form fields (a pod template's ``affinity``)
+    nested up to 10,000 levels, and one such object must not stop an informer. Real
+    objects are under 20 levels and take the recursive fast path; one deep enough to
+    exhaust Python's stack is frozen again by ``_freeze_iteratively``, which uses no
+    recursion at all.
 
     String values are interned: namespaces, kinds, owner names and uids, label values,
     images, condition reasons and messages repeat across thousands of cached objects, and
@@ -90,31 +88,41 @@ def freeze(value: Any, _depth: int = 0) -> Any:
     from 8,868 to 5,400 B (stripped; ``python -m bench.memory --jobs 20k``) for about 5 µs
     more per frozen Job.
     """
-    cls = type(value)
-    if cls is FrozenDict or cls in _LEAF_TYPES:
-        return value
-    if cls is dict and not value:
-        return _EMPTY
-    if _depth >= RECURSIVE_DEPTH or (cls is not dict and cls is not list and cls is not tuple):
+    try:
+        return _freeze_recursively(value)
+    except RecursionError:
         return _freeze_iteratively(value)
-    deeper = _depth + 1
+
+
+def _freeze_recursively(value: Any) -> Any:
+    cls = type(value)
     if cls is dict:
+        if not value:
+            return _EMPTY
         return FrozenDict(
             {
                 k: _intern(v)
                 if type(v) is str
                 else v
                 if type(v) in _LEAF_TYPES
-                else freeze(v, deeper)
+                else _freeze_recursively(v)
                 for k, v in value.items()
             }
         )
-    return tuple(
-        [
-            _intern(v) if type(v) is str else v if type(v) in _LEAF_TYPES else freeze(v, deeper)
-            for v in value
-        ]
-    )
+    if cls is list or cls is tuple:
+        return tuple(
+            [
+                _intern(v)
+                if type(v) is str
+                else v
+                if type(v) in _LEAF_TYPES
+                else _freeze_recursively(v)
+                for v in value
+            ]
+        )
+    if cls is FrozenDict or cls in _LEAF_TYPES:
+        return value
+    return _freeze_iteratively(value)
 
 
 def _freeze_iteratively(value: Any) -> Any:
@@ -169,23 +177,27 @@ def _frozen_scalar(item: Any, shell: Any, slot: Any, pending: list[tuple[Any, An
     return None
 
 
-def thaw(value: Any, _depth: int = 0) -> Any:
+def thaw(value: Any) -> Any:
     """Return a deep, mutable copy of ``value`` (dicts and lists all the way down).
 
     Every reconcile thaws the status it edits, so the exact JSON types take a fast path
     dispatched on ``type()``, as ``freeze`` does; other mappings and sequences, and
-    anything deeper than ``RECURSIVE_DEPTH``, take ``_thaw_iteratively``.
+    anything deep enough to exhaust Python's stack, take ``_thaw_iteratively``.
     """
+    try:
+        return _thaw_recursively(value)
+    except RecursionError:
+        return _thaw_iteratively(value)
+
+
+def _thaw_recursively(value: Any) -> Any:
     cls = type(value)
+    if cls is FrozenDict or cls is dict:
+        return {k: v if type(v) in _LEAF_TYPES else _thaw_recursively(v) for k, v in value.items()}
+    if cls is tuple or cls is list:
+        return [v if type(v) in _LEAF_TYPES else _thaw_recursively(v) for v in value]
     if cls in _LEAF_TYPES:
         return value
-    if _depth >= RECURSIVE_DEPTH:
-        return _thaw_iteratively(value)
-    deeper = _depth + 1
-    if cls is FrozenDict or cls is dict:
-        return {k: v if type(v) in _LEAF_TYPES else thaw(v, deeper) for k, v in value.items()}
-    if cls is tuple or cls is list:
-        return [v if type(v) in _LEAF_TYPES else thaw(v, deeper) for v in value]
     return _thaw_iteratively(value)
 
 

@@ -51,14 +51,17 @@ def test_freeze_takes_any_depth_the_api_server_stores() -> None:
         inner["leaf"] = "changed"  # type: ignore[index]
 
 
-@pytest.mark.parametrize("depth", [objects.RECURSIVE_DEPTH - 1, objects.RECURSIVE_DEPTH + 1])
-def test_freeze_and_thaw_give_the_same_values_either_side_of_the_recursive_depth(
-    depth: int,
-) -> None:
+@pytest.mark.parametrize("depth", [3, 400, 2_000], ids=["shallow", "recursive", "iterative"])
+def test_freeze_and_thaw_give_the_same_values_on_either_path(depth: int) -> None:
     value = nested(depth)
+    text = _json.dumps(value)  # compared as JSON: == on 2,000 levels would itself recurse
     frozen = objects.freeze(value)
-    assert objects.thaw(frozen) == value
-    assert type(walk(objects.thaw(frozen), depth)) is dict
+    assert _json.dumps(frozen) == text
+    assert _json.dumps(objects._freeze_iteratively(value)) == text, "the fallback alike"
+    assert type(walk(frozen, depth)) is objects.FrozenDict
+    for thawed in (objects.thaw(frozen), objects._thaw_iteratively(frozen)):
+        assert _json.dumps(thawed) == text
+        assert type(walk(thawed, depth)) is dict
 
 
 def test_thaw_takes_any_depth_and_gives_mutable_copies() -> None:
