@@ -10,6 +10,9 @@ method and used up in order:
   answer: the response was lost after the server processed the request.
 * ``answer(method, status, retry_after, n)``: the next ``n`` such requests are answered
   by the proxy itself with ``status`` and a ``Retry-After`` header, never forwarded.
+* ``end_watches()``: from now on every WATCH (``watch=true``) is answered by the proxy
+  with 200 and an empty body, never forwarded: a watch that ends cleanly at once with no
+  event, as a misbehaving proxy or server does. ``watches_ended`` counts them.
 
 ``FaultProxy`` is a context manager: it starts its server thread on entry and stops it
 (and closes its upstream pool) on exit.
@@ -54,6 +57,8 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._faults: dict[str, list[_Fault]] = {}
         self.seen: Counter[tuple[str, str]] = Counter()
+        self._ending_watches = False
+        self.watches_ended = 0
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -71,6 +76,19 @@ class FaultProxy:
     def answer(self, method: str, status: int, retry_after: str | None, times: int = 1) -> None:
         """Answer the next ``times`` requests of ``method`` with ``status``, unforwarded."""
         self._queue(method, [_Fault(False, status, retry_after)] * times)
+
+    def end_watches(self) -> None:
+        """End every later WATCH at once, cleanly and without an event (module doc)."""
+        with self._lock:
+            self._ending_watches = True
+
+    def _ends_watch(self, method: str, path: str) -> bool:
+        """True (and counted) if this request is a WATCH the proxy is to end at once."""
+        query = path.partition("?")[2].split("&")
+        with self._lock:
+            ends = self._ending_watches and method == "GET" and "watch=true" in query
+            self.watches_ended += ends
+            return ends
 
     def count(self, method: str, path: str) -> int:
         """How many requests of ``method`` on ``path`` (query excluded) the proxy saw."""
@@ -125,6 +143,9 @@ class FaultProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 fault = proxy._next(self.command, self.path)
+                if proxy._ends_watch(self.command, self.path):
+                    self._reply(200, {"Content-Type": "application/json"}, b"")
+                    return
                 if fault is not None and not fault.lose:
                     self._reply(fault.status, {"Retry-After": fault.retry_after}, b"{}")
                     return

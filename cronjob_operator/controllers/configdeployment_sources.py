@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.client import canonical_json
 
 __all__ = [
     "CONTENT_HASH",
@@ -71,11 +71,6 @@ _KEPT_METADATA = (
     "creationTimestamp",
     "deletionTimestamp",
 )
-
-
-def canonical_json(value: Any) -> bytes:
-    """Sorted keys, no spaces, UTF-8: the same bytes for the same content, always."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def whole_content_hash(config_map: Mapping[str, Any]) -> str:

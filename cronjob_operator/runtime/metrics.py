@@ -130,6 +130,12 @@ class Metrics:
             "were at their bound (overall or for the client's address).",
             registry=self.registry,
         )
+        self.informer_objects_skipped = Counter(
+            "informer_objects_skipped_total",
+            "Objects an informer could not decode and skipped (logged with their key), by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
         self.leader_election_master_status = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates "

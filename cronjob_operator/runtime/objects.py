@@ -65,6 +65,8 @@ _EMPTY = FrozenDict()
 
 
 _intern = sys.intern
+_set_item = dict.__setitem__
+"""Fills a ``FrozenDict`` under construction (its own ``__setitem__`` refuses)."""
 
 
 def freeze(value: Any) -> Any:
@@ -72,7 +74,13 @@ def freeze(value: Any) -> Any:
 
     The hot path of every watch event (see bench/ingest.py): exact JSON types are
     dispatched on ``type()`` and scalars are never recursed into, which halves the cost
-    of the obvious ``isinstance`` recursion; subclasses take the general path below.
+    of the obvious ``isinstance`` recursion; subclasses take the general path.
+
+    Any depth: the API server stores free-form fields (a pod template's ``affinity``)
+    nested up to 10,000 levels, and one such object must not stop an informer. Real
+    objects are under 20 levels and take the recursive fast path; one deep enough to
+    exhaust Python's stack is frozen again by ``_freeze_iteratively``, which uses no
+    recursion at all.
 
     String values are interned: namespaces, kinds, owner names and uids, label values,
     images, condition reasons and messages repeat across thousands of cached objects, and
@@ -80,50 +88,137 @@ def freeze(value: Any) -> Any:
     from 8,868 to 5,400 B (stripped; ``python -m bench.memory --jobs 20k``) for about 5 µs
     more per frozen Job.
     """
+    try:
+        return _freeze_recursively(value)
+    except RecursionError:
+        return _freeze_iteratively(value)
+
+
+def _freeze_recursively(value: Any) -> Any:
     cls = type(value)
     if cls is dict:
         if not value:
             return _EMPTY
         return FrozenDict(
             {
-                k: _intern(v) if type(v) is str else v if type(v) in _LEAF_TYPES else freeze(v)
+                k: _intern(v)
+                if type(v) is str
+                else v
+                if type(v) in _LEAF_TYPES
+                else _freeze_recursively(v)
                 for k, v in value.items()
             }
         )
     if cls is list or cls is tuple:
         return tuple(
             [
-                _intern(v) if type(v) is str else v if type(v) in _LEAF_TYPES else freeze(v)
+                _intern(v)
+                if type(v) is str
+                else v
+                if type(v) in _LEAF_TYPES
+                else _freeze_recursively(v)
                 for v in value
             ]
         )
     if cls is FrozenDict or cls in _LEAF_TYPES:
         return value
-    if isinstance(value, dict):
-        return FrozenDict({k: freeze(v) for k, v in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple([freeze(v) for v in value])
-    return value
+    return _freeze_iteratively(value)
+
+
+def _freeze_iteratively(value: Any) -> Any:
+    """``freeze`` without recursion: a stack of containers still to copy.
+
+    Each container becomes a shell (a ``FrozenDict`` filled in place, or a list that
+    becomes a tuple) whose nested containers are pushed; once every shell exists, they
+    are finished in reverse order of creation, so each child is final (a tuple) before
+    its parent takes it.
+    """
+    root: list[Any] = [None]
+    pending: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    shells: list[tuple[Any, Any, Any]] = []
+    while pending:
+        holder, slot, source = pending.pop()
+        shells.append((holder, slot, _frozen_shell(source, pending)))
+    for holder, slot, shell in reversed(shells):
+        final = tuple(shell) if type(shell) is list else shell
+        if type(holder) is FrozenDict:
+            _set_item(holder, slot, final)
+        else:
+            holder[slot] = final
+    return root[0]
+
+
+def _frozen_shell(source: Any, pending: list[tuple[Any, Any, Any]]) -> Any:
+    """``source``'s frozen copy with its scalars in place; each nested container is left
+    as None and pushed to ``pending`` as (shell, slot, container)."""
+    if isinstance(source, FrozenDict) or not isinstance(source, dict | list | tuple):
+        return source
+    if isinstance(source, dict):
+        if not source:
+            return _EMPTY
+        frozen = FrozenDict()
+        for key, item in source.items():
+            _set_item(frozen, key, _frozen_scalar(item, frozen, key, pending))
+        return frozen
+    items: list[Any] = [None] * len(source)
+    for index, item in enumerate(source):
+        items[index] = _frozen_scalar(item, items, index, pending)
+    return items
+
+
+def _frozen_scalar(item: Any, shell: Any, slot: Any, pending: list[tuple[Any, Any, Any]]) -> Any:
+    """``item`` frozen if it is a scalar (or frozen already); else None, and it is pushed."""
+    cls = type(item)
+    if cls is str:
+        return _intern(item)
+    if cls in _LEAF_TYPES or cls is FrozenDict:
+        return item
+    pending.append((shell, slot, item))
+    return None
 
 
 def thaw(value: Any) -> Any:
     """Return a deep, mutable copy of ``value`` (dicts and lists all the way down).
 
     Every reconcile thaws the status it edits, so the exact JSON types take a fast path
-    dispatched on ``type()``, as ``freeze`` does; other mappings and sequences the general one.
+    dispatched on ``type()``, as ``freeze`` does; other mappings and sequences, and
+    anything deep enough to exhaust Python's stack, take ``_thaw_iteratively``.
     """
+    try:
+        return _thaw_recursively(value)
+    except RecursionError:
+        return _thaw_iteratively(value)
+
+
+def _thaw_recursively(value: Any) -> Any:
     cls = type(value)
     if cls is FrozenDict or cls is dict:
-        return {k: v if type(v) in _LEAF_TYPES else thaw(v) for k, v in value.items()}
+        return {k: v if type(v) in _LEAF_TYPES else _thaw_recursively(v) for k, v in value.items()}
     if cls is tuple or cls is list:
-        return [v if type(v) in _LEAF_TYPES else thaw(v) for v in value]
+        return [v if type(v) in _LEAF_TYPES else _thaw_recursively(v) for v in value]
     if cls in _LEAF_TYPES:
         return value
-    if isinstance(value, Mapping):
-        return {key: thaw(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [thaw(item) for item in value]
-    return value
+    return _thaw_iteratively(value)
+
+
+def _thaw_iteratively(value: Any) -> Any:
+    """``thaw`` without recursion: the copies are mutable, so each is filled in place."""
+    root: list[Any] = [value]
+    pending: list[tuple[Any, Any]] = [(root, 0)]
+    while pending:
+        holder, slot = pending.pop()
+        source = holder[slot]
+        copy: Any
+        if isinstance(source, Mapping):
+            copy = dict(source)
+            pending.extend((copy, key) for key in copy)
+        elif isinstance(source, list | tuple):
+            copy = list(source)
+            pending.extend((copy, index) for index in range(len(copy)))
+        else:
+            continue
+        holder[slot] = copy
+    return root[0]
 
 
 def namespace_of(obj: Obj) -> str:

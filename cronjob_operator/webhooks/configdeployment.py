@@ -19,6 +19,7 @@ from cronjob_operator.api import apps_v1
 from cronjob_operator.api.core import RestartPolicy
 from cronjob_operator.runtime import webhook
 from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
+from cronjob_operator.webhooks.nesting import nesting_errors
 
 __all__ = ["VALIDATE_PATH", "validate", "validate_create", "validate_update"]
 
@@ -172,7 +173,7 @@ def validate_create(config_deployment: Mapping[str, Any]) -> list[FieldError]:
     errors = webhook.name_too_long(
         config_deployment, apps_v1.MAX_NAME_LENGTH, "it is the value of the pods' selector label"
     )
-    return errors + _validate(config_deployment)
+    return errors + _validate(config_deployment) + nesting_errors(config_deployment, None)
 
 
 def validate_update(
@@ -181,8 +182,7 @@ def validate_update(
     """Every reason the API server must refuse to update ``old`` to ``config_deployment``.
 
     The name cannot change on update, so its length is not checked again."""
-    del old  # no rule depends on the previous object
-    return _validate(config_deployment)
+    return _validate(config_deployment) + nesting_errors(config_deployment, old)
 
 
 def validate(request: AdmissionRequest, config_deployment: dict[str, Any]) -> dict[str, Any]:

@@ -26,12 +26,12 @@ message (``result.status: Failure``), as the API server expects.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 from cronjob_operator.api import batch_v1, batch_v2
+from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.webhook import BadRequest, clipped, shortened
 from cronjob_operator.schedule import MACROS
 
@@ -124,7 +124,7 @@ def _v2_fields(schedule: Any, obj: Mapping[str, Any]) -> dict[str, str]:
 
 def to_v2(cronjob: Mapping[str, Any]) -> dict[str, Any]:
     """A v1 CronJob as v2 (a copy)."""
-    result = copy.deepcopy(dict(cronjob))
+    result: dict[str, Any] = objects.thaw(cronjob)  # any depth: no recursion
     result["apiVersion"] = _V2.api_version
     # Only conversion sets these; a stale one must not survive.
     _pop_annotation(result)
@@ -154,7 +154,7 @@ def to_v2(cronjob: Mapping[str, Any]) -> dict[str, Any]:
 
 def to_v1(cronjob: Mapping[str, Any]) -> dict[str, Any]:
     """A v2 CronJob as v1 (a copy)."""
-    result = copy.deepcopy(dict(cronjob))
+    result: dict[str, Any] = objects.thaw(cronjob)  # any depth: no recursion
     result["apiVersion"] = _V1.api_version
     kept = _pop_annotation(result)
     kept_list = _pop_annotation(result, _SCHEDULES_ANNOTATION)
@@ -213,7 +213,7 @@ def convert(obj: Mapping[str, Any], desired_api_version: str) -> dict[str, Any]:
             f"converts between {_V1.api_version} and {_V2.api_version}"
         )
     if api_version == desired_api_version:
-        return copy.deepcopy(dict(obj))
+        return objects.thaw(obj)  # type: ignore[no-any-return]
     hub = to_v1(obj) if api_version == _V2.api_version else obj
     return to_v2(hub) if desired_api_version == _V2.api_version else dict(hub)
 

@@ -24,7 +24,6 @@ server converts a v2 request to v1 first (matchPolicy Equivalent).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -39,8 +38,9 @@ from cronjob_operator.controllers.cronjob.history import HISTORY_LIMITS, MAX_HIS
 from cronjob_operator.controllers.cronjob.requests import TOKEN_FIELD, token_problem
 from cronjob_operator.controllers.cronjob.runs import parse_spec_schedule
 from cronjob_operator.controllers.cronjob.stagger import STAGGER_FIELD, stagger_problem
-from cronjob_operator.runtime import webhook
+from cronjob_operator.runtime import objects, webhook
 from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
+from cronjob_operator.webhooks.nesting import nesting_errors
 
 __all__ = [
     "DEFAULTS",
@@ -97,7 +97,7 @@ def defaulting_patch(cronjob: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def default(cronjob: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``cronjob`` with its unset defaults set (what the patch does)."""
-    result = copy.deepcopy(dict(cronjob))
+    result: dict[str, Any] = objects.thaw(cronjob)
     for op in defaulting_patch(cronjob):
         result["spec"][op["path"].rpartition("/")[2]] = op["value"]
     return result
@@ -340,7 +340,8 @@ def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
     if spec is None:
         return [webhook.required("spec")]
     return (
-        _spec_errors(spec, None if old is None else _spec(old))
+        nesting_errors(cronjob, old)
+        + _spec_errors(spec, None if old is None else _spec(old))
         + _run_request_errors(cronjob)
         + _backfill_errors(cronjob, spec, old)
     )

@@ -43,7 +43,7 @@ from cronjob_operator.cli import WEBHOOK_CERT_ADVICE
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.serving import CertWatcher
 from cronjob_operator.runtime.webhook import LIMITS, Route, WebhookServer
-from cronjob_operator.webhooks import configdeployment, conversion, cronjob, manifests
+from cronjob_operator.webhooks import configdeployment, conversion, cronjob, manifests, nesting
 from tests.integration.support import REPO, install_crds
 
 pytestmark = pytest.mark.cluster
@@ -397,6 +397,24 @@ def test_config_deployment_rules_are_checked(env: Env) -> None:
     response = env.review(configdeployment.VALIDATE_PATH, obj, kind="ConfigDeployment")
     assert response["allowed"] is True
     env.kubectl("delete", "configdeployment", "settings", "-n", env.namespace)
+
+
+def test_an_object_nested_600_deep_is_refused_naming_the_field(env: Env) -> None:
+    """Issue 35: the API server stores 10,000 levels of ``affinity``; the webhook refuses
+    nesting deeper than ``nesting.MAX_DEPTH`` with the field's path."""
+    affinity: dict[str, Any] = {}
+    for _ in range(600):
+        affinity = {"a": affinity}
+    obj = a_cronjob("deep", env.namespace)
+    obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["affinity"] = affinity
+    result = env.apply(obj)
+    assert result.returncode != 0, "admitted"
+    assert env.validated("deep")
+    assert (
+        "spec.jobTemplate.spec.template.spec.affinity.a.a.a.a.a.a...: Invalid value: "
+        f'"<nested more than {nesting.MAX_DEPTH} levels>"'
+    ) in result.stderr
+    assert env.kubectl("get", V1, "deep", "-n", env.namespace).returncode != 0
 
 
 def test_config_deployment_sources_are_checked_by_the_schema_and_the_webhook(env: Env) -> None:

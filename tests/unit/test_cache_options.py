@@ -90,10 +90,12 @@ def partial(name: str, namespace: str = "a") -> dict[str, Any]:
 
 
 EMPTY_PAGE = {"items": [], "metadata": {"resourceVersion": "7"}}
+BOOKMARK = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "8"}}}
+"""A watch with an event in it: one that ends at once without any is a failure."""
 
 
 def test_selectors_go_on_the_list_and_on_the_watch() -> None:
-    rest = RecordingRest(EMPTY_PAGE)
+    rest = RecordingRest(EMPTY_PAGE, [BOOKMARK])
     reflector = Reflector(
         rest, POD, Store(), Sink(), label_selector="app=web", field_selector="status.phase=Running"
     )
@@ -114,7 +116,9 @@ def test_no_selector_sends_no_selector_parameter() -> None:
 
 
 def test_metadata_only_asks_for_partial_object_metadata_on_list_and_watch() -> None:
-    rest = RecordingRest({"items": [partial("p1")], "metadata": {"resourceVersion": "7"}})
+    rest = RecordingRest(
+        {"items": [partial("p1")], "metadata": {"resourceVersion": "7"}}, [BOOKMARK]
+    )
     reflector = Reflector(rest, POD, Store(), Sink(), metadata_only=True)
     reflector._list("0")
     reflector._watch(threading.Event())

@@ -27,11 +27,13 @@ from cronjob_operator.runtime import (
     Result,
     context,
     errors,
+    objects,
 )
 from cronjob_operator.runtime.client import RetryPolicy
 from cronjob_operator.runtime.controller import Controller, RetryLimits
 from cronjob_operator.runtime.errors import TransportError
 from cronjob_operator.runtime.kinds import CONFIG_MAP, POD
+from cronjob_operator.runtime.manager import SKIPPED_REASON
 from cronjob_operator.runtime.metrics import Metrics
 from tests.unit.lease_api import LeaseApi
 
@@ -322,3 +324,26 @@ def test_sigterm_lets_a_reconcile_in_flight_write_then_releases_the_lease(
     assert reconciler.write_errors == []
     assert api.writes() == [("POST", "/api/v1/namespaces/a/configmaps")]
     assert api.holder("lock") == "", "released after the drain"
+
+
+def test_an_object_the_cache_skips_gets_a_warning_event_and_is_counted(rest: RestClient) -> None:
+    manager = Manager(rest, Options(health_probe_bind_address="0"))
+    asked: list[tuple[objects.Obj, str, str, str]] = []
+    manager.recorder.event = lambda *args: asked.append(args)  # type: ignore[method-assign]
+    informer = manager.cache.informer(CONFIG_MAP)
+    reflector = informer._reflector
+
+    def too_deep(obj: dict[str, Any]) -> dict[str, Any]:
+        raise RecursionError("too deep")
+
+    reflector._transform = too_deep
+    meta = {"name": "deep", "namespace": "ns", "uid": "u1", "resourceVersion": "3"}
+    reflector._handle({"type": "ADDED", "object": {"metadata": meta, "data": {}}})
+    [(reference, type_, reason, message)] = asked
+    assert (objects.object_key(reference), reference["metadata"]["uid"]) == ("ns/deep", "u1")
+    assert (type_, reason) == ("Warning", SKIPPED_REASON)
+    assert "RecursionError: too deep" in message
+    count = manager.metrics.registry.get_sample_value(
+        "informer_objects_skipped_total", {"kind": str(CONFIG_MAP)}
+    )
+    assert count == 1

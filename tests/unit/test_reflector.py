@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from cronjob_operator.runtime.cache import Backoff, Reflector, Store
 from cronjob_operator.runtime.cache import _reflector as reflector_module
 from cronjob_operator.runtime.client import JSON, RestClient
 from cronjob_operator.runtime.kinds import CONFIG_MAP, JOB
+from cronjob_operator.runtime.metrics import Metrics
 
 
 class Sink:
@@ -101,12 +104,12 @@ def test_relist_delivers_vanished_objects_as_deletes(
     assert sink.events == [("update", "keep", True), ("delete", "gone", False)]
 
 
-@pytest.mark.parametrize("jitter", [1.0, 1.5], ids=["least-jitter", "most-jitter"])
+@pytest.mark.parametrize("jitter", [1.0, 2.0], ids=["least-jitter", "most-jitter"])
 def test_backoff_doubles_to_its_cap_and_resets_after_quiet(
     monkeypatch: pytest.MonkeyPatch, jitter: float
 ) -> None:
-    # Jitter multiplies the capped delay by 1.0-1.5 (client-go's reflector backoff jitters
-    # on top of its 30 s cap too); pinning it to either end makes every delay exact.
+    # Jitter multiplies the capped delay by 1.0-2.0 (client-go's reflector backoff, jitter
+    # 1.0, on top of its 30 s cap: [30, 60) s); pinning it to either end makes every delay exact.
     monkeypatch.setattr(random, "uniform", lambda low, high: jitter)
     now = [10_000.0]  # a monotonic clock is far from 0: quiet is a difference of readings
     backoff = Backoff(initial=0.8, maximum=30.0, reset_after=120.0, clock=lambda: now[0])
@@ -119,11 +122,11 @@ def test_backoff_doubles_to_its_cap_and_resets_after_quiet(
     assert backoff.next_delay() == pytest.approx(0.8 * jitter), "121 s of quiet resets it"
 
 
-def test_backoff_jitter_stays_within_half_the_delay() -> None:
+def test_backoff_jitter_stays_within_the_delay_again() -> None:
     backoff = Backoff(initial=0.8, maximum=30.0, reset_after=120.0, clock=lambda: 0.0)
     delays = [backoff.next_delay() for _ in range(40)]
     bases = [min(30.0, 0.8 * 2**i) for i in range(40)]
-    assert all(base <= delay <= base * 1.5 for base, delay in zip(bases, delays, strict=True))
+    assert all(base <= delay <= base * 2.0 for base, delay in zip(bases, delays, strict=True))
 
 
 class FakeStream:
@@ -186,6 +189,12 @@ def end_bookmark(rv: str) -> dict[str, Any]:
     return {"type": "BOOKMARK", "object": {"metadata": meta}}
 
 
+def full_length_watches() -> Callable[[], float]:
+    """A clock on which every watch lasts as long as the server's longest timeout: a
+    scripted watch that ends is one the server ended in time, not a very short watch."""
+    return itertools.count(0, reflector_module.WATCH_TIMEOUT_RANGE[1]).__next__
+
+
 def streaming(
     watches: list[FakeStream | Exception],
     pages: list[dict[str, Any] | Exception] | None = None,
@@ -195,7 +204,14 @@ def streaming(
     store = Store()
     sink = Sink(store)
     rest = FakeRest(watches, pages or [])
-    reflector = Reflector(rest, CONFIG_MAP, store, sink, watch_list=watch_list)  # type: ignore[arg-type]
+    reflector = Reflector(
+        rest,  # type: ignore[arg-type]
+        CONFIG_MAP,
+        store,
+        sink,
+        watch_list=watch_list,
+        clock=full_length_watches(),
+    )
     return reflector, store, sink, rest
 
 
@@ -373,7 +389,15 @@ def test_a_namespaced_reflector_lists_and_watches_its_namespace_only() -> None:
     store = Store()
     pages: list[dict[str, Any] | Exception] = [page("7", "a"), page("9", "a")]
     rest = FakeRest([FakeStream([]), FakeStream([])], pages)
-    r = Reflector(rest, CONFIG_MAP, store, Sink(store), namespace="ns", list_timeout=7.0)  # type: ignore[arg-type]
+    r = Reflector(
+        rest,  # type: ignore[arg-type]
+        CONFIG_MAP,
+        store,
+        Sink(store),
+        namespace="ns",
+        list_timeout=7.0,
+        clock=full_length_watches(),
+    )
     r._watch_list = False
     r._sync(threading.Event())
     r._sync(threading.Event())
@@ -511,3 +535,149 @@ def test_a_sync_keeps_the_stored_copy_of_an_object_at_the_version_it_holds(
     assert fresh is not changed
     assert fresh["metadata"]["resourceVersion"] == "3"
     assert sink.events == [("update", "changed", True), ("synced", "", True)]
+
+
+def poisoning(names: set[str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A transform that fails on the objects named ``names``, as freezing a 600-deep one
+    did before it stopped recursing: any object that cannot be decoded."""
+
+    def transform(obj: dict[str, Any]) -> dict[str, Any]:
+        if objects.name_of(obj) in names:
+            raise RecursionError("maximum recursion depth exceeded")
+        return reflector_module.strip_managed_fields(obj)
+
+    return transform
+
+
+def skipping(
+    watches: list[FakeStream | Exception], poison: set[str]
+) -> tuple[Reflector, Store, Sink, list[tuple[objects.Obj, Exception]], Metrics]:
+    store, metrics = Store(), Metrics()
+    sink, skipped = Sink(store), []
+    reflector = Reflector(
+        FakeRest(watches, []),  # type: ignore[arg-type]
+        CONFIG_MAP,
+        store,
+        sink,
+        transform=poisoning(poison),
+        metrics=metrics,
+        on_skip=lambda ref, exc: skipped.append((ref, exc)),
+        clock=full_length_watches(),
+    )
+    return reflector, store, sink, skipped, metrics
+
+
+def skipped_count(metrics: Metrics) -> float | None:
+    return metrics.registry.get_sample_value(
+        "informer_objects_skipped_total", {"kind": str(CONFIG_MAP)}
+    )
+
+
+def test_an_object_that_cannot_be_decoded_is_skipped_and_every_other_synced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stream = FakeStream([event("ADDED", "a", "1"), event("ADDED", "bad", "2"), end_bookmark("3")])
+    r, store, sink, skipped, metrics = skipping([stream], {"bad"})
+    r._sync(threading.Event())  # raised RecursionError before: the informer never synced
+    assert sorted(store.keys()) == ["ns/a"]
+    assert ("synced", "", True) in sink.events
+    assert skipped_count(metrics) == 1
+    [(reference, error)] = skipped
+    assert reference == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "bad", "namespace": "ns", "resourceVersion": "2"},
+    }
+    assert isinstance(error, RecursionError)
+    [record] = [rec for rec in caplog.records if rec.levelname == "ERROR"]
+    assert "ns/bad" in record.getMessage()
+    assert "RecursionError" in record.getMessage()
+
+
+def test_a_watched_object_that_cannot_be_decoded_leaves_the_store_and_the_watch_goes_on() -> None:
+    r, store, sink, skipped, metrics = skipping([], {"bad"})
+    r._handle(event("ADDED", "bad", "1"))
+    r._handle(event("ADDED", "a", "2"))
+    assert sorted(store.keys()) == ["ns/a"]
+    assert r.resource_version == "2"
+    r._transform = poisoning({"a"})  # a version that can be decoded no more
+    r._handle(event("MODIFIED", "a", "3"))
+    assert store.keys() == []
+    assert r.resource_version == "3"
+    assert sink.events == [("add", "a", True), ("delete", "a", False)]
+    assert skipped_count(metrics) == 2
+    assert len(skipped) == 2
+
+
+def test_a_listed_object_that_cannot_be_decoded_is_left_out_of_the_list() -> None:
+    store, metrics = Store(), Metrics()
+    rest = FakeRest([], [page("5", "a", "bad", "c")])
+    r = Reflector(
+        rest,  # type: ignore[arg-type]
+        CONFIG_MAP,
+        store,
+        Sink(store),
+        transform=poisoning({"bad"}),
+        metrics=metrics,
+    )
+    r._list("0")
+    assert sorted(store.keys()) == ["ns/a", "ns/c"]
+    assert r.resource_version == "5"
+    assert skipped_count(metrics) == 1
+
+
+def short_watches(
+    clock: Callable[[], float], count: int
+) -> tuple[Reflector, FakeRest, list[float]]:
+    """A reflector that syncs, then meets ``count`` watches the server ends with no event;
+    it records the backoff delays it waits instead of sleeping."""
+    streams: list[FakeStream | Exception] = [FakeStream([end_bookmark("4")])]
+    streams += [FakeStream([]) for _ in range(count)]
+    rest = FakeRest(streams, [])
+    waited: list[float] = []
+
+    def wait(stop: threading.Event, delay: float) -> bool:
+        waited.append(delay)
+        return stop.is_set()
+
+    store = Store()
+    reflector = Reflector(rest, CONFIG_MAP, store, Sink(store), clock=clock, wait=wait)  # type: ignore[arg-type]
+    return reflector, rest, waited
+
+
+def test_a_watch_that_ends_at_once_with_no_event_backs_off_as_client_go_does(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(random, "uniform", lambda low, high: low)  # no jitter: exact delays
+    r, rest, waited = short_watches(lambda: 100.0, count=7)  # no time passes: every watch short
+    r.run(rest.stop)  # before: 7 watches at once, no wait at all
+    assert waited[:7] == pytest.approx([0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0])
+    assert len(rest.watch_params) == 8, "the sync, then each short watch after its backoff"
+    assert "very short watch" in caplog.text
+
+
+def test_a_watch_that_lasted_a_second_is_watched_again_at_once() -> None:
+    r, rest, waited = short_watches(itertools.count(0, reflector_module.SHORT_WATCH).__next__, 5)
+    r.run(rest.stop)
+    assert len(rest.watch_params) == 6
+    assert len(waited) == 1, "only the end of the script (a failed watch request) waits"
+
+
+def test_a_watch_cut_by_stop_or_reselect_is_no_very_short_watch() -> None:
+    stop = threading.Event()
+    r, rest, _ = short_watches(lambda: 100.0, count=0)  # no time passes: every watch short
+
+    class CutStream(FakeStream):
+        """Ends with no event because the reflector's own stop or reselect closed it."""
+
+        def __init__(self, cut: Callable[[], object]) -> None:
+            super().__init__([])
+            self.cut = cut
+
+        def __iter__(self) -> Any:
+            self.cut()
+            return iter(())
+
+    rest.watches = [CutStream(stop.set), CutStream(lambda: r.reselect("app=web"))]
+    r._watch(stop)  # both raised "very short watch" before stop and reselect were checked
+    r._watch(threading.Event())

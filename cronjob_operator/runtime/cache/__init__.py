@@ -30,6 +30,7 @@ from cronjob_operator.runtime.cache._reflector import (
     Backoff,
     EventSink,
     Reflector,
+    SkipReporter,
     Transform,
     strip_managed_fields,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "KindOptions",
     "LabelMatcher",
     "Reflector",
+    "SkipReporter",
     "Store",
     "Transform",
     "UnindexedFieldError",

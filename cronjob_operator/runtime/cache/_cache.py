@@ -40,10 +40,11 @@ from typing import Any
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.cache._informer import Informer
 from cronjob_operator.runtime.cache._labels import parse_selector
-from cronjob_operator.runtime.cache._reflector import Transform, strip_managed_fields
+from cronjob_operator.runtime.cache._reflector import SkipReporter, Transform, strip_managed_fields
 from cronjob_operator.runtime.cache._store import NAMESPACE_INDEX, Store
 from cronjob_operator.runtime.client import RestClient, not_found
 from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 from cronjob_operator.runtime.runnable import run_between
 
 ALL_NAMESPACES = "__all_namespaces"
@@ -113,7 +114,11 @@ class Cache:
         kind_options: Mapping[Kind, KindOptions] | None = None,
         resync_period: float | None = None,
         sync_timeout: float = DEFAULT_SYNC_TIMEOUT,
+        metrics: Metrics = DEFAULT,
+        on_skip: SkipReporter | None = None,
     ) -> None:
+        """``metrics`` and ``on_skip`` go to every informer: where the objects that no
+        informer could decode are counted and reported."""
         self._rest = rest
         self._namespace = namespace
         self._options: dict[Kind, KindOptions] = dict(kind_options or {})
@@ -121,6 +126,8 @@ class Cache:
             self._options[kind] = dataclasses.replace(self.kind_options(kind), transform=transform)
         self._resync_period = resync_period
         self._sync_timeout = sync_timeout
+        self._metrics = metrics
+        self._on_skip = on_skip
         self._informers: dict[Kind, Informer] = {}
         self._lock = threading.Lock()
         self._started = False
@@ -192,6 +199,8 @@ class Cache:
             label_selector=options.label_selector,
             field_selector=options.field_selector,
             metadata_only=options.metadata_only,
+            metrics=self._metrics,
+            on_skip=self._on_skip,
         )
 
     def index_field(self, kind: Kind, field: str, fn: FieldIndexFunc) -> None:

@@ -23,6 +23,9 @@ namespace into its one store, as controller-runtime's multi-namespace cache runs
 informer per namespace; it has synced when every reflector has. Selectors and
 ``metadata_only`` go to every reflector (``_reflector``).
 
+An object the reflector cannot decode is skipped, counted and reported (``metrics``,
+``on_skip``), never a failure of the whole informer (``_reflector``).
+
 ``reselect`` changes the label selector of a running informer (every reflector syncs
 again under it: ``_reflector``); ``has_synced_selection`` says when the store holds the
 new selection. A sharded member uses it when its share changes (``sharding``).
@@ -40,10 +43,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from cronjob_operator.runtime import objects
-from cronjob_operator.runtime.cache._reflector import Reflector, Transform, strip_managed_fields
+from cronjob_operator.runtime.cache._reflector import (
+    Reflector,
+    SkipReporter,
+    Transform,
+    strip_managed_fields,
+)
 from cronjob_operator.runtime.cache._store import Store
 from cronjob_operator.runtime.client import RestClient
 from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +133,8 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         metadata_only: bool = False,
+        metrics: Metrics = DEFAULT,
+        on_skip: SkipReporter | None = None,
     ) -> None:
         self.kind = kind
         self.store = Store()
@@ -144,6 +155,8 @@ class Informer:
                 label_selector=label_selector,
                 field_selector=field_selector,
                 metadata_only=metadata_only,
+                metrics=metrics,
+                on_skip=on_skip,
             )
             for index, one in enumerate(_namespaces(namespace))
         ]

@@ -35,9 +35,15 @@ It follows client-go's ListAndWatch (v1.36, with WatchListClient on):
   and is watched again from the last version seen, without a new sync or any warning.
   A dead connection is found by TCP keepalive (see ``_rest``), a server that never ends
   its own watch by the read timeout. Bookmarks only move the version.
-* Failures back off (0.8 s doubling to 30 s, jittered, reset after two quiet minutes)
-  and never end the reflector's thread; a watch's 410 waits that backoff too before its
-  sync, as client-go's ``BackoffUntil`` around ``ListAndWatch`` does.
+* Failures back off as client-go's reflector does (``NewExponentialBackoffManager(800ms,
+  30s, 2min, 2.0, 1.0)``: 0.8 s doubling to 30 s, each delay jittered up to twice itself,
+  so [30, 60) s at the cap, about 0.02 requests/s; reset after two quiet minutes) and never
+  end the reflector's thread; a watch's 410 waits that backoff too before its sync, as
+  client-go's ``BackoffUntil`` around ``ListAndWatch`` does.
+* A watch that ends under a second after it opened without a single event (bookmarks
+  count) is a failure and backs off, as client-go's ``handleAnyWatch`` ("very short
+  watch"): a server or proxy that closes every watch at once must not be asked again at
+  once, thousands of times a second. A watch ended by ``stop`` or ``reselect`` is not.
 * A 403 (RBAC lacks a verb) is logged once at error level, naming the verb and the
   resource, and again only when the API's message changes; repeats go to debug, so a
   missing permission gives one clear line instead of one per retry. It backs off like
@@ -46,6 +52,15 @@ It follows client-go's ListAndWatch (v1.36, with WatchListClient on):
 Each object is transformed (``managedFields`` stripped by default) and frozen once, on
 arrival, so every later read can share it without copying. A sync that brings an object
 again at the version the store holds keeps the stored copy (``_decode_unless_stored``).
+
+No single object can stop the reflector. Decoding (``client._json``) and freezing
+(``objects.freeze``) have no depth limit a stored object can reach. An object that still
+cannot be decoded (its transform raises, say) is skipped, never retried as a failure of
+the whole list: it is logged at error level with its key, counted in
+``informer_objects_skipped_total{kind}``, handed to ``on_skip`` (the manager records a
+Warning event on it), and treated as absent (left out of a sync; an update removes the
+stored version, delivered as a delete) until a later version decodes. Every other object
+is served as usual.
 
 What is listed and watched: a label and a field selector go on every list and watch, so
 the API server filters; ``metadata_only`` asks for ``PartialObjectMetadata`` (client-go's
@@ -80,11 +95,15 @@ from cronjob_operator.runtime.client import (
     WatchStream,
 )
 from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
 log = logging.getLogger(__name__)
 
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
 """Changes a freshly decoded object before it is frozen into the cache."""
+SkipReporter = Callable[[objects.Obj, Exception], None]
+"""Told of each object the reflector skips: a reference to it (``apiVersion``, ``kind``
+and the identifying ``metadata``) and why."""
 
 PAGE_SIZE = 500
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
@@ -92,6 +111,11 @@ WATCH_TIMEOUT_RANGE = (300, 600)
 WATCH_READ_GRACE = 30.0
 """How much longer than its ``timeoutSeconds`` the client waits on a silent watch."""
 LIST_TIMEOUT = 120.0
+BACKOFF_INITIAL, BACKOFF_MAXIMUM, BACKOFF_RESET = 0.8, 30.0, 120.0
+"""client-go's reflector backoff: the first delay, the cap, and the quiet that resets it."""
+SHORT_WATCH = 1.0
+"""A watch that ends sooner than this with no event is a failure (client-go's 1 s)."""
+_REFERENCE_FIELDS = ("name", "namespace", "uid", "resourceVersion")
 
 
 def strip_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -119,13 +143,15 @@ class Backoff:
 
     def __init__(
         self,
-        initial: float = 0.8,
-        maximum: float = 30.0,
-        reset_after: float = 120.0,
+        initial: float = BACKOFF_INITIAL,
+        maximum: float = BACKOFF_MAXIMUM,
+        reset_after: float = BACKOFF_RESET,
         clock: Callable[[], float] = time.monotonic,
+        jitter: float = 1.0,
     ) -> None:
         self._initial, self._maximum, self._reset_after = initial, maximum, reset_after
         self._clock = clock
+        self._jitter = jitter
         self._current = 0.0
         self._last_failure = -float("inf")
 
@@ -136,7 +162,7 @@ class Backoff:
             self._current = 0.0
         self._last_failure = now
         self._current = min(self._maximum, self._current * 2 if self._current else self._initial)
-        return self._current * random.uniform(1.0, 1.5)
+        return self._current * random.uniform(1.0, 1.0 + self._jitter)
 
 
 class Reflector:
@@ -156,7 +182,13 @@ class Reflector:
         label_selector: str | None = None,
         field_selector: str | None = None,
         metadata_only: bool = False,
+        metrics: Metrics = DEFAULT,
+        on_skip: SkipReporter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[threading.Event, float], bool] = threading.Event.wait,
     ) -> None:
+        """``clock`` times each watch and the backoff's quiet period, and ``wait`` sleeps
+        a backoff's delay (returning early when the event is set): tests inject both."""
         self._rest = rest
         self._kind = kind
         self._store = store
@@ -187,10 +219,14 @@ class Reflector:
         self._verb = "list"
         self._reported_forbidden = ""
         self._reported_stream_refusal = ""
+        self._skipped = metrics.informer_objects_skipped.labels(str(kind))
+        self._on_skip = on_skip
+        self._clock = clock
+        self._wait = wait
 
     def run(self, stop: threading.Event) -> None:
         """Sync and watch until ``stop`` is set; errors back off and retry, never escape."""
-        backoff = Backoff()
+        backoff = Backoff(clock=self._clock)
         self._need_sync = True
         while not stop.is_set():
             self._take_reselection()
@@ -204,7 +240,7 @@ class Reflector:
                 self.last_error = exc
                 delay = backoff.next_delay()
                 self._report_forbidden(exc, delay)
-                stop.wait(delay)
+                self._wait(stop, delay)
             except errors.Gone:
                 delay = backoff.next_delay()
                 log.info(
@@ -214,14 +250,14 @@ class Reflector:
                     delay,
                 )
                 self._need_sync = True
-                stop.wait(delay)
+                self._wait(stop, delay)
             except Exception as exc:  # any failure: log, back off, keep the thread alive
                 if self._reselection_pending():
                     continue  # cut on purpose: sync again under the new selector at once
                 self.last_error = exc
                 delay = backoff.next_delay()
                 log.warning("%s: list/watch failed, retrying in %.1fs: %s", self._kind, delay, exc)
-                stop.wait(delay)
+                self._wait(stop, delay)
 
     def reselect(self, label_selector: str | None) -> int:
         """Select with ``label_selector`` from now on (module doc); returns the generation
@@ -346,7 +382,8 @@ class Reflector:
             page = self._rest.request(
                 "GET", path, params=params, timeout=self._list_timeout, accept=self._list_accept
             )
-            items.extend(self._decode_unless_stored(item) for item in page.get("items") or ())
+            decoded = (self._decode_unless_stored(item) for item in page.get("items") or ())
+            items.extend(obj for obj in decoded if obj is not None)
             metadata = page.get("metadata") or {}
             token = metadata.get("continue")
             if not token:
@@ -411,10 +448,12 @@ class Reflector:
             self._stream = stream
             reselected = self._reselected
         self._reported_forbidden = ""
+        opened, events = self._clock(), 0
         try:
             if stop.is_set() or reselected:
                 return
             for event in stream:
+                events += 1
                 if initial is None:
                     self._handle(event)
                 elif self._collect(event, initial):
@@ -424,6 +463,13 @@ class Reflector:
             if initial is not None:
                 raise errors.TransportError(
                     f"{self._kind}: the stream ended before the {INITIAL_EVENTS_END} bookmark"
+                )
+            lasted = self._clock() - opened
+            cut = stop.is_set() or self._reselection_pending()  # ended here, not by the server
+            if lasted < SHORT_WATCH and not events and not cut:
+                raise errors.TransportError(
+                    f"{self._kind}: very short watch: the server ended it after {lasted:.3f}s "
+                    "with no events"
                 )
         finally:
             with self._lock:
@@ -444,8 +490,8 @@ class Reflector:
             self._synced(list(initial.values()), _resource_version(raw))
             return True
         obj = self._decode_unless_stored(raw)
-        if kind == "DELETED":
-            initial.pop(objects.object_key(obj), None)
+        if obj is None or kind == "DELETED":
+            initial.pop(_key_of(raw), None)
         else:
             initial[objects.object_key(obj)] = obj
         return False
@@ -460,7 +506,9 @@ class Reflector:
             self.resource_version = _resource_version(raw) or self.resource_version
             return
         obj = self._decode(raw)
-        if kind == "DELETED":
+        if obj is None:
+            self._forget(raw)
+        elif kind == "DELETED":
             self._store.delete(objects.object_key(obj))
             self._sink.on_delete(obj)
         else:
@@ -469,14 +517,20 @@ class Reflector:
                 self._sink.on_add(obj)
             else:
                 self._sink.on_update(old, obj)
-        self.resource_version = _resource_version(obj) or self.resource_version
+        self.resource_version = _resource_version(raw) or self.resource_version
+
+    def _forget(self, raw: dict[str, Any]) -> None:
+        """An object that was skipped is absent: its stored version leaves as a delete."""
+        old = self._store.delete(_key_of(raw))
+        if old is not None:
+            self._sink.on_delete(old)
 
     def _current_selection(self) -> tuple[dict[str, str], int]:
         """The query parameters of the selection now, and its generation."""
         with self._lock:
             return dict(self._selection), self.generation
 
-    def _decode_unless_stored(self, raw: dict[str, Any]) -> objects.Obj:
+    def _decode_unless_stored(self, raw: dict[str, Any]) -> objects.Obj | None:
         """The stored object when ``raw`` is the same version of it, else ``raw`` decoded.
 
         A sync streams or lists every object again (a relist after 410, a sharded
@@ -491,18 +545,55 @@ class Reflector:
             return stored
         return self._decode(raw)
 
-    def _decode(self, raw: dict[str, Any]) -> objects.Obj:
+    def _decode(self, raw: dict[str, Any]) -> objects.Obj | None:
+        """``raw`` transformed and frozen; None if that fails (it is skipped: module doc)."""
         if self._metadata_only:  # a PartialObjectMetadata, stored as the kind it is of
             raw["apiVersion"], raw["kind"] = self._kind.api_version, self._kind.kind
         raw.setdefault("apiVersion", self._kind.api_version)
         raw.setdefault("kind", self._kind.kind)
-        return objects.freeze(self._transform(raw))  # type: ignore[no-any-return]
+        try:
+            return objects.freeze(self._transform(raw))  # type: ignore[no-any-return]
+        except Exception as exc:  # one object must not stop the informer: skip it
+            self._skip(raw, exc)
+            return None
+
+    def _skip(self, raw: dict[str, Any], exc: Exception) -> None:
+        """Log, count and report an object that cannot be cached (module doc)."""
+        log.error(
+            "%s %s: cannot cache this object, skipping it until it changes: %s: %s",
+            self._kind,
+            _key_of(raw),
+            type(exc).__name__,
+            exc,
+        )
+        self._skipped.inc()
+        if self._on_skip is not None:
+            self._on_skip(_reference_to(self._kind, raw), exc)
 
 
 def _selection(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
     """The query parameters that make the API server filter the list and the watch."""
     selection = {"labelSelector": label_selector, "fieldSelector": field_selector}
     return {name: value for name, value in selection.items() if value}
+
+
+def _metadata_of(raw: objects.Obj) -> objects.Obj:
+    metadata = raw.get("metadata")
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def _key_of(raw: objects.Obj) -> str:
+    """The store key of an object as sent, whatever else it holds."""
+    metadata = _metadata_of(raw)
+    name, namespace = str(metadata.get("name") or ""), str(metadata.get("namespace") or "")
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _reference_to(kind: Kind, raw: objects.Obj) -> objects.Obj:
+    """Enough of an object as sent to name it in an event: its kind and identity."""
+    metadata = _metadata_of(raw)
+    identity = {field: metadata[field] for field in _REFERENCE_FIELDS if field in metadata}
+    return objects.freeze({"apiVersion": kind.api_version, "kind": kind.kind, "metadata": identity})  # type: ignore[no-any-return]
 
 
 def _resource_version(obj: objects.Obj) -> str:

@@ -4,6 +4,7 @@
 the server itself; ``Reader``, ``LiveReads`` (with a LIST of metadata only), ``Writer``,
 ``ObjectWriter`` and ``ClientInterface`` are the protocols a reconciler is written
 against (the fake implements them too).
+``canonical_json`` is the one encoding a content hash is taken of, at any depth.
 ``RestClient`` is the JSON transport under everything (client-go's retries, a token
 bucket, watch streams, per-manager metrics) and ``load_configuration`` finds a cluster
 from a kubeconfig or the pod's service account.
@@ -24,6 +25,7 @@ from cronjob_operator.runtime.client._client import (
     Writer,
     not_found,
 )
+from cronjob_operator.runtime.client._json import canonical_json
 from cronjob_operator.runtime.client._rest import (
     JSON,
     METADATA,
@@ -57,6 +59,7 @@ __all__ = [
     "WatchStream",
     "WriteFence",
     "Writer",
+    "canonical_json",
     "load_configuration",
     "not_found",
 ]

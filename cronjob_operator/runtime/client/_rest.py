@@ -2,7 +2,8 @@
 
 The official ``kubernetes`` package gives us configuration (kubeconfig, in-cluster
 service account, exec plugins, client certificates) and builds the urllib3 pool; we
-use that and nothing else of it. Bodies are parsed with orjson into plain dicts; the
+use that and nothing else of it. Bodies are parsed with orjson into plain dicts (``_json``:
+at any depth the API server stores, not only orjson's); the
 generated model classes are never involved (they cost several times the parse).
 
 ``request`` retries exactly where client-go's ``Request.Do`` does (``errors.retry_delay``
@@ -61,6 +62,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from cronjob_operator.runtime import context, errors
+from cronjob_operator.runtime.client import _json
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
 
 log = logging.getLogger(__name__)
@@ -198,7 +200,7 @@ class WatchStream:
                         break
                     buffer = rest
                     if line.strip():
-                        yield orjson.loads(line)
+                        yield _json.loads(line)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if not self._closed.is_set():
                 raise errors.TransportError(f"watch stream broke: {exc}") from exc
@@ -378,7 +380,7 @@ class RestClient:
             limit, method, path, params, body, content_type, timeout, stream=False, accept=accept
         )
         data = response.data
-        return orjson.loads(data) if data else None
+        return _json.loads(data) if data else None
 
     def _send(
         self,
@@ -397,7 +399,7 @@ class RestClient:
         if params:
             url += "?" + urlencode({k: _query_value(v) for k, v in params.items() if v is not None})
         headers = self._headers(content_type if body is not None else None, accept)
-        encoded = orjson.dumps(body) if body is not None else None
+        encoded = _json.dumps(body) if body is not None else None
         if self._rate_limiter is not None:
             waited = self._rate_limiter.acquire(ctx)
             self._limiter_duration.labels(method, self._metric_host).observe(waited)

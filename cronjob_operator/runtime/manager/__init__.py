@@ -7,7 +7,7 @@ recorder on every replica and, with leader election, the controllers on the lead
 Machinery: ``_manager``.
 """
 
-from cronjob_operator.runtime.manager._manager import Manager, Options
+from cronjob_operator.runtime.manager._manager import SKIPPED_REASON, Manager, Options
 from cronjob_operator.runtime.runnable import Runnable
 
-__all__ = ["Manager", "Options", "Runnable"]
+__all__ = ["SKIPPED_REASON", "Manager", "Options", "Runnable"]

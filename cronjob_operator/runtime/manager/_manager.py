@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from cronjob_operator.runtime import context
+from cronjob_operator.runtime import context, objects
 from cronjob_operator.runtime.cache import Cache, CacheSyncTimeoutError, KindOptions, Transform
 from cronjob_operator.runtime.client import Client, RestClient, Writer
 from cronjob_operator.runtime.controller import (
@@ -81,6 +81,8 @@ log = logging.getLogger(__name__)
 
 _MIN_STOP_WAIT = 5.0
 """How long each non-leader runnable gets to stop even when the controllers used the grace."""
+SKIPPED_REASON = "NotCached"
+"""The reason of the Warning event on an object the cache cannot decode and skips."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,8 @@ class Manager:
             transforms=transforms,
             kind_options=kind_options,
             sync_timeout=self.options.cache_sync_timeout,
+            metrics=self.metrics,
+            on_skip=self._report_skipped,
         )
         self.elector = self._build_elector()
         leader_rest = self.rest.fenced(self._write_refusal)
@@ -225,6 +229,17 @@ class Manager:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         return thread, stop
+
+    def _report_skipped(self, reference: objects.Obj, error: Exception) -> None:
+        """A Warning event on an object the cache skipped: its owner reads why nothing
+        reconciles it (the log and ``informer_objects_skipped_total`` tell the operator)."""
+        self.recorder.event(
+            reference,
+            "Warning",
+            SKIPPED_REASON,
+            f"cronjob-operator cannot cache this object and ignores it until it changes "
+            f"({type(error).__name__}: {str(error)[:200]}); fix or simplify it",
+        )
 
     def _cache_ready(self) -> str | None:
         if self.cache.synced:
