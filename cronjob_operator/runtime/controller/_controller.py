@@ -39,8 +39,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from prometheus_client import Counter, Gauge, Histogram
 
 from cronjob_operator.runtime import context, errors
 from cronjob_operator.runtime.controller._handlers import EnqueueHandler, MapFunc
@@ -136,8 +138,8 @@ class Controller:
         self._metrics.max_concurrent_reconciles.labels(self.name).set(
             self.max_concurrent_reconciles
         )
-        self._metrics.active_workers.labels(self.name).set(0)
-        self._zero_counters()
+        self._series = _Series.of(self._metrics, self.name)
+        self._series.active_workers.set(0)
         threading.Thread(
             target=self._report_stuck_work, name=f"{self.name}-queue-metrics", daemon=True
         ).start()
@@ -171,11 +173,11 @@ class Controller:
             request = self.queue.get()
             if request is None:
                 return
-            self._metrics.active_workers.labels(self.name).inc()
+            self._series.active_workers.inc()
             try:
                 self._process(request)
             finally:
-                self._metrics.active_workers.labels(self.name).dec()
+                self._series.active_workers.dec()
                 self.queue.done(request)
 
     def _process(self, request: Request) -> None:
@@ -194,13 +196,13 @@ class Controller:
                 self.queue.add_rate_limited(request)
             except Exception:
                 self._count("error")
-                self._metrics.reconcile_panics.labels(self.name).inc()
+                self._series.panics.inc()
                 log.exception("reconciler raised, will retry with backoff")
                 self.queue.add_rate_limited(request)
             else:
                 self._finish(request, result)
             finally:
-                self._metrics.reconcile_time.labels(self.name).observe(time.monotonic() - started)
+                self._series.reconcile_time.observe(time.monotonic() - started)
 
     def _reconcile_context(self) -> context.Context:
         if self.reconcile_timeout is None:
@@ -218,15 +220,31 @@ class Controller:
         else:
             self._count("success")
 
-    def _zero_counters(self) -> None:
-        # As controller-runtime does: every series exists from the start, so a rate or an
-        # alert on errors reads 0 instead of nothing before the first error.
-        for result in _RESULTS:
-            self._metrics.reconcile_total.labels(self.name, result)
-        self._metrics.reconcile_errors.labels(self.name)
-        self._metrics.reconcile_panics.labels(self.name)
-
     def _count(self, result: str) -> None:
-        self._metrics.reconcile_total.labels(self.name, result).inc()
+        self._series.results[result].inc()
         if result == "error":
-            self._metrics.reconcile_errors.labels(self.name).inc()
+            self._series.errors.inc()
+
+
+@dataclass(frozen=True, slots=True)
+class _Series:
+    """One controller's labelled metric series, looked up once at start (a label lookup
+    takes the metric's lock and builds its key: several per reconcile otherwise). As
+    controller-runtime does, every series exists from the start, so a rate or an alert on
+    errors reads 0 instead of nothing before the first error."""
+
+    active_workers: Gauge
+    reconcile_time: Histogram
+    results: Mapping[str, Counter]
+    errors: Counter
+    panics: Counter
+
+    @classmethod
+    def of(cls, metrics: Metrics, name: str) -> _Series:
+        return cls(
+            metrics.active_workers.labels(name),
+            metrics.reconcile_time.labels(name),
+            {result: metrics.reconcile_total.labels(name, result) for result in _RESULTS},
+            metrics.reconcile_errors.labels(name),
+            metrics.reconcile_panics.labels(name),
+        )
