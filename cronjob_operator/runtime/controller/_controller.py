@@ -105,6 +105,10 @@ class Controller:
         self._watches: list[tuple[Source, EnqueueHandler]] = []
         self._workers: list[threading.Thread] = []
         self._started = False
+        self._running = 0
+        self._running_lock = threading.Lock()
+        self._busy = threading.Event()
+        """Set while a reconcile runs: the stuck-work reporter sleeps on it when idle."""
 
     def watch(self, source: Source, map_fn: MapFunc, predicates: Sequence[Predicate] = ()) -> None:
         """Enqueue ``map_fn(obj)`` for every event of ``source`` that passes ``predicates``."""
@@ -157,14 +161,20 @@ class Controller:
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop taking work and wait for in-flight reconciles; False if they overran."""
         drained = self.queue.shut_down_with_drain(timeout)
+        self._busy.set()  # the stuck-work reporter wakes and sees the shutdown
         deadline = time.monotonic() + timeout
         for worker in self._workers:
             worker.join(max(0.0, deadline - time.monotonic()))
         return drained and not any(worker.is_alive() for worker in self._workers)
 
     def _report_stuck_work(self) -> None:
-        # client-go refreshes the unfinished-work gauges every half second.
-        while not self.queue.shutting_down:
+        # client-go refreshes the unfinished-work gauges every half second; here only
+        # while a reconcile runs (the last one to end zeroes them), so an idle controller
+        # has no thread that wakes.
+        while True:
+            self._busy.wait()
+            if self.queue.shutting_down:
+                return
             self.queue.update_unfinished_work()
             time.sleep(0.5)
 
@@ -173,12 +183,28 @@ class Controller:
             request = self.queue.get()
             if request is None:
                 return
-            self._series.active_workers.inc()
+            self._began()
             try:
                 self._process(request)
             finally:
                 self._series.active_workers.dec()
                 self.queue.done(request)
+                self._ended()
+
+    def _began(self) -> None:
+        self._series.active_workers.inc()
+        with self._running_lock:
+            self._running += 1
+            self._busy.set()
+
+    def _ended(self) -> None:
+        with self._running_lock:
+            self._running -= 1
+            idle = self._running == 0
+            if idle:
+                self._busy.clear()
+        if idle:
+            self.queue.update_unfinished_work()
 
     def _process(self, request: Request) -> None:
         started = time.monotonic()
