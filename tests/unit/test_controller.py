@@ -303,3 +303,13 @@ def test_the_stuck_work_reporter_sleeps_while_idle_and_zeroes_the_gauges_when_wo
         message="the unfinished work zeroed when the last reconcile ended",
     )
     wait_for(lambda: _parked(reporter), 5, message="the reporter parked again")
+
+
+def test_for_and_owns_without_predicates_enqueue_inline_and_the_rest_on_a_thread() -> None:
+    # Failed before: no handler ran inline (each had a thread and a wake-up per event).
+    queue = Controller("inline-test", Recorder(lambda _r, _c: Result())).queue
+    changed = resource_version_changed()
+    assert EnqueueHandler(queue, handlers.for_object).runs_inline
+    assert EnqueueHandler(queue, handlers.for_owner(PARENT)).runs_inline
+    assert not EnqueueHandler(queue, handlers.for_object, [changed]).runs_inline
+    assert not EnqueueHandler(queue, lambda obj: []).runs_inline
