@@ -65,27 +65,44 @@ class EventHandler(Protocol):
 _Notification = tuple[Callable[..., None], tuple[objects.Obj, ...]]
 
 
-class _Listener:
-    """One handler, its unbounded buffer and the thread that drains it in order.
+class _Delivery:
+    """One handler, its bound methods (looked up once: the informer's dispatch is the
+    per-event hot path) and its counts of calls handed over and finished."""
 
-    ``put`` appends ``(method, args)`` and never blocks; ``on_add``/``on_update``/
-    ``on_delete`` are the handler's bound methods, looked up once (the informer's
-    dispatch is the per-event hot path).
-    """
-
-    def __init__(self, handler: EventHandler, name: str) -> None:
+    def __init__(self, handler: EventHandler) -> None:
         self.handler = handler
         self.on_add, self.on_update, self.on_delete = (
             handler.on_add,
             handler.on_update,
             handler.on_delete,
         )
-        self._pending: queue.SimpleQueue[_Notification | None] = queue.SimpleQueue()
-        self._stopped = False
         # Handed over (written only under the informer's handlers lock) and finished
-        # (written only by this listener's thread): equal when the handler is idle.
+        # (written only by the thread that makes the calls): equal when it is idle.
         self.sent = 0
         self.handled = 0
+
+    def _call(self, notification: _Notification) -> None:
+        """Make one call; a handler that raises is logged and counts as finished."""
+        method, args = notification
+        try:
+            method(*args)
+        except Exception:
+            log.exception("event handler %r failed", method)
+        finally:
+            self.handled += 1
+
+
+class _Listener(_Delivery):
+    """One handler, its unbounded buffer and the thread that drains it in order.
+
+    ``put`` appends ``(method, args)`` and never blocks; ``on_add``/``on_update``/
+    ``on_delete`` are the handler's bound methods.
+    """
+
+    def __init__(self, handler: EventHandler, name: str) -> None:
+        super().__init__(handler)
+        self._pending: queue.SimpleQueue[_Notification | None] = queue.SimpleQueue()
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -105,38 +122,16 @@ class _Listener:
     def _run(self) -> None:
         get = self._pending.get
         while (notification := get()) is not None and not self._stopped:
-            method, args = notification
-            try:
-                method(*args)
-            except Exception:
-                log.exception("event handler %r failed", method)
-            finally:
-                self.handled += 1
+            self._call(notification)
 
 
-class _Inline:
+class _Inline(_Delivery):
     """A handler that ``runs_inline``: called at once, on the informer's thread."""
-
-    def __init__(self, handler: EventHandler) -> None:
-        self.handler = handler
-        self.on_add, self.on_update, self.on_delete = (
-            handler.on_add,
-            handler.on_update,
-            handler.on_delete,
-        )
-        self.sent = 0
-        self.handled = 0
 
     def put(self, notification: _Notification) -> None:
         """Call the handler; the caller holds the informer's handlers lock."""
         self.sent += 1
-        method, args = notification
-        try:
-            method(*args)
-        except Exception:
-            log.exception("event handler %r failed", method)
-        finally:
-            self.handled += 1
+        self._call(notification)
 
     def stop(self) -> None:
         return
