@@ -42,6 +42,7 @@ import argparse
 import collections
 import contextlib
 import json
+import re
 import resource
 import shutil
 import signal
@@ -337,6 +338,10 @@ WAITS = ("Condition.wait", "Event.wait", "SSLSocket.read", "SSLSocket.recv_into"
 """Leaf frames of a thread that waits: counted apart, not as CPU (``--gil`` leaves few)."""
 
 
+_LINE = re.compile(r":\d+\)$")
+"""A frame's line number (py-spy names a frame ``function (file:line)``)."""
+
+
 def _target(frames: Sequence[str]) -> str:
     """The function a thread was started with (the frame after ``Thread.run``)."""
     for index, frame in enumerate(frames[:-1]):
@@ -353,7 +358,7 @@ def profile_lines(path: Path, top: int = 20) -> list[str]:
     samples = waiting = 0
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
-        frames = stack.split(";")
+        frames = [_LINE.sub(")", frame) for frame in stack.split(";")]  # by function
         count = int(count_text)
         if frames[-1].startswith(WAITS):
             waiting += count
@@ -561,6 +566,9 @@ def render(sides: Sequence[Side], count: int, workers: int, log: str) -> tuple[s
             f"fire: {_by_verb(side.fire_requests)}"
             for side in sides
         ),
+        "API requests are the API server's for our resources, whoever sent them: the "
+        "operator's startup also holds kube-controller-manager's garbage collector "
+        "finishing the bare client's deleted namespace (GET jobs).",
         f"operator reconciles in the fire: {sides[0].reconciles:,} "
         f"({(sides[0].reconciles or 0) / max(count, 1):.2f} per run)",
         f"operator log: {log}",
