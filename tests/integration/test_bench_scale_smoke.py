@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import api_load, naive_vs_indexed, plot, scale, shard, skew, throughput
+from bench import api_load, fire, naive_vs_indexed, plot, scale, shard, skew, throughput
 from tests.unit.test_bench_smoke import table_rows
 
 Main = Callable[[Sequence[str] | None], int]
@@ -82,3 +82,15 @@ def test_skew_measures_both_controllers(capsys: pytest.CaptureFixture[str]) -> N
     assert "ours (operator) |" in out
     assert "built-in batch/v1 |" in out
     assert "qps 20 / burst 30: bare client" in out
+
+
+def test_fire_closes_with_the_per_run_cpu_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    assert fire.main(["--cronjobs", "4", "--margin", "12"]) == 0
+    out = capsys.readouterr().out
+    rows = table_rows(out)
+    # Both sides created every Job of their minute and wrote every status.
+    for side in ("operator", "bare client"):
+        row = next(r for r in rows if r.startswith(f"| {side} "))
+        assert re.search(r"\|\s*4 \|", row), row
+    closing = out.split("Per-run CPU ratio against the bare client")[1]
+    assert re.search(r"\| CPU per run ms\s*\|.*\|\s*[0-9.]+x \|", closing), out

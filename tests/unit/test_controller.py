@@ -6,6 +6,7 @@ same object the informer calls); the cluster-backed tests cover real watches.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
@@ -257,3 +258,58 @@ def test_every_result_series_exists_from_the_start(run: Start) -> None:
     for result in ("success", "error", "requeue", "requeue_after"):
         labels = {"controller": controller.name, "result": result}
         assert sample("controller_runtime_reconcile_total", labels) == 0, result
+
+
+def _parked(thread_name: str) -> bool:
+    """Whether the thread named ``thread_name`` is blocked in a ``threading`` wait (woken
+    by an event), not in a poll loop's sleep."""
+    thread = next(t for t in threading.enumerate() if t.name == thread_name)
+    frame = sys._current_frames().get(thread.ident or 0)
+    names = []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return "wait" in names
+
+
+def test_the_stuck_work_reporter_sleeps_while_idle_and_zeroes_the_gauges_when_work_ends(
+    run: Start,
+) -> None:
+    # Failed before: the reporter polled every half second, idle or not, so it was never
+    # parked on an event.
+    inside, release = threading.Event(), threading.Event()
+
+    def script(_request: Request, _count: int) -> Result:
+        inside.set()
+        release.wait(10)
+        return Result()
+
+    controller = run(Recorder(script))
+    reporter = f"{controller.name}-queue-metrics"
+    wait_for(lambda: _parked(reporter), 5, message="the idle reporter parked on an event")
+    controller.queue.add(Request("ns", "a"))
+    assert inside.wait(10)
+    labels = {"name": controller.name, "controller": controller.name}
+    wait_for(
+        lambda: (sample("workqueue_unfinished_work_seconds", labels) or 0) > 0,
+        10,
+        message="the unfinished work reported while the reconcile runs",
+    )
+    release.set()
+    wait_for(lambda: controller.queue.in_flight() == 0, 10, message="the reconcile done")
+    wait_for(
+        lambda: sample("workqueue_unfinished_work_seconds", labels) == 0,
+        10,
+        message="the unfinished work zeroed when the last reconcile ended",
+    )
+    wait_for(lambda: _parked(reporter), 5, message="the reporter parked again")
+
+
+def test_for_and_owns_without_predicates_enqueue_inline_and_the_rest_on_a_thread() -> None:
+    # Failed before: no handler ran inline (each had a thread and a wake-up per event).
+    queue = Controller("inline-test", Recorder(lambda _r, _c: Result())).queue
+    changed = resource_version_changed()
+    assert EnqueueHandler(queue, handlers.for_object).runs_inline
+    assert EnqueueHandler(queue, handlers.for_owner(PARENT)).runs_inline
+    assert not EnqueueHandler(queue, handlers.for_object, [changed]).runs_inline
+    assert not EnqueueHandler(queue, lambda obj: []).runs_inline

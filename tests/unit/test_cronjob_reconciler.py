@@ -7,11 +7,12 @@ in tests/integration/test_cronjob_controller.py; these cover the branches fast.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
+from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
 from cronjob_operator.controllers.cronjob.jobs import (
     SCHEDULED_AT_ANNOTATION,
@@ -74,6 +75,25 @@ def test_a_job_never_takes_a_sharding_label_from_the_job_template() -> None:
     world.reconcile_at(FIRST_RUN + timedelta(seconds=3))
     job = world.jobs()[job_name(NAME, FIRST_RUN)]
     assert job["metadata"]["labels"] == {"team": "a"}
+
+
+def test_a_reconcile_that_creates_the_job_walks_the_schedule_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The decision after the create (same view, same now) reuses the first one's walk."""
+    walked: list[datetime] = []
+    walk = schedules.most_recent_due
+
+    def counted(schedule: Any, **arguments: Any) -> Any:
+        walked.append(arguments["now"])
+        return walk(schedule, **arguments)
+
+    monkeypatch.setattr(schedules, "most_recent_due", counted)
+    world = harness(cronjob())
+    result = world.reconcile_once_at(FIRST_RUN + timedelta(seconds=3))
+    assert result.follow_up
+    assert list(world.jobs()) == [job_name(NAME, FIRST_RUN)]
+    assert walked == [FIRST_RUN + timedelta(seconds=3)]
 
 
 def test_before_the_first_time_nothing_runs_and_it_requeues_for_it() -> None:

@@ -1,4 +1,5 @@
-"""Each informer handler has its own buffer and thread (client-go's processorListener).
+"""Each informer handler has its own buffer and thread (client-go's processorListener),
+except one that ``runs_inline`` (it never blocks), called on the informer's thread.
 
 Events are fed through the reflector's own ``_handle`` (what its thread does for a watch
 event), without a server. A handler that blocks must not hold up the reflector, another
@@ -17,6 +18,7 @@ from kubernetes import client as k8s_client
 
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.cache import Informer
+from cronjob_operator.runtime.cache._informer import _Listener
 from cronjob_operator.runtime.client import RestClient
 from cronjob_operator.runtime.kinds import CONFIG_MAP
 
@@ -167,6 +169,38 @@ def test_stop_ends_the_handler_threads_and_drops_what_is_buffered(
     informer.stop(timeout=0.0)  # signal only: the handler is still held by the gate
     gate.set()
     for listener in informer._listeners:
+        assert isinstance(listener, _Listener)
         listener.join(DEADLINE)
         assert not listener._thread.is_alive()
     assert handler.log in ([], [("add", "a", "1")]), "at most the call under way at stop"
+
+
+class InlineRecorder(Recorder):
+    """A handler that says it never blocks; records the thread of each call too."""
+
+    runs_inline = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[threading.Thread] = []
+
+    def _record(self, kind: str, obj: objects.Obj) -> None:
+        self.threads.append(threading.current_thread())
+        super()._record(kind, obj)
+
+
+def test_a_handler_that_runs_inline_is_called_in_order_on_the_informers_thread(
+    informers: tuple[Informer, Informer],
+) -> None:
+    # Failed before: every handler got a thread of its own (and a wake-up per event).
+    informer, _ = informers
+    feed(informer, event("ADDED", "a", "1"))
+    handler = InlineRecorder()
+    informer.add_handler(handler)  # the cache is replayed at once, on this thread
+    assert handler.log == [("add", "a", "1")]
+    assert handler.threads == [threading.current_thread()]
+    feed(informer, event("MODIFIED", "a", "2"), event("DELETED", "a", "2"))
+    assert handler.log == [("add", "a", "1"), ("update", "a", "2"), ("delete", "a", "2")]
+    assert threading.current_thread() not in handler.threads[1:]  # the feeding thread's
+    assert informer.handlers_idle()
+    assert not [t for t in threading.enumerate() if t.name.startswith("handler-configmaps")]

@@ -747,6 +747,43 @@ def test_remembered_schedule_times_answer_as_croniter_does(expression: str) -> N
             assert _times._first_wall(expression, start, forward) == expected, (start, forward)
 
 
+@pytest.mark.parametrize("zone", [None, "Europe/Berlin"])
+def test_a_due_time_asked_again_costs_no_croniter_step(
+    zone: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At a due time a decision asks around it from both sides (the newest time at or
+    before now, the times after the watermark, the next one); every other decision at
+    that moment (the one after the create, every other CronJob of the schedule, created
+    at another time) asks the same and is answered from what the first one learned."""
+    _times._BRACKETS.clear()
+    _times._step_wall.cache_clear()
+    due_time = utc(2026, 3, 2, 12)
+    # 12:00 UTC either way (Berlin is UTC+1 in March)
+    daily = parse_schedule("0 12 * * *") if zone is None else parse_schedule("0 13 * * *", zone)
+    now = due_time + timedelta(milliseconds=300)
+
+    def decision(created: datetime) -> tuple[Due, list[datetime]]:
+        return (
+            most_recent_due(daily, earliest=created, now=now, starting_deadline_seconds=None),
+            list(schedule.times_between(daily, created, now, limit=1000)),
+        )
+
+    first = decision(due_time - timedelta(minutes=10))
+    assert first[0].scheduled == due_time
+    assert first[1] == [due_time]
+    steps: list[str] = []
+    template = _times._croniter_template
+
+    def counted(expression: str) -> croniter:
+        steps.append(expression)
+        return template(expression)
+
+    monkeypatch.setattr(_times, "_croniter_template", counted)
+    assert decision(due_time - timedelta(minutes=10)) == first
+    assert decision(due_time - timedelta(hours=3, seconds=7)) == first
+    assert steps == []
+
+
 def test_a_counted_second_pass_is_newer_than_a_later_first_pass_that_is_not() -> None:
     """Fall-back day in New York, every minute of hours 0-1, deadline 61 s, last run just
     before 01:00 EDT. At 01:00 EST (06:00Z) the 01:00 EDT run was missed and is past the

@@ -3,13 +3,19 @@
 A field or condition this reconcile did not change keeps the server's value, one it
 set takes ours, and one it removed is removed, whether or not the server still has it.
 The end-to-end case (a Conflict on a real reconcile) is in test_cronjob_reconciler.py.
+Also what ``write_status`` sends: the cached object as it is, with only the status new.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from cronjob_operator.runtime.controllerutil import merge_status
+import orjson
+
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.controllerutil import merge_status, write_status
+from cronjob_operator.runtime.kinds import CONFIG_MAP, Kind
 
 
 def statuses(conditions: list[dict[str, Any]]) -> dict[str, str]:
@@ -54,3 +60,36 @@ def test_a_condition_we_removed_that_the_server_dropped_too_stays_absent() -> No
         {"conditions": [{"type": "Custom", "status": "X"}]},
     )
     assert statuses(merged["conditions"]) == {"Custom": "X"}
+
+
+class _Recording:
+    """A status client that keeps the bodies it was given (and never conflicts)."""
+
+    def __init__(self) -> None:
+        self.bodies: list[Mapping[str, Any]] = []
+
+    def update_status(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
+        self.bodies.append(obj)
+        return dict(obj)
+
+    @property
+    def live(self) -> Any:
+        raise AssertionError("no conflict, no read")
+
+
+def test_a_status_write_sends_the_cached_object_as_it_is_with_the_new_status() -> None:
+    # Failed before: the whole cached object was deep-copied (thawed) for every write.
+    cached = objects.freeze(
+        {
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
+            "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{}]}}}}},
+            "status": {"active": []},
+        }
+    )
+    client = _Recording()
+    assert write_status(client, CONFIG_MAP, cached, {"active": [{"name": "j"}]})
+    (body,) = client.bodies
+    assert body["spec"] is cached["spec"]
+    assert body["metadata"] is cached["metadata"]
+    assert body["status"] == {"active": [{"name": "j"}]}
+    assert orjson.loads(orjson.dumps(body))["spec"] == objects.thaw(cached["spec"])

@@ -75,20 +75,59 @@ from cronjob_operator.runtime.controllerutil import (
 )
 from cronjob_operator.runtime.sharding import owned_object_labels
 
-__all__ = ["decide"]
+__all__ = ["Walks", "decide"]
 
 _SOON: Final = timedelta(seconds=1)
 """How soon to look again when catch-up All has more times to run or the accounting more
 times to walk."""
 
 
-def decide(view: CronJobView, now: datetime, outcomes: Mapping[int, Outcome] | None = None) -> Plan:
+class Walks:
+    """The schedule walks of one reconcile's decisions, by their arguments.
+
+    A reconcile that creates a Job decides again with the step's outcome, with the same
+    view and time, so its schedule walk (the newest due time, the misses, the next time:
+    most of a decision's CPU at a due time) gives the same answer: the reconcile passes
+    one ``Walks`` to each of its decisions and the walk is done once.
+    """
+
+    def __init__(self) -> None:
+        self._due: dict[tuple[Any, ...], schedules.Due] = {}
+
+    def most_recent_due(
+        self,
+        schedule: schedules.AnySchedule,
+        *,
+        earliest: datetime,
+        now: datetime,
+        starting_deadline_seconds: int | None,
+    ) -> schedules.Due:
+        """``schedule.most_recent_due``, walked once per set of arguments."""
+        key = (schedule, earliest, now, starting_deadline_seconds)
+        due = self._due.get(key)
+        if due is None:
+            due = self._due[key] = schedules.most_recent_due(
+                schedule,
+                earliest=earliest,
+                now=now,
+                starting_deadline_seconds=starting_deadline_seconds,
+            )
+        return due
+
+
+def decide(
+    view: CronJobView,
+    now: datetime,
+    outcomes: Mapping[int, Outcome] | None = None,
+    walks: Walks | None = None,
+) -> Plan:
     """Everything the reconcile of ``view`` at ``now`` does, given the ``outcomes`` (by
     step index) of the creates and Replace deletes performed so far; a Plan with
-    ``pending`` ends at the next step whose outcome is needed."""
+    ``pending`` ends at the next step whose outcome is needed. ``walks``: the schedule
+    walks of this reconcile's earlier decisions (same view, same ``now``)."""
     steps = Steps(outcomes or {})
     try:
-        return _Decision(view, now, steps).plan()
+        return _Decision(view, now, steps, walks or Walks()).plan()
     except Pending:
         return Plan(steps=tuple(steps.steps), pending=True)
 
@@ -96,10 +135,11 @@ def decide(view: CronJobView, now: datetime, outcomes: Mapping[int, Outcome] | N
 class _Decision:
     """One decision's working state: the status it builds, the steps it records."""
 
-    def __init__(self, view: CronJobView, now: datetime, steps: Steps) -> None:
+    def __init__(self, view: CronJobView, now: datetime, steps: Steps, walks: Walks) -> None:
         self.view = view
         self.now = now
         self.steps = steps
+        self.walks = walks
         self.status: dict[str, Any] = objects.thaw(view.stored)
         self.started: list[objects.Obj] = []
 
@@ -317,7 +357,7 @@ class _Decision:
         if accounted is not None and accounted > earliest:
             earliest = accounted
         deadline = spec.get("startingDeadlineSeconds")
-        due = schedules.most_recent_due(
+        due = self.walks.most_recent_due(
             schedule, earliest=earliest, now=shifted, starting_deadline_seconds=deadline
         )
         queue = policies.due_queue(

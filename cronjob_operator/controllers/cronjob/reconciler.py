@@ -30,7 +30,7 @@ from prometheus_client import Histogram
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob import history, jobs, policies
-from cronjob_operator.controllers.cronjob.decide import decide
+from cronjob_operator.controllers.cronjob.decide import Walks, decide
 from cronjob_operator.controllers.cronjob.jobs import JOB_OWNER_INDEX
 from cronjob_operator.controllers.cronjob.plan import (
     Create,
@@ -131,9 +131,10 @@ class CronJobReconciler:
         """Decide and apply the steps, deciding again after each step whose outcome the
         decision needs; the final Plan."""
         outcomes: dict[int, Outcome] = {}
+        walks = Walks()  # the decisions after a step walk the schedule as the first did
         applied = 0
         while True:
-            plan = decide(view, now, outcomes)
+            plan = decide(view, now, outcomes, walks)
             for index in range(applied, len(plan.steps)):
                 outcome = self._apply(view, plan.steps[index])
                 if outcome is not None:

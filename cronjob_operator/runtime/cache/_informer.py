@@ -9,7 +9,11 @@ map function, or its predicates) delays nobody's events but its own, and never t
 watch. Each handler sees its events in order, one at a time, after the store already
 reflects them, so a handler that enqueues a key and a worker that reads the cache agree
 (the cache may be newer than the event, never older). A handler that raises is logged
-and skipped; it never stops its thread. A handler added while the informer runs is first
+and skipped; it never stops its thread. A handler whose ``runs_inline`` attribute is
+true says it never blocks (the runtime's enqueue handlers of ``For`` and ``Owns`` without
+predicates only map the object and add to a work queue): it is called on the reflector's
+thread, in the same order, without a thread of its own (one wake-up less per event).
+A handler added while the informer runs is first
 given every cached object as an add, as client-go's ``AddEventHandler`` does once the
 informer started (not only once it synced: a handler added mid-list misses nothing);
 that replay only fills the new buffer, under the lock that orders it before any later
@@ -70,27 +74,44 @@ class EventHandler(Protocol):
 _Notification = tuple[Callable[..., None], tuple[objects.Obj, ...]]
 
 
-class _Listener:
-    """One handler, its unbounded buffer and the thread that drains it in order.
+class _Delivery:
+    """One handler, its bound methods (looked up once: the informer's dispatch is the
+    per-event hot path) and its counts of calls handed over and finished."""
 
-    ``put`` appends ``(method, args)`` and never blocks; ``on_add``/``on_update``/
-    ``on_delete`` are the handler's bound methods, looked up once (the informer's
-    dispatch is the per-event hot path).
-    """
-
-    def __init__(self, handler: EventHandler, name: str) -> None:
+    def __init__(self, handler: EventHandler) -> None:
         self.handler = handler
         self.on_add, self.on_update, self.on_delete = (
             handler.on_add,
             handler.on_update,
             handler.on_delete,
         )
-        self._pending: queue.SimpleQueue[_Notification | None] = queue.SimpleQueue()
-        self._stopped = False
         # Handed over (written only under the informer's handlers lock) and finished
-        # (written only by this listener's thread): equal when the handler is idle.
+        # (written only by the thread that makes the calls): equal when it is idle.
         self.sent = 0
         self.handled = 0
+
+    def _call(self, notification: _Notification) -> None:
+        """Make one call; a handler that raises is logged and counts as finished."""
+        method, args = notification
+        try:
+            method(*args)
+        except Exception:
+            log.exception("event handler %r failed", method)
+        finally:
+            self.handled += 1
+
+
+class _Listener(_Delivery):
+    """One handler, its unbounded buffer and the thread that drains it in order.
+
+    ``put`` appends ``(method, args)`` and never blocks; ``on_add``/``on_update``/
+    ``on_delete`` are the handler's bound methods.
+    """
+
+    def __init__(self, handler: EventHandler, name: str) -> None:
+        super().__init__(handler)
+        self._pending: queue.SimpleQueue[_Notification | None] = queue.SimpleQueue()
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -110,13 +131,22 @@ class _Listener:
     def _run(self) -> None:
         get = self._pending.get
         while (notification := get()) is not None and not self._stopped:
-            method, args = notification
-            try:
-                method(*args)
-            except Exception:
-                log.exception("event handler %r failed", method)
-            finally:
-                self.handled += 1
+            self._call(notification)
+
+
+class _Inline(_Delivery):
+    """A handler that ``runs_inline``: called at once, on the informer's thread."""
+
+    def put(self, notification: _Notification) -> None:
+        """Call the handler; the caller holds the informer's handlers lock."""
+        self.sent += 1
+        self._call(notification)
+
+    def stop(self) -> None:
+        return
+
+    def join(self, timeout: float) -> None:
+        return
 
 
 class Informer:
@@ -138,7 +168,7 @@ class Informer:
     ) -> None:
         self.kind = kind
         self.store = Store()
-        self._listeners: tuple[_Listener, ...] = ()
+        self._listeners: tuple[_Listener | _Inline, ...] = ()
         self._handlers_lock = threading.Lock()
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -197,9 +227,14 @@ class Informer:
             return all(listener.sent == listener.handled for listener in self._listeners)
 
     def add_handler(self, handler: EventHandler) -> None:
-        """Give ``handler`` its own thread, first replaying it the cache (module doc)."""
+        """Give ``handler`` its own thread (none if it ``runs_inline``), first replaying it
+        the cache (module doc)."""
         with self._handlers_lock:
-            listener = _Listener(handler, f"handler-{self.kind.plural}-{len(self._listeners)}")
+            listener: _Listener | _Inline
+            if getattr(handler, "runs_inline", False):
+                listener = _Inline(handler)
+            else:
+                listener = _Listener(handler, f"handler-{self.kind.plural}-{len(self._listeners)}")
             self._listeners = (*self._listeners, listener)
             for obj in self.store.list():
                 listener.put((listener.on_add, (obj,)))

@@ -41,8 +41,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from prometheus_client import Counter, Gauge, Histogram
 
 from cronjob_operator.runtime import context, errors
 from cronjob_operator.runtime.controller._handlers import EnqueueHandler, MapFunc
@@ -107,6 +109,10 @@ class Controller:
         self._watches: list[tuple[Source, EnqueueHandler]] = []
         self._workers: list[threading.Thread] = []
         self._started = False
+        self._running = 0
+        self._running_lock = threading.Lock()
+        self._busy = threading.Event()
+        """Set while a reconcile runs: the stuck-work reporter sleeps on it when idle."""
 
     def watch(self, source: Source, map_fn: MapFunc, predicates: Sequence[Predicate] = ()) -> None:
         """Enqueue ``map_fn(obj)`` for every event of ``source`` that passes ``predicates``."""
@@ -140,8 +146,8 @@ class Controller:
         self._metrics.max_concurrent_reconciles.labels(self.name).set(
             self.max_concurrent_reconciles
         )
-        self._metrics.active_workers.labels(self.name).set(0)
-        self._zero_counters()
+        self._series = _Series.of(self._metrics, self.name)
+        self._series.active_workers.set(0)
         threading.Thread(
             target=self._report_stuck_work, name=f"{self.name}-queue-metrics", daemon=True
         ).start()
@@ -159,14 +165,20 @@ class Controller:
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop taking work and wait for in-flight reconciles; False if they overran."""
         drained = self.queue.shut_down_with_drain(timeout)
+        self._busy.set()  # the stuck-work reporter wakes and sees the shutdown
         deadline = time.monotonic() + timeout
         for worker in self._workers:
             worker.join(max(0.0, deadline - time.monotonic()))
         return drained and not any(worker.is_alive() for worker in self._workers)
 
     def _report_stuck_work(self) -> None:
-        # client-go refreshes the unfinished-work gauges every half second.
-        while not self.queue.shutting_down:
+        # client-go refreshes the unfinished-work gauges every half second; here only
+        # while a reconcile runs (the last one to end zeroes them), so an idle controller
+        # has no thread that wakes.
+        while True:
+            self._busy.wait()
+            if self.queue.shutting_down:
+                return
             self.queue.update_unfinished_work()
             time.sleep(0.5)
 
@@ -175,12 +187,28 @@ class Controller:
             request = self.queue.get()
             if request is None:
                 return
-            self._metrics.active_workers.labels(self.name).inc()
+            self._began()
             try:
                 self._process(request)
             finally:
-                self._metrics.active_workers.labels(self.name).dec()
+                self._series.active_workers.dec()
                 self.queue.done(request)
+                self._ended()
+
+    def _began(self) -> None:
+        self._series.active_workers.inc()
+        with self._running_lock:
+            self._running += 1
+            self._busy.set()
+
+    def _ended(self) -> None:
+        with self._running_lock:
+            self._running -= 1
+            idle = self._running == 0
+            if idle:
+                self._busy.clear()
+        if idle:
+            self.queue.update_unfinished_work()
 
     def _process(self, request: Request) -> None:
         started = time.monotonic()
@@ -198,13 +226,13 @@ class Controller:
                 self.queue.add_rate_limited(request)
             except Exception:
                 self._count("error")
-                self._metrics.reconcile_panics.labels(self.name).inc()
+                self._series.panics.inc()
                 log.exception("reconciler raised, will retry with backoff")
                 self.queue.add_rate_limited(request)
             else:
                 self._finish(request, result)
             finally:
-                self._metrics.reconcile_time.labels(self.name).observe(time.monotonic() - started)
+                self._series.reconcile_time.observe(time.monotonic() - started)
 
     def _reconcile_context(self) -> context.Context:
         if self.reconcile_timeout is None:
@@ -222,15 +250,31 @@ class Controller:
         else:
             self._count("success")
 
-    def _zero_counters(self) -> None:
-        # As controller-runtime does: every series exists from the start, so a rate or an
-        # alert on errors reads 0 instead of nothing before the first error.
-        for result in _RESULTS:
-            self._metrics.reconcile_total.labels(self.name, result)
-        self._metrics.reconcile_errors.labels(self.name)
-        self._metrics.reconcile_panics.labels(self.name)
-
     def _count(self, result: str) -> None:
-        self._metrics.reconcile_total.labels(self.name, result).inc()
+        self._series.results[result].inc()
         if result == "error":
-            self._metrics.reconcile_errors.labels(self.name).inc()
+            self._series.errors.inc()
+
+
+@dataclass(frozen=True, slots=True)
+class _Series:
+    """One controller's labelled metric series, looked up once at start (a label lookup
+    takes the metric's lock and builds its key: several per reconcile otherwise). As
+    controller-runtime does, every series exists from the start, so a rate or an alert on
+    errors reads 0 instead of nothing before the first error."""
+
+    active_workers: Gauge
+    reconcile_time: Histogram
+    results: Mapping[str, Counter]
+    errors: Counter
+    panics: Counter
+
+    @classmethod
+    def of(cls, metrics: Metrics, name: str) -> _Series:
+        return cls(
+            metrics.active_workers.labels(name),
+            metrics.reconcile_time.labels(name),
+            {result: metrics.reconcile_total.labels(name, result) for result in _RESULTS},
+            metrics.reconcile_errors.labels(name),
+            metrics.reconcile_panics.labels(name),
+        )

@@ -7,7 +7,10 @@ object to requests (``Watches``). ``EnqueueHandler`` adapts one of these, plus
 predicates, to an informer's event handler, adding each request to the queue; on an
 update both the old and the new object are mapped, and duplicates collapse in the queue.
 The informer calls each ``EnqueueHandler`` on that handler's own thread (``_informer``),
-so a slow map function or predicate holds up only its own watch.
+so a slow map function or predicate holds up only its own watch; except one of
+``for_object`` or ``for_owner`` without predicates, which only reads the object and adds
+to a queue that never blocks: it ``runs_inline``, on the informer's thread, which saves
+a thread wake-up per event.
 """
 
 from __future__ import annotations
@@ -28,16 +31,22 @@ def for_object(obj: objects.Obj) -> list[Request]:
     return [Request(objects.namespace_of(obj), objects.name_of(obj))]
 
 
-def for_owner(owner: Kind) -> MapFunc:
-    """The controller owner of an object, when it is an ``owner`` (version ignored)."""
+class _OwnerMap:
+    """``for_owner``'s map function (a class, so ``EnqueueHandler`` can tell it is one)."""
 
-    def owner_of(obj: objects.Obj) -> list[Request]:
+    def __init__(self, owner: Kind) -> None:
+        self._owner = owner
+
+    def __call__(self, obj: objects.Obj) -> list[Request]:
         ref = objects.controller_ref(obj)
-        if ref is None or not owner.matches(ref.get("apiVersion", ""), ref.get("kind", "")):
+        if ref is None or not self._owner.matches(ref.get("apiVersion", ""), ref.get("kind", "")):
             return []
         return [Request(objects.namespace_of(obj), str(ref.get("name", "")))]
 
-    return owner_of
+
+def for_owner(owner: Kind) -> MapFunc:
+    """The controller owner of an object, when it is an ``owner`` (version ignored)."""
+    return _OwnerMap(owner)
 
 
 class EnqueueHandler:
@@ -49,6 +58,10 @@ class EnqueueHandler:
         self._queue = queue
         self._map = map_fn
         self._predicates = tuple(predicates)
+        self.runs_inline = not self._predicates and (
+            map_fn is for_object or isinstance(map_fn, _OwnerMap)
+        )
+        """The informer may call it on its own thread (module doc)."""
 
     def on_add(self, obj: objects.Obj) -> None:
         if all(p.create(obj) for p in self._predicates):

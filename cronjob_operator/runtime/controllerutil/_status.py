@@ -91,7 +91,9 @@ def write_status(
     if status == base:
         return False
     metadata = obj["metadata"]
-    body = {**objects.thaw(obj), "status": status}
+    # Only the status is new: the rest goes out as the cache holds it (frozen dicts and
+    # tuples serialize as JSON objects and arrays), not as a deep copy of the object.
+    body = {**obj, "status": status}
     for attempt in range(1, attempts + 1):
         try:
             client.update_status(kind, body)
@@ -106,5 +108,5 @@ def write_status(
             merged = merge_status(base, status, fresh_status)
             if merged == fresh_status:
                 return False  # the server already has everything we wanted to write
-            body = {**objects.thaw(fresh), "status": merged}
+            body = {**fresh, "status": merged}
     return False

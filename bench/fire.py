@@ -1,0 +1,616 @@
+"""CPU per run: N CronJobs due in one minute, the operator beside a bare client (issue 38).
+
+One local control plane (no Job controller, bench/_cluster.py) runs two phases, each
+with N CronJobs of ours due at one minute (``M H * * *``, UTC), one after the other so
+neither competes with the other for the two cores or the API server:
+
+1. the bare client: a process of its own (``python -m bench.fire --bare-client``) that
+   does, with no controller around it, what a run needs: it LISTs and WATCHes the same
+   collections the operator does (CronJobs and Jobs, every namespace), and at the minute,
+   from ``--workers`` threads, for each of its CronJobs creates the Job, an Event and
+   writes the status (``active``, ``lastScheduleTime``) through the same ``RestClient``;
+   then waits until its watch has seen every status. Its namespace is deleted (and gone)
+   before the operator starts, so both sides read the same amount;
+2. the operator (bench/_runner.py: the real CLI, unthrottled, ``--max-concurrent-reconciles``
+   ``--workers``), started after its CronJobs exist; it reconciles every CronJob once
+   (startup) and then, at the minute, creates the N Jobs and writes the N statuses.
+
+For each side: its CPU (user + system, from /proc or getrusage) split into startup
+(process start until caught up, 2 s before the minute) and fire (from then until every
+status names the minute, as the benchmark's own watch sees it, and the process is quiet:
+the operator reconciles the watch events of its own writes), the fire CPU per run,
+creation skew (``creationTimestamp`` - the minute, 1 s resolution) p50/p99, the time until
+every status was written, the API requests of each phase by verb and resource (the API
+server's ``apiserver_request_total``, our resources only) and peak RSS. The closing line
+names the ratio that is compared: the operator's CPU per run over the bare client's.
+
+With ``--profile DIR``, py-spy (the bench extra) samples the operator over the fire
+without pausing it (``--nonblocking``), running threads only: not ``--idle``, and only
+the thread holding the GIL (``--gil``: without it a thread waiting for the GIL or in a
+blocking call counts as busy, since py-spy cannot tell idle threads apart without
+pausing the process), into ``DIR/operator-fire.txt`` (collapsed stacks, one line per
+stack with its thread); the report then lists the busiest threads (by the function each
+was started with) and the functions with the most samples, on their own and with what
+they call.
+
+    python -m bench.fire [--cronjobs 1000] [--workers 5] [--margin 30] [--profile DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import _cluster, _common
+from bench._runner import ManagerProcess
+from bench.skew import JobWatcher, Seen, StatusWatcher
+from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime import errors
+from cronjob_operator.runtime.client import LiveReader, RestClient, Writer, load_configuration
+from cronjob_operator.runtime.kinds import EVENT, JOB, NAMESPACE, Kind
+
+BARE_NAMESPACE = "bare-fire"
+BARE_PREFIX = "bare"
+OPERATOR_PREFIX = "cron"
+LEAD = 2.0
+"""Seconds before the minute at which startup ends and the fire's CPU starts counting."""
+WATCHED = (CRONJOB, JOB)
+"""The collections both sides LIST and WATCH (the operator's informers)."""
+GONE_TIMEOUT = 300.0
+QUIET_CPU = 0.03
+"""CPU seconds in a second below which the operator counts as quiet after the fire."""
+
+
+def minute_schedule(target: float) -> str:
+    """The schedule that fires once a day, at the UTC minute of ``target``."""
+    moment = time.gmtime(target)
+    return f"{moment.tm_min} {moment.tm_hour} * * *"
+
+
+def next_minute(after: float) -> float:
+    """The first minute boundary at or after ``after`` (Unix seconds)."""
+    return -(-after // 60) * 60.0
+
+
+@dataclass
+class Side:
+    """One side's figures (the operator's or the bare client's)."""
+
+    label: str
+    startup_cpu: float
+    fire_cpu: float
+    runs: int
+    created: list[float]
+    status_seconds: float
+    startup_requests: _cluster.ApiCounts
+    fire_requests: _cluster.ApiCounts
+    peak_rss_kb: int
+    reconciles: int | None = None
+    """The operator's reconciles in the fire (None for the bare client)."""
+
+    @property
+    def per_run_ms(self) -> float:
+        return self.fire_cpu / max(self.runs, 1) * 1000
+
+    def row(self) -> list[str]:
+        return [
+            self.label,
+            f"{self.startup_cpu:.2f}",
+            f"{self.fire_cpu:.2f}",
+            f"{self.startup_cpu + self.fire_cpu:.2f}",
+            f"{self.per_run_ms:.2f}",
+            f"{len(self.created):,}",
+            f"{_cluster.percentile(self.created, 0.5):.0f}",
+            f"{_cluster.percentile(self.created, 0.99):.0f}",
+            f"{self.status_seconds:.2f}",
+            f"{sum(self.startup_requests.values()):,}",
+            f"{sum(self.fire_requests.values()):,}",
+            f"{self.peak_rss_kb / 1024:.1f}",
+        ]
+
+
+HEADERS = [
+    "side",
+    "startup CPU s",
+    "fire CPU s",
+    "total CPU s",
+    "CPU per run ms",
+    "Jobs",
+    "creation p50 s",
+    "creation p99 s",
+    "all status s",
+    "requests startup",
+    "requests fire",
+    "peak RSS MiB",
+]
+
+
+def _requests(counts: _cluster.ApiCounts) -> _cluster.ApiCounts:
+    """Only the resources a run reads or writes (the rest is the control plane's own)."""
+    return _cluster.ApiCounts(
+        {key: value for key, value in counts.items() if key[1] in _cluster.OWNED_RESOURCES}
+    )
+
+
+def _created(seen: Sequence[Seen], prefix: str, target: float) -> list[float]:
+    """Creation skews of the Jobs named ``<prefix>-...-<target>``."""
+    suffix = f"-{int(target)}"
+    return [
+        s.created - target
+        for s in list(seen)
+        if s.name.startswith(prefix) and s.name.endswith(suffix)
+    ]
+
+
+def _sleep_until(moment: float) -> None:
+    while (left := moment - time.time()) > 0:
+        time.sleep(min(left, 1.0))
+
+
+def _create_cronjobs(
+    rest: RestClient, keys: Sequence[tuple[str, str]], target: float
+) -> list[dict[str, Any]]:
+    writer = Writer(rest)
+    schedule = minute_schedule(target)
+    manifests = [_cluster.cronjob_manifest(ns, name, schedule=schedule) for ns, name in keys]
+    return _cluster.bulk(lambda obj: writer.create(CRONJOB, obj), manifests)
+
+
+def _watchers(rest: RestClient, target: float) -> tuple[JobWatcher, StatusWatcher]:
+    jobs, statuses = JobWatcher(rest), StatusWatcher(rest, target=target)
+    jobs.start()
+    statuses.start()
+    return jobs, statuses
+
+
+def _written(statuses: StatusWatcher, namespaces: set[str], count: int, deadline: float) -> float:
+    """When the last of ``count`` CronJobs in ``namespaces`` was seen with its status."""
+    while time.time() < deadline:
+        times = [t for key, t in list(statuses.recorded.items()) if key.split("/")[0] in namespaces]
+        if len(times) >= count:
+            return max(times)
+        time.sleep(0.2)
+    return float("nan")
+
+
+def bare_phase(
+    plane: ControlPlane, rest: RestClient, count: int, workers: int, margin: float
+) -> Side:
+    """The bare client's phase; its namespace is gone when this returns."""
+    writer = Writer(rest)
+    writer.create(NAMESPACE, {"metadata": {"name": BARE_NAMESPACE}})
+    target = next_minute(time.time() + margin)
+    keys = [(BARE_NAMESPACE, f"{BARE_PREFIX}-{i:05d}") for i in range(count)]
+    _create_cronjobs(rest, keys, target)
+    jobs, statuses = _watchers(rest, target)
+    before = _cluster.ApiCounts.read(plane)
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.fire",
+        "--bare-client",
+        f"--kubeconfig={plane.kubeconfig}",
+        f"--target={target}",
+        f"--workers={workers}",
+    ]
+    child = subprocess.Popen(
+        argv, cwd=_common.REPO, env=_common.subprocess_env(), stdout=subprocess.PIPE, text=True
+    )
+    _sleep_until(target - LEAD)
+    at_fire = _cluster.ApiCounts.read(plane)
+    out, _ = child.communicate(timeout=target + 600 - time.time())
+    if child.returncode != 0:
+        raise RuntimeError(f"the bare client failed ({child.returncode})")
+    after = _cluster.ApiCounts.read(plane)
+    figures = json.loads(out)
+    written = _written(statuses, {BARE_NAMESPACE}, count, time.time() + 60)
+    jobs.stop()
+    statuses.stop()
+    side = Side(
+        "bare client",
+        figures["startup_cpu"],
+        figures["fire_cpu"],
+        count,
+        _created(jobs.seen, BARE_PREFIX, target),
+        written - target,
+        _requests(at_fire.since(before)),
+        _requests(after.since(at_fire)),
+        figures["peak_rss_kb"],
+    )
+    writer.delete(NAMESPACE, BARE_NAMESPACE)
+    reader = LiveReader(rest)
+    wait_for(lambda: _gone(reader), GONE_TIMEOUT, message=f"namespace {BARE_NAMESPACE} gone")
+    return side
+
+
+def _gone(reader: LiveReader) -> bool:
+    try:
+        reader.get(NAMESPACE, BARE_NAMESPACE)
+    except errors.NotFound:
+        return True
+    return False
+
+
+def operator_phase(
+    plane: ControlPlane,
+    rest: RestClient,
+    count: int,
+    workers: int,
+    margin: float,
+    log: Path,
+    profile: Path | None = None,
+) -> Side:
+    """The operator's phase: create its CronJobs, start it, let the minute come."""
+    names = _cluster.create_namespaces(rest, min(_cluster.NAMESPACES, count))
+    target = next_minute(time.time() + margin)
+    keys = [(names[i % len(names)], f"{OPERATOR_PREFIX}-{i:05d}") for i in range(count)]
+    _create_cronjobs(rest, keys, target)
+    jobs, statuses = _watchers(rest, target)
+    before = _cluster.ApiCounts.read(plane)
+    with ManagerProcess(
+        plane, workers=workers, log=log, extra_args=["--kube-api-qps=-1"]
+    ) as operator:
+        operator.wait_stats(lambda s: s["first_count"] >= count, margin * 4, "first reconciles")
+        operator.wait_quiet(1.0)
+        if time.time() > target - LEAD:
+            raise RuntimeError(f"startup took past the minute; raise --margin above {margin:g}")
+        _sleep_until(target - LEAD)
+        at_fire, startup_cpu = _cluster.ApiCounts.read(plane), operator.cpu_seconds()
+        operator.stats(reset=True)
+        with sampled(operator.pid, profile):
+            written = _written(statuses, set(names), count, target + 600)
+            fire_cpu = _settled_cpu(operator) - startup_cpu
+        after, peak = _cluster.ApiCounts.read(plane), operator.peak_rss_kb()
+        reconciles = operator.stats()["reconciles"]
+    jobs.stop()
+    statuses.stop()
+    return Side(
+        "operator",
+        startup_cpu,
+        fire_cpu,
+        count,
+        _created(jobs.seen, OPERATOR_PREFIX, target),
+        written - target,
+        _requests(at_fire.since(before)),
+        _requests(after.since(at_fire)),
+        peak,
+        reconciles,
+    )
+
+
+def _settled_cpu(operator: ManagerProcess) -> float:
+    """The operator's CPU seconds once it has gone quiet (the reconciles of its own
+    status writes' watch events come after the last write): less than ``QUIET_CPU`` in
+    a second, read from /proc (asking its stats endpoint would cost it CPU)."""
+    before = operator.cpu_seconds()
+    while True:
+        time.sleep(1.0)
+        now = operator.cpu_seconds()
+        if now - before < QUIET_CPU:
+            return now
+        before = now
+
+
+# --- the profile -----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def sampled(pid: int, path: Path | None) -> Iterator[None]:
+    """py-spy samples ``pid`` into ``path`` while the block runs (nothing when None)."""
+    if path is None:
+        yield
+        return
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    argv = [spy, "record", "--pid", str(pid), "--nonblocking", "--gil", "--threads"]
+    sampler = subprocess.Popen(
+        [*argv, "--format", "raw", "--output", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        sampler.send_signal(signal.SIGINT)  # py-spy writes what it sampled, then exits
+        sampler.wait(60)
+
+
+WAITS = ("Condition.wait", "Event.wait", "SSLSocket.read", "SSLSocket.recv_into", "select")
+"""Leaf frames of a thread that waits: counted apart, not as CPU (``--gil`` leaves few)."""
+
+
+_LINE = re.compile(r":\d+\)$")
+"""A frame's line number (py-spy names a frame ``function (file:line)``)."""
+
+
+def _target(frames: Sequence[str]) -> str:
+    """The function a thread was started with (the frame after ``Thread.run``)."""
+    for index, frame in enumerate(frames[:-1]):
+        if frame.startswith("Thread.run "):
+            return frames[index + 1]
+    return frames[1] if len(frames) > 1 else frames[0]
+
+
+def profile_lines(path: Path, top: int = 20) -> list[str]:
+    """The busiest threads and functions of a collapsed-stack file (see the module doc)."""
+    threads: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
+    total: collections.Counter[str] = collections.Counter()
+    samples = waiting = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        frames = [_LINE.sub(")", frame) for frame in stack.split(";")]  # by function
+        count = int(count_text)
+        if frames[-1].startswith(WAITS):
+            waiting += count
+            continue
+        samples += count
+        threads[_target(frames)] += count
+        own[frames[-1]] += count
+        for frame in set(frames[1:]):
+            total[frame] += count
+
+    def share(counter: collections.Counter[str], title: str) -> list[str]:
+        rows = [f"  {n / max(samples, 1):6.1%}  {name}" for name, n in counter.most_common(top)]
+        return [f"{title} ({samples:,} samples running, {waiting:,} waiting left out):", *rows]
+
+    return [
+        *share(threads, "threads, by the function each started in"),
+        *share(own, "functions, own samples"),
+        *share(total, "functions, with what they call"),
+    ]
+
+
+# --- the bare client (a process of its own) ---------------------------------------
+
+
+class _Mirror:
+    """The bare client's copy of one collection: a LIST, then a WATCH on a thread."""
+
+    def __init__(self, rest: RestClient, kind: Kind) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.lock = threading.Lock()
+        path = kind.collection_path(None)
+        listed = rest.request("GET", path, params={"resourceVersion": "0"})
+        for obj in listed["items"]:
+            self._put(obj)
+        version = listed["metadata"]["resourceVersion"]
+        self.stream = rest.watch(
+            path,
+            {"resourceVersion": version, "allowWatchBookmarks": "true", "timeoutSeconds": 900},
+            read_timeout=900,
+        )
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _put(self, obj: dict[str, Any]) -> None:
+        metadata = obj["metadata"]
+        with self.lock:
+            self.objects[(metadata["namespace"], metadata["name"])] = obj
+
+    def _run(self) -> None:
+        for event in self.stream:
+            if event.get("type") in ("ADDED", "MODIFIED"):
+                self._put(event["object"])
+
+    def items(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return list(self.objects.values())
+
+
+def _stamp(moment: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+
+
+def _bare_run(writer: Writer, cronjob: dict[str, Any], target: float) -> None:
+    """One run, bare: the Job, an Event about it, the status naming it."""
+    metadata = cronjob["metadata"]
+    name, namespace = metadata["name"], metadata["namespace"]
+    job = writer.create(
+        JOB,
+        {
+            "metadata": {
+                "name": f"{name}-{int(target)}",
+                "namespace": namespace,
+                "annotations": {"batch.tutorial.kubebuilder.io/scheduled-at": _stamp(target)},
+                "ownerReferences": [
+                    {
+                        "apiVersion": CRONJOB.api_version,
+                        "kind": CRONJOB.kind,
+                        "name": name,
+                        "uid": metadata["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": cronjob["spec"]["jobTemplate"]["spec"],
+        },
+    )
+    now = _stamp(time.time())
+    writer.create(
+        EVENT,
+        {
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": CRONJOB.api_version,
+                "kind": CRONJOB.kind,
+                "name": name,
+                "namespace": namespace,
+                "uid": metadata["uid"],
+            },
+            "reason": "SuccessfulCreate",
+            "message": f"Created job {job['metadata']['name']}",
+            "type": "Normal",
+            "source": {"component": "bare-client"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        },
+    )
+    ref = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "namespace": namespace,
+        "name": job["metadata"]["name"],
+        "uid": job["metadata"]["uid"],
+    }
+    writer.update_status(
+        CRONJOB, {**cronjob, "status": {"active": [ref], "lastScheduleTime": _stamp(target)}}
+    )
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bare_client(kubeconfig: str, target: float, workers: int) -> dict[str, float]:
+    """The bare client's run (see the module docstring); its own figures."""
+    rest = RestClient(load_configuration(kubeconfig), pool_size=workers * 2 + len(WATCHED))
+    mirrors = {kind.plural: _Mirror(rest, kind) for kind in WATCHED}
+    _sleep_until(target - LEAD)
+    startup = _cpu()
+    _sleep_until(target)
+    writer = Writer(rest)
+    mine = [
+        obj
+        for obj in mirrors[CRONJOB.plural].items()
+        if obj["metadata"]["namespace"] == BARE_NAMESPACE
+    ]
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda obj: _bare_run(writer, obj, target), mine))
+    stamp = _stamp(target)
+
+    def recorded() -> bool:
+        return all(
+            (obj.get("status") or {}).get("lastScheduleTime") == stamp
+            for obj in mirrors[CRONJOB.plural].items()
+            if obj["metadata"]["namespace"] == BARE_NAMESPACE
+        )
+
+    wait_for(recorded, 600, message="the bare client's watch to see every status")
+    fire = _cpu() - startup
+    for mirror in mirrors.values():
+        mirror.stream.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"startup_cpu": startup, "fire_cpu": fire, "peak_rss_kb": float(peak)}
+
+
+# --- the report ----------------------------------------------------------------------
+
+
+def _by_verb(counts: _cluster.ApiCounts) -> str:
+    return ", ".join(f"{verb} {res} {n:,}" for (verb, res), n in sorted(counts.items())) or "none"
+
+
+def measure(
+    count: int, workers: int, margin: float, profile: Path | None = None
+) -> tuple[list[Side], str]:
+    """Both sides in one cluster; their figures and the operator's log path."""
+    log = Path(tempfile.mkdtemp(prefix="bench-fire-")) / "operator.log"
+    with _cluster.bench_plane() as plane:
+        rest = _cluster.rest_client(plane)
+        bare = bare_phase(plane, rest, count, workers, margin)
+        ours = operator_phase(plane, rest, count, workers, margin, log, profile)
+    return [ours, bare], str(log)
+
+
+def ratio_table(ours: Side, bare: Side) -> str:
+    """The closing table: each figure of the operator over the bare client's."""
+    rows = [
+        ("CPU per run ms", ours.per_run_ms, bare.per_run_ms, ".2f"),
+        ("fire CPU s", ours.fire_cpu, bare.fire_cpu, ".2f"),
+        ("total CPU s", ours.startup_cpu + ours.fire_cpu, bare.startup_cpu + bare.fire_cpu, ".2f"),
+        ("fire requests", sum(ours.fire_requests.values()), sum(bare.fire_requests.values()), ",d"),
+        ("peak RSS MiB", ours.peak_rss_kb / 1024, bare.peak_rss_kb / 1024, ".1f"),
+    ]
+    return _common.markdown_table(
+        ["figure", "operator", "bare client", "operator / bare"],
+        [
+            [name, format(mine, spec), format(theirs, spec), _ratio(mine, theirs)]
+            for name, mine, theirs, spec in rows
+        ],
+    )
+
+
+def _ratio(mine: float, theirs: float) -> str:
+    return f"{mine / theirs:.2f}x" if theirs else "-"
+
+
+def render(sides: Sequence[Side], count: int, workers: int, log: str) -> tuple[str, list[str]]:
+    """The figures table and the notes (requests by verb)."""
+    notes = [
+        f"{count:,} CronJobs due in one minute, each side in a phase of its own; "
+        f"{workers} workers each (the operator's --max-concurrent-reconciles), unthrottled.",
+        *(
+            f"{side.label} requests, startup: {_by_verb(side.startup_requests)}; "
+            f"fire: {_by_verb(side.fire_requests)}"
+            for side in sides
+        ),
+        "API requests are the API server's for our resources, whoever sent them: the "
+        "operator's startup also holds kube-controller-manager's garbage collector "
+        "finishing the bare client's deleted namespace (GET jobs).",
+        f"operator reconciles in the fire: {sides[0].reconciles:,} "
+        f"({(sides[0].reconciles or 0) / max(count, 1):.2f} per run)",
+        f"operator log: {log}",
+    ]
+    return _common.markdown_table(HEADERS, [side.row() for side in sides]), notes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cronjobs", type=int, default=1000, help="N (1000)")
+    parser.add_argument("--workers", type=int, default=5, help="concurrent runs per side (5)")
+    parser.add_argument(
+        "--margin", type=float, default=30.0, help="seconds from creating to the minute (30)"
+    )
+    parser.add_argument(
+        "--profile", type=Path, help="a directory: py-spy samples the operator's fire into it"
+    )
+    parser.add_argument("--bare-client", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
+    parser.add_argument("--target", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.bare_client:
+        print(json.dumps(bare_client(args.kubeconfig, args.target, args.workers)))
+        return 0
+    profile = None
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        profile = args.profile / "operator-fire.txt"
+    sides, log = measure(args.cronjobs, args.workers, args.margin, profile)
+    table, notes = render(sides, args.cronjobs, args.workers, log)
+    if profile is not None:
+        notes.append(f"profile of the operator's fire: {profile}")
+        notes += profile_lines(profile)
+    ours, bare = sides
+    closing = "Per-run CPU ratio against the bare client (the figure compared):"
+    _common.print_report(
+        "CPU per run: the operator beside a bare client",
+        [("Fire:", table), (closing, ratio_table(ours, bare))],
+        notes,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
