@@ -233,7 +233,7 @@ class CertRotator:
             except Exception as exc:  # the loop's resync covers what the watch misses
                 if not stop.is_set():
                     log.debug("watch of %s ended: %s", self.config.secret, exc)
-                    stop.wait(RETRY_SECONDS)
+            stop.wait(RETRY_SECONDS)  # never a tight loop on a watch that ends at once
 
     # --- one pass -------------------------------------------------------------------
 
@@ -245,16 +245,7 @@ class CertRotator:
         pair = _pair_of(secret)
         found = {t: self._get(t.kind, t.name) for t in self.config.targets}
         if self._leading():
-            problem = (
-                why_renew(pair, self.config.dns_names, now=now)
-                if pair is not None
-                else "it does not exist or lacks ca.crt, tls.crt or tls.key"
-            )
-            if problem is not None:
-                log.info("renewing the webhook certificate in %s: %s", self.config.secret, problem)
-                pair = self._renew(secret, pair, found, now, stop or threading.Event())
-            else:
-                self._inject(found, pair.ca_bundle)  # type: ignore[union-attr]
+            pair = self._lead(secret, pair, found, now, stop or threading.Event())
         if pair is not None:
             _write_if_changed(self.config.cert_dir / KEY_FILE, pair.key)
             _write_if_changed(self.config.cert_dir / CERT_FILE, pair.cert)
@@ -262,6 +253,27 @@ class CertRotator:
             self._bundles = {t: _bundles(obj) for t, obj in found.items() if obj is not None}
             self._missing = [t for t, obj in found.items() if obj is None]
         return self._next_delay(pair, now)
+
+    def _lead(
+        self,
+        secret: objects.Obj | None,
+        pair: ServingPair | None,
+        found: dict[Target, objects.Obj | None],
+        now: datetime,
+        stop: threading.Event,
+    ) -> ServingPair:
+        """The leader's part: the pair renewed when it must be, else its bundle
+        re-injected wherever it is missing; returns the pair now stored."""
+        problem = (
+            why_renew(pair, self.config.dns_names, now=now)
+            if pair is not None
+            else "it does not exist or lacks ca.crt, tls.crt or tls.key"
+        )
+        if pair is not None and problem is None:
+            self._inject(found, pair.ca_bundle)
+            return pair
+        log.info("renewing the webhook certificate in %s: %s", self.config.secret, problem)
+        return self._renew(secret, pair, found, now, stop)
 
     def _next_delay(self, pair: ServingPair | None, now: datetime) -> float:
         due = renewal_time(pair.cert) if pair is not None else None
