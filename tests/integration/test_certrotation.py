@@ -1,9 +1,10 @@
 """The manager's own webhook certificate on the real control plane, called through a Service.
 
-A ``CertRotator`` (the leader) and the application's ``WebhookServer`` run in-process,
-the server on this host's own (non-loopback) address. Real webhook configurations and the
+Two replicas run in-process, each a ``CertRotator`` feeding the application's
+``WebhookServer`` on this host's own (non-loopback) address: the leader, and a follower
+that learns of each pair only from the Secret. Real webhook configurations and the
 CronJob CRD's conversion webhook name a Service, as config/default's do, whose only
-endpoint (an EndpointSlice made here: there is no Pod) is that server: the local control
+endpoint (an EndpointSlice made here: there is no Pod) is the follower's server: the local control
 plane runs kube-apiserver with ``--enable-aggregator-routing``, so it calls a Service at
 its endpoints, and verifies the certificate against ``<service>.<namespace>.svc``, the
 name the rotator's certificate carries. The configurations have no ``caBundle`` until
