@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from tests.e2e.test_in_cluster import (
     ROLLOUT_TIMEOUT,
     SYSTEM,
     Cluster,
+    diagnose_on_failure,  # noqa: F401 (an autouse fixture: prints what a failure needs)
     is_ready,
     overlay_patches,
 )
@@ -91,13 +92,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         plane.import_image(image.archive)
         overlay = write_default_overlay(tmp_path_factory.mktemp("overlay"), plane.ports.apiserver)
         yield Cluster(plane, image, overlay)
-
-
-@pytest.fixture(autouse=True)
-def diagnose_on_failure(test_failed: Callable[[], bool], cluster: Cluster) -> Iterator[None]:
-    yield
-    if test_failed():
-        cluster.diagnose()
 
 
 def test_config_default_rolls_out_a_ready_manager_with_its_own_certificate(
