@@ -218,6 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds in-flight reconciles get to finish on SIGTERM",
     )
     run.add_argument(
+        "--shutdown-delay",
+        type=_duration,
+        default=0.0,
+        help="seconds (or a Go duration) between SIGTERM and the shutdown, with /readyz "
+        "failing and the webhooks still served, so the webhook Service stops sending this "
+        "replica reviews before its server closes",
+    )
+    run.add_argument(
         "--cache-sync-timeout",
         type=_positive_float,
         default=120.0,
@@ -417,6 +425,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_cert_dir=args.metrics_cert_path,
         health_probe_bind_address=args.health_probe_bind_address,
         graceful_shutdown_timeout=args.graceful_shutdown_timeout,
+        shutdown_delay=args.shutdown_delay,
         cache_sync_timeout=args.cache_sync_timeout,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         component=COMPONENT,
@@ -468,6 +477,7 @@ def _add_webhook_server(args: argparse.Namespace, manager: Manager) -> None:
         cert_advice=WEBHOOK_CERT_ADVICE,
     )
     manager.add_ready_check("webhook", server.ready)
+    manager.on_shutdown(server.drain)
     if args.webhook_cert_secret:
         _add_cert_rotator(args, manager, server.port)
     manager.add(server)

@@ -12,13 +12,18 @@ EndpointSlice controller runs with the real node). Then, in order:
 * a CronJob the schema admits is refused by the validating webhook with its field-named
   message; a CronJob written as v2 reads back as v1 and v2 with nothing lost (through
   the conversion webhook in the Pod);
+* with a second replica (its own ports), the first one is stopped (scaled to 0) while
+  CronJobs are created: no create fails (the stopping replica fails readiness and closes
+  each connection after its answer for ``--shutdown-delay`` before its server stops);
 * ``kubectl delete -k`` leaves no webhook configuration, CRD or namespace behind.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +32,12 @@ from typing import Any
 import pytest
 import yaml
 
-from cronjob_operator.envtest import REAL_NODE_NAME, ControlPlane
+from cronjob_operator.envtest import REAL_NODE_NAME, ControlPlane, wait_for
 from cronjob_operator.envtest._components import free_ports
 from tests.e2e.test_in_cluster import (
     CRONJOBS,
     DEPLOYMENT,
+    MANAGER_LABELS,
     ROLLOUT_TIMEOUT,
     SYSTEM,
     Cluster,
@@ -135,6 +141,72 @@ def test_a_v2_cronjob_reads_back_as_v1_and_v2_with_nothing_lost(cluster: Cluster
     assert as_v2["spec"]["schedule"] == v2["spec"]["schedule"]
     assert as_v2["spec"]["timeZone"] == "Europe/Berlin"
     assert as_v2["spec"]["jobTemplate"] == as_v1["spec"]["jobTemplate"]
+
+
+def second_replica(cluster: Cluster) -> dict[str, Any]:
+    """The overlay's Deployment as a second one: own ports and selector, same Service."""
+    rendered = cluster.plane.kubectl("kustomize", str(cluster.overlay), check=True).stdout
+    deployment = next(
+        doc for doc in yaml.safe_load_all(rendered) if doc and doc["kind"] == "Deployment"
+    )
+    second = copy.deepcopy(deployment)
+    second["metadata"]["name"] = f"{DEPLOYMENT}-b"
+    for labels in (
+        second["spec"]["selector"]["matchLabels"],
+        second["spec"]["template"]["metadata"]["labels"],
+    ):
+        labels["replica"] = "b"
+    metrics, health, webhook = free_ports(3)
+    container = second["spec"]["template"]["spec"]["containers"][0]
+    container["args"] += [
+        f"--metrics-bind-address=127.0.0.1:{metrics}",
+        f"--health-probe-bind-address=127.0.0.1:{health}",
+        f"--webhook-port={webhook}",
+    ]
+    container["ports"] = [
+        {"name": "https", "containerPort": metrics, "protocol": "TCP"},
+        {"name": "health", "containerPort": health, "protocol": "TCP"},
+        {"name": "webhook-server", "containerPort": webhook, "protocol": "TCP"},
+    ]
+    return second
+
+
+def creates(cluster: Cluster, stop: threading.Event, tried: list[int], failures: list[str]) -> None:
+    """Create CronJobs one after another until ``stop``, counting in ``tried[0]``."""
+    while not stop.is_set():
+        body = json.dumps(a_cronjob(f"load-{tried[0]}", NAMESPACE))
+        result = cluster.plane.kubectl("create", "-f", "-", input=body)
+        if result.returncode != 0:
+            failures.append(result.stderr.strip())
+        tried[0] += 1
+
+
+def test_admission_keeps_answering_while_a_replica_is_killed(cluster: Cluster) -> None:
+    cluster.apply(second_replica(cluster))
+    wait_for(lambda: cluster.ready_pods("replica=b"), ROLLOUT_TIMEOUT, message="replica b Ready")
+    (first,) = [pod for pod in cluster.ready_pods(MANAGER_LABELS) if "-b-" not in pod]
+    stop, tried = threading.Event(), [0]
+    failures: list[str] = []
+    load = threading.Thread(target=creates, args=(cluster, stop, tried, failures), daemon=True)
+    load.start()
+    started = time.monotonic()
+    try:  # scaled to 0 rather than deleted: a replacement would reuse the port (hostNetwork)
+        cluster.plane.kubectl(
+            "scale", f"deployment/{DEPLOYMENT}", "-n", SYSTEM, "--replicas=0", check=True
+        )
+        cluster.plane.kubectl(
+            "wait", "--for=delete", f"pod/{first}", "-n", SYSTEM, "--timeout=120s",
+            check=True, timeout=130,
+        )  # fmt: skip
+        gone = tried[0]
+        wait_for(lambda: tried[0] > gone + 10, 60, message="creates with one replica left")
+    finally:
+        stop.set()
+        load.join(60)
+    print(f"\n{tried[0]} creates over {time.monotonic() - started:.1f}s while one of two "
+          f"replicas was stopped: {len(failures)} failed")  # fmt: skip
+    assert failures == []
+    cluster.plane.kubectl("delete", "deployment", f"{DEPLOYMENT}-b", "-n", SYSTEM, check=True)
 
 
 def test_delete_leaves_no_webhook_configuration_behind(cluster: Cluster) -> None:

@@ -225,6 +225,9 @@ class HardenedHandler(BaseHTTPRequestHandler):
     def send_response(self, code: int, message: str | None = None) -> None:
         self.connection.settimeout(self.limits.write_timeout)
         super().send_response(code, message)
+        if cast("HardenedServer", self.server).draining.is_set():
+            self.send_header("Connection", "close")  # the client dials again, elsewhere
+            self.close_connection = True
 
 
 class HardenedServer(ThreadingHTTPServer):
@@ -249,6 +252,8 @@ class HardenedServer(ThreadingHTTPServer):
         self._saturated = False  # log the first refusal of a flood, not every one
         self._waiting: dict[socket.socket, float] = {}  # connection -> waiting since
         self._waiting_lock = threading.Lock()
+        self.draining = threading.Event()
+        """Set while the process is about to stop: every answer closes its connection."""
         super().__init__(address, handler)
 
     @property
