@@ -20,7 +20,6 @@ EndpointSlice controller runs with the real node). Then, in order:
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import threading
@@ -45,6 +44,7 @@ from tests.e2e.test_in_cluster import (
     is_ready,
     overlay_patches,
 )
+from tests.e2e.test_in_cluster import second_replica as node_second_replica
 from tests.images import node_bin_dir, operator_image
 from tests.integration.webhook_routing import a_cronjob
 
@@ -144,30 +144,15 @@ def test_a_v2_cronjob_reads_back_as_v1_and_v2_with_nothing_lost(cluster: Cluster
 
 
 def second_replica(cluster: Cluster) -> dict[str, Any]:
-    """The overlay's Deployment as a second one: own ports and selector, same Service."""
-    rendered = cluster.plane.kubectl("kustomize", str(cluster.overlay), check=True).stdout
-    deployment = next(
-        doc for doc in yaml.safe_load_all(rendered) if doc and doc["kind"] == "Deployment"
-    )
-    second = copy.deepcopy(deployment)
-    second["metadata"]["name"] = f"{DEPLOYMENT}-b"
-    for labels in (
-        second["spec"]["selector"]["matchLabels"],
-        second["spec"]["template"]["metadata"]["labels"],
-    ):
-        labels["replica"] = "b"
-    metrics, health, webhook = free_ports(3)
+    """test_in_cluster's second Deployment (own ports and selector, same Lease), with its
+    own webhook port too, under the Service's port name."""
+    second = node_second_replica(cluster)
+    (webhook,) = free_ports(1)
     container = second["spec"]["template"]["spec"]["containers"][0]
-    container["args"] += [
-        f"--metrics-bind-address=127.0.0.1:{metrics}",
-        f"--health-probe-bind-address=127.0.0.1:{health}",
-        f"--webhook-port={webhook}",
-    ]
-    container["ports"] = [
-        {"name": "https", "containerPort": metrics, "protocol": "TCP"},
-        {"name": "health", "containerPort": health, "protocol": "TCP"},
-        {"name": "webhook-server", "containerPort": webhook, "protocol": "TCP"},
-    ]
+    container["args"].append(f"--webhook-port={webhook}")
+    container["ports"].append(
+        {"name": "webhook-server", "containerPort": webhook, "protocol": "TCP"}
+    )
     return second
 
 
