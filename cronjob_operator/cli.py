@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -20,6 +21,7 @@ from cronjob_operator._flags import positive_int
 
 if TYPE_CHECKING:
     from cronjob_operator.runtime import LeaderElectionConfig, Manager
+    from cronjob_operator.runtime.certrotation import Target
     from cronjob_operator.runtime.sharding import Shard
 
 __all__ = ["main"]
@@ -78,6 +80,24 @@ def _duration(text: str) -> float:
     elif text.endswith("s"):
         number = text[:-1]
     return _positive_float(number) * scale
+
+
+def _long_duration(text: str) -> timedelta:
+    """A Go duration of hours, minutes or seconds (``8760h``, ``90m``, ``60s``)."""
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    unit = text[-1:]
+    if unit not in units:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 8760h, 90m or 60s")
+    return timedelta(seconds=_positive_float(text[:-1]) * units[unit])
+
+
+def _ca_target(text: str) -> Target:
+    from cronjob_operator.runtime.certrotation import parse_target
+
+    try:
+        return parse_target(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _port(text: str) -> int:
@@ -199,6 +219,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds in-flight reconciles get to finish on SIGTERM",
     )
     run.add_argument(
+        "--shutdown-delay",
+        type=_duration,
+        default=0.0,
+        help="seconds (or a Go duration) between SIGTERM and the shutdown, with /readyz "
+        "failing and the webhooks still served, so the webhook Service stops sending this "
+        "replica reviews before its server closes",
+    )
+    run.add_argument(
         "--cache-sync-timeout",
         type=_positive_float,
         default=120.0,
@@ -256,6 +284,36 @@ def build_parser() -> argparse.ArgumentParser:
         "reloaded when it changes. Default: no client certificate asked",
     )
     run.add_argument(
+        "--webhook-cert-secret",
+        help="make the webhook serving certificate in this Secret of the manager's "
+        "namespace (a CA and a certificate for --webhook-service, rotated before expiry, "
+        "its CA injected into every --inject-ca-bundle object) and serve it from "
+        "--webhook-cert-dir, which must be writable (a tmpfs); default: serve the files "
+        "someone else puts there (cert-manager)",
+    )
+    run.add_argument(
+        "--webhook-service",
+        help="the webhook Service in the manager's namespace, whose DNS names the made "
+        "certificate carries (with --webhook-cert-secret)",
+    )
+    run.add_argument(
+        "--inject-ca-bundle",
+        action="append",
+        type=_ca_target,
+        default=[],
+        metavar="KIND/NAME",
+        help="an object calling the webhook whose caBundle the leader keeps equal to the "
+        "made CA (repeat: validatingwebhookconfiguration/NAME, "
+        "mutatingwebhookconfiguration/NAME, customresourcedefinition/NAME)",
+    )
+    run.add_argument(
+        "--webhook-cert-validity",
+        type=_long_duration,
+        default=_long_duration("8760h"),
+        help="how long a made certificate is valid (a Go duration: 8760h, 90m, 60s); it "
+        "is renewed after two thirds of it",
+    )
+    run.add_argument(
         "--enable-http2",
         action="store_true",
         help="accepted for kubebuilder compatibility; the webhook server speaks HTTP/1.1 only",
@@ -265,9 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _lease_namespace(flag: str | None) -> str:
-    if flag:
-        return flag
+def _own_namespace() -> str:
+    """The pod's namespace, else ``default``."""
     try:
         return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
     except OSError:
@@ -320,6 +377,18 @@ def _metrics_flags_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _webhook_cert_flags_problem(args: argparse.Namespace) -> str | None:
+    if not args.webhook_cert_secret:
+        if args.inject_ca_bundle:
+            return "--inject-ca-bundle injects the CA the manager makes: give --webhook-cert-secret"
+        return None
+    if not args.webhook_port:
+        return "--webhook-cert-secret makes the webhook certificate, but --webhook-port is 0"
+    if not args.webhook_service:
+        return "--webhook-cert-secret needs --webhook-service: the certificate names its DNS names"
+    return None
+
+
 def _sharding_flags_problem(args: argparse.Namespace) -> str | None:
     if not args.sharded:
         return None
@@ -356,7 +425,7 @@ def run(args: argparse.Namespace) -> int:
     identity = default_identity()
     leader_election = None
     if args.leader_elect:
-        namespace = _lease_namespace(args.leader_election_namespace)
+        namespace = args.leader_election_namespace or _own_namespace()
         leader_election = _leader_election(args, namespace=namespace, identity=identity)
     options = Options(
         namespace=args.namespace,
@@ -366,6 +435,7 @@ def run(args: argparse.Namespace) -> int:
         metrics_cert_dir=args.metrics_cert_path,
         health_probe_bind_address=args.health_probe_bind_address,
         graceful_shutdown_timeout=args.graceful_shutdown_timeout,
+        shutdown_delay=args.shutdown_delay,
         cache_sync_timeout=args.cache_sync_timeout,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         component=COMPONENT,
@@ -419,8 +489,39 @@ def _add_webhook_server(args: argparse.Namespace, manager: Manager) -> None:
         anonymous=[conversion.PATH],  # the API server presents no certificate to convert
     )
     manager.add_ready_check("webhook", server.ready)
+    manager.on_shutdown(server.drain)
+    if args.webhook_cert_secret:
+        _add_cert_rotator(args, manager, server.port)
     manager.add(server)
     log.info("serving webhooks", extra={"port": server.port, "cert_dir": args.webhook_cert_dir})
+
+
+def _add_cert_rotator(args: argparse.Namespace, manager: Manager, port: int) -> None:
+    """Make, rotate and inject the webhook certificate (``--webhook-cert-secret``) and make
+    readiness wait until the certificate served on ``port`` is trusted where injected."""
+    from cronjob_operator.runtime.certrotation import CertRotator, RotatorConfig, dns_names
+    from cronjob_operator.runtime.client import LiveReader
+
+    namespace = _own_namespace()
+    config = RotatorConfig(
+        namespace=namespace,
+        secret_name=args.webhook_cert_secret,
+        dns_names=dns_names(args.webhook_service, namespace),
+        cert_dir=Path(args.webhook_cert_dir),
+        targets=tuple(args.inject_ca_bundle),
+        validity=args.webhook_cert_validity,
+    )
+    elector = manager.elector
+    rotator = CertRotator(
+        LiveReader(manager.rest),
+        manager.client,
+        config,
+        leading=(lambda: True) if elector is None else (lambda: elector.is_leader),
+        serving_address=("127.0.0.1", port),
+        watch=manager.rest,
+    )
+    manager.add_ready_check("webhook-certificate", rotator.ready)
+    manager.add(rotator)
 
 
 def print_crds() -> int:
@@ -440,6 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _metrics_flags_problem(args)
             or _leader_election_flags_problem(args)
             or _sharding_flags_problem(args)
+            or _webhook_cert_flags_problem(args)
         )
         if problem:
             parser.error(problem)

@@ -72,8 +72,10 @@ START_ORDER = (
     Component.NODE,
 )
 # What a real cluster gives a Pod and the simulated one does without: a token volume
-# (ServiceAccount admission) and the kube-root-ca.crt ConfigMap it mounts.
-REAL_NODE_CONTROLLERS = ("root-ca-certificate-publisher-controller",)
+# (ServiceAccount admission) and the kube-root-ca.crt ConfigMap it mounts; and the
+# EndpointSlices of a Service whose Pods run there (the webhook Service's endpoints, which
+# the API server calls directly: --enable-aggregator-routing).
+REAL_NODE_CONTROLLERS = ("root-ca-certificate-publisher-controller", "endpointslice-controller")
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,9 @@ def _argv(
             f"--service-account-signing-key-file={pki.service_account_key}",
             *([] if real_node else ["--disable-admission-plugins=ServiceAccount"]),
             "--allow-privileged=true",
+            # A webhook's Service is called at its endpoints, not its ClusterIP: there is
+            # no kube-proxy (the aggregator and the webhooks share this service resolver).
+            "--enable-aggregator-routing=true",
             *_feature_gates_flag(feature_gates),
         ]
     if component is Component.CONTROLLER_MANAGER:

@@ -1,6 +1,7 @@
 """Shared helpers for tests that run our manager against the local control plane.
 
 ``install_crds`` applies config/crd and waits until the API server serves the kinds;
+``conversion_patches`` switch the CronJob CRD to a conversion webhook and back;
 ``running_manager`` runs a ``Manager`` in a background thread for the length of a
 ``with`` block (controllers chosen by the caller, clock injectable) and stops it
 gracefully at the end. Tests move time with the runtime's ``FakeClock``, so schedule
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cronjob_operator.api import batch_v1, batch_v2, crdgen
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.client import RestClient, load_configuration
@@ -275,6 +277,23 @@ def running_manager(
         rest.close()  # no idle connection left for the garbage collector to warn about
         assert not thread.is_alive(), "manager did not stop within 60s"
         assert exit_codes == [0]
+
+
+def conversion_patches(client_config: dict[str, Any]) -> tuple[str, str]:
+    """JSON patches (to the webhook at ``client_config``, and back) for the live CRD.
+
+    Patches rather than ``kubectl apply``/``replace`` of the whole CRD, so the CRD's
+    last-applied annotation (which ``install_crds``' ``apply -k config/crd`` relies on) is
+    never touched; each patch tests that version 1 is v2 before changing it."""
+    versions = (batch_v1.CRONJOB_RESOURCE, batch_v2.CRONJOB_RESOURCE)
+    base = crdgen.generate_crd(*versions)
+    converted = crdgen.generate_crd(*versions, conversion_client_config=client_config)
+    forward = crdgen.conversion_patch(base, converted)
+    back = [
+        {"op": "replace", "path": "/spec/conversion", "value": {"strategy": "None"}},
+        *({**op, "value": False} if op["op"] == "replace" else op for op in forward[1:]),
+    ]
+    return json.dumps(forward), json.dumps(back)
 
 
 _SERVER_SET = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields")

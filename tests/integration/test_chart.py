@@ -4,11 +4,11 @@ The chart and config/ must not drift. hack/gen-chart.py generates the chart's ob
 from ``kubectl kustomize`` output; the first test re-runs it into a copy and fails when
 dist/chart differs (stale). The others render the chart with ``helm template`` and
 compare it object by object with kustomize's render of the matching overlay: the
-defaults are config/local, webhooks with cert-manager are config/default,
-manager.namespaced is config/namespaced, the monitoring toggles are config/prometheus
-and config/grafana. Helm's own labels are the only difference allowed. Non-default
-values are checked for what they change. No control plane is needed: helm and kubectl
-only render.
+defaults are config/local, webhooks are config/default (the manager's own certificate),
+webhooks with cert-manager are config/certmanager, manager.namespaced is
+config/namespaced, the monitoring toggles are config/prometheus and config/grafana.
+Helm's own labels are the only difference allowed. Non-default values are checked for
+what they change. No control plane is needed: helm and kubectl only render.
 """
 
 from __future__ import annotations
@@ -166,6 +166,7 @@ def test_chart_is_what_gen_chart_makes_of_config(tmp_path: Path, kubectl: str) -
 def test_helm_lint_passes_with_default_and_every_toggle(helm_env: dict[str, str]) -> None:
     for values in (
         [],
+        ["webhook.enable=true"],
         ["webhook.enable=true,certManager.enable=true"],
         ["prometheus.enable=true,prometheusRule.enable=true,grafana.enable=true"],
         ["manager.sharding.enable=true,manager.replicas=3"],
@@ -227,15 +228,21 @@ def test_crds_are_config_crd_and_live_in_crds(helm_env: dict[str, str], kubectl:
     )
 
 
-def test_webhook_values_render_config_default(helm_env: dict[str, str], kubectl: str) -> None:
-    chart = by_key(
-        template(helm_env, "webhook.enable=true", "certManager.enable=true"),
-        without={"CustomResourceDefinition"},
-    )
+@pytest.mark.parametrize(
+    ("values", "overlay"),
+    [
+        (("webhook.enable=true",), "default"),
+        (("webhook.enable=true", "certManager.enable=true"), "certmanager"),
+    ],
+)
+def test_webhook_values_render_config_default_and_certmanager(
+    helm_env: dict[str, str], kubectl: str, values: tuple[str, ...], overlay: str
+) -> None:
+    chart = by_key(template(helm_env, *values), without={"CustomResourceDefinition"})
     config = by_key(
-        kustomize(kubectl, CONFIG / "default"), without={"Namespace", "CustomResourceDefinition"}
+        kustomize(kubectl, CONFIG / overlay), without={"Namespace", "CustomResourceDefinition"}
     )
-    assert_same(chart, config, "webhook.enable + certManager.enable vs config/default")
+    assert_same(chart, config, f"{' + '.join(values)} vs config/{overlay}")
 
 
 def test_webhook_without_cert_manager_has_no_certificate_or_injection(

@@ -38,13 +38,13 @@ from typing import Any
 
 import pytest
 
-from cronjob_operator.api import batch_v1, batch_v2, crdgen
+from cronjob_operator.api import batch_v1, batch_v2
 from cronjob_operator.cli import WEBHOOK_CERT_ADVICE
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.serving import CertWatcher
 from cronjob_operator.runtime.webhook import LIMITS, Route, WebhookServer
 from cronjob_operator.webhooks import configdeployment, conversion, cronjob, manifests, nesting
-from tests.integration.support import REPO, install_crds
+from tests.integration.support import REPO, conversion_patches, install_crds
 
 pytestmark = pytest.mark.cluster
 
@@ -168,23 +168,6 @@ def a_cronjob(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def _conversion_patches(client_config: dict[str, Any]) -> tuple[str, str]:
-    """JSON patches (to the webhook at ``client_config``, and back) for the live CRD.
-
-    Patches rather than ``kubectl apply``/``replace`` of the whole CRD, so the CRD's
-    last-applied annotation (which ``install_crds``' ``apply -k config/crd`` relies on) is
-    never touched; each patch tests that version 1 is v2 before changing it."""
-    versions = (batch_v1.CRONJOB_RESOURCE, batch_v2.CRONJOB_RESOURCE)
-    base = crdgen.generate_crd(*versions)
-    converted = crdgen.generate_crd(*versions, conversion_client_config=client_config)
-    forward = crdgen.conversion_patch(base, converted)
-    back = [
-        {"op": "replace", "path": "/spec/conversion", "value": {"strategy": "None"}},
-        *({**op, "value": False} if op["op"] == "replace" else op for op in forward[1:]),
-    ]
-    return json.dumps(forward), json.dumps(back)
-
-
 def _apply_configurations(env: Env, ca_pem: bytes) -> manifests.ClientConfig:
     """Register (or re-register) the webhook configurations, trusting only ``ca_pem``."""
     url = f"https://127.0.0.1:{env.server.port}"
@@ -199,7 +182,7 @@ def _apply_configurations(env: Env, ca_pem: bytes) -> manifests.ClientConfig:
 
 def _register(env: Env) -> None:
     client_config = _apply_configurations(env, (env.cert_dir / "ca.crt").read_bytes())
-    forward, _ = _conversion_patches(client_config(conversion.PATH))
+    forward, _ = conversion_patches(client_config(conversion.PATH))
     result = env.kubectl("patch", "crd", f"cronjobs.{GROUP}", "--type=json", "-p", forward)
     assert result.returncode == 0, result.stderr
     probe = json.dumps(a_cronjob("probe", env.namespace, schedule="60 * * * *"))
@@ -218,7 +201,7 @@ def _register(env: Env) -> None:
 
 def _restore_crd(env: Env) -> None:
     """Back to the plain base CRD (v2 not served, no conversion), and discovery with it."""
-    _, back = _conversion_patches({"url": "https://unused"})
+    _, back = conversion_patches({"url": "https://unused"})
     result = env.kubectl("patch", "crd", f"cronjobs.{GROUP}", "--type=json", "-p", back)
     assert result.returncode == 0, result.stderr
     live = env.cp.kubectl_json("get", "crd", f"cronjobs.{GROUP}")

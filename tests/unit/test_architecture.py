@@ -50,6 +50,7 @@ RUNTIME_IMPORTS: Mapping[str, frozenset[str]] = {
     "serving": frozenset({"client"}),
     "controller": frozenset({"cache", "client"}),
     "webhook": frozenset({"serving"}),
+    "certrotation": frozenset({"client"}),
     "manager": frozenset({"cache", "client", "controller", "events", "leaderelection", "serving"}),
     "sharding": frozenset({"cache", "client", "controller", "events", "leaderelection", "manager"}),
     "fake": frozenset({"cache", "client", "controllerutil", "events"}),

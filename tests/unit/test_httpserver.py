@@ -408,3 +408,23 @@ def test_many_slow_clients_do_not_stop_a_normal_request(clients: int) -> None:
         for sock in slow:
             sock.close()
         server.stop()
+
+
+def test_a_draining_server_closes_each_connection_after_its_answer(
+    server: HardenedServer,
+) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        connection.request("GET", "/")
+        kept = connection.getresponse()
+        kept.read()
+        assert kept.getheader("Connection") is None
+        assert not kept.will_close
+        server.draining.set()
+        connection.request("GET", "/")
+        closing = connection.getresponse()
+        assert closing.read() == b"ok"
+        assert closing.getheader("Connection") == "close"
+        assert closing.will_close
+    finally:
+        connection.close()

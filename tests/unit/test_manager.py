@@ -7,6 +7,7 @@ refuses at once, for the tests that count requests.
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 import time
@@ -17,6 +18,7 @@ import pytest
 from kubernetes import client as k8s_client
 
 from cronjob_operator.envtest import wait_for
+from cronjob_operator.envtest._components import free_ports
 from cronjob_operator.runtime import (
     LeaderElectionConfig,
     Manager,
@@ -347,3 +349,45 @@ def test_an_object_the_cache_skips_gets_a_warning_event_and_is_counted(rest: Res
         "informer_objects_skipped_total", {"kind": str(CONFIG_MAP)}
     )
     assert count == 1
+
+
+def test_a_shutdown_first_fails_readiness_and_drains_for_the_delay(
+    rest: RestClient, running: list[tuple[Manager, threading.Thread, list[int]]]
+) -> None:
+    """SIGTERM -> readiness fails and the shutdown hooks run while everything still runs;
+    only ``shutdown_delay`` later does anything stop (a Service stops routing first)."""
+    (port,) = free_ports(1)
+    delay = 0.5
+    options = Options(health_probe_bind_address=f"127.0.0.1:{port}", shutdown_delay=delay)
+    manager = Manager(rest, options)
+    journal = Journal()
+    manager.add(Recorded(journal, "webhook", leader=False))
+    manager.add(Recorded(journal, "controller", leader=True))
+    seen: dict[str, Any] = {}
+
+    def drain() -> None:
+        seen["readyz"] = readyz(port)
+        seen["at"] = time.monotonic()
+        journal.write("drain")
+
+    manager.on_shutdown(drain)
+    start(manager, running)
+    assert journal.all_started.wait(30)
+    manager.stop()
+    _, thread, codes = running[0]
+    thread.join(30)
+    assert codes == [0]
+    assert seen["readyz"][0] == 500
+    assert "shutting down" in seen["readyz"][1]
+    assert journal.entries[-3:] == ["drain", "stop controller", "stop webhook"]
+    assert time.monotonic() - seen["at"] >= delay
+
+
+def readyz(port: int) -> tuple[int, str]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", "/readyz?verbose")
+        answer = connection.getresponse()
+        return answer.status, answer.read().decode()
+    finally:
+        connection.close()

@@ -791,7 +791,7 @@ def test_local_manifests_point_everything_at_the_url() -> None:
 
 def test_config_default_enables_the_webhook_pieces() -> None:
     default = yaml.safe_load((ROOT / "config/default/kustomization.yaml").read_text())
-    assert {"../webhook", "../certmanager"} <= set(default["resources"])
+    assert {"../webhook", "../webhook-certs"} <= set(default["resources"])
     assert default["components"] == ["../crd/patches"]
     assert [p["path"] for p in default["patches"]] == ["manager_webhook_patch.yaml"]
     patch = yaml.safe_load((ROOT / "config/default/manager_webhook_patch.yaml").read_text())

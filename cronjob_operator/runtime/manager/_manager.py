@@ -14,7 +14,10 @@ process's main loop, as controller-runtime's ``mgr.Start``:
 3. wait for the caches to sync (a timeout is logged with the kinds and the last error,
    e.g. a 403 naming the missing verb, and readiness stays false; the manager keeps
    waiting instead of crash-looping), then run the runnables that need the lease;
-4. on SIGTERM/SIGINT: stop the leader runnables (controllers stop intake and let
+4. on SIGTERM/SIGINT: fail /readyz and call the ``on_shutdown`` hooks (the webhook
+   server closes each connection after its answer), keep everything running for
+   ``shutdown_delay`` so a Service stops sending this replica requests, then stop the
+   leader runnables (controllers stop intake and let
    in-flight reconciles finish, within the graceful shutdown timeout), then cancel the
    leader context (a reconcile still running past the timeout fails its next REST
    call), flush the event recorder, release the Lease, stop the other runnables in
@@ -46,7 +49,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -108,6 +111,10 @@ class Options:
     """How fast every controller retries failed requests (controller-runtime's defaults)."""
     component: str = "controller-manager"
     """The event source (``reportingComponent``); an application passes its own name."""
+    shutdown_delay: float = 0.0
+    """Seconds between SIGTERM and the start of the shutdown, with /readyz failing and
+    everything still running: time for a Service to stop sending this replica requests
+    (its webhooks) before its servers close."""
 
 
 class Manager:
@@ -151,7 +158,12 @@ class Manager:
         self._leader_context = context.Context()
         self._leader_threads: list[tuple[threading.Thread, threading.Event]] = []
         self._health: dict[str, Check] = {"ping": lambda: None}
-        self._ready: dict[str, Check] = {"cache-sync": self._cache_ready}
+        self._ready: dict[str, Check] = {
+            "shutdown": self._not_shutting_down,
+            "cache-sync": self._cache_ready,
+        }
+        self._shutting_down = threading.Event()
+        self._shutdown_hooks: list[Callable[[], None]] = []
         self._servers: list[HttpServer] = []
 
     @property
@@ -212,7 +224,25 @@ class Manager:
             # On a thread, as with a Lease: a SIGTERM must not wait for a cache that cannot sync.
             self._on_started_leading()
         self._stop.wait()
+        self._delay_shutdown()
         return self._shutdown(leader_thread, started)
+
+    def on_shutdown(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` when a shutdown begins, before the ``shutdown_delay`` (a server
+        that should stop keeping connections alive)."""
+        self._shutdown_hooks.append(hook)
+
+    def _delay_shutdown(self) -> None:
+        """Fail readiness, then keep serving for ``shutdown_delay`` (not after a lost Lease)."""
+        self._shutting_down.set()
+        for hook in self._shutdown_hooks:
+            hook()
+        if self.options.shutdown_delay and not self._lost_lease.is_set():
+            log.info("not ready; shutting down in %gs", self.options.shutdown_delay)
+            self._lost_lease.wait(self.options.shutdown_delay)
+
+    def _not_shutting_down(self) -> str | None:
+        return "shutting down" if self._shutting_down.is_set() else None
 
     def _spawn(
         self, runnable: Runnable, stop: threading.Event

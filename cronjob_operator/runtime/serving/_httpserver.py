@@ -474,6 +474,9 @@ class HardenedHandler(BaseHTTPRequestHandler):
     def send_response(self, code: int, message: str | None = None) -> None:
         self.connection.settimeout(self.limits.write_timeout)
         super().send_response(code, message)
+        if cast("HardenedServer", self.server).draining.is_set():
+            self.send_header("Connection", "close")  # the client dials again, elsewhere
+            self.close_connection = True
 
 
 class HardenedServer(ThreadingHTTPServer):
@@ -497,6 +500,8 @@ class HardenedServer(ThreadingHTTPServer):
         self._slots = _Slots(limits)
         self.budget = _Budget(limits, self._slots.evict_heaviest)
         self._saturated = False  # log the first refusal of a flood, not every one
+        self.draining = threading.Event()
+        """Set while the process is about to stop: every answer closes its connection."""
         super().__init__(address, handler)
 
     @property

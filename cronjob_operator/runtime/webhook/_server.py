@@ -265,6 +265,11 @@ class WebhookServer:
         self.certs.context()
         self._thread.start()
 
+    def drain(self) -> None:
+        """Answer each request with ``Connection: close`` from now on: a client reusing a
+        kept-alive connection dials again, and reaches a replica that is not stopping."""
+        self._server.draining.set()
+
     def stop(self) -> None:
         """Stop accepting, close the socket; open connections end with their threads."""
         if self._thread.is_alive():

@@ -1,0 +1,206 @@
+"""``kubectl apply -k config/default`` on the real kubelet node, with nothing else installed.
+
+config/default plus the same small overlay as test_in_cluster.py (hostNetwork on free
+ports, the node's toleration, the API server's address, a privileged namespace), and a
+free webhook port: the manager Pods run on the real node, make their own certificate,
+inject its CA, and the API server calls their webhooks through the webhook Service at
+its endpoints (the local control plane's ``--enable-aggregator-routing``; the
+EndpointSlice controller runs with the real node). Then, in order:
+
+* the rollout finishes with one Ready manager (Ready means its certificate is trusted by
+  every injected bundle), and its time is printed;
+* a CronJob the schema admits is refused by the validating webhook with its field-named
+  message; a CronJob written as v2 reads back as v1 and v2 with nothing lost (through
+  the conversion webhook in the Pod);
+* with a second replica (its own ports), the first one is stopped (scaled to 0) while
+  CronJobs are created: no create fails (the stopping replica fails readiness and closes
+  each connection after its answer for ``--shutdown-delay`` before its server stops);
+* ``kubectl delete -k`` leaves no webhook configuration, CRD or namespace behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cronjob_operator.envtest import REAL_NODE_NAME, ControlPlane, wait_for
+from cronjob_operator.envtest._components import free_ports
+from tests.e2e.test_in_cluster import (
+    CRONJOBS,
+    DEPLOYMENT,
+    MANAGER_LABELS,
+    ROLLOUT_TIMEOUT,
+    SYSTEM,
+    Cluster,
+    diagnose_on_failure,  # noqa: F401 (an autouse fixture: prints what a failure needs)
+    is_ready,
+    overlay_patches,
+)
+from tests.e2e.test_in_cluster import second_replica as node_second_replica
+from tests.images import node_bin_dir, operator_image
+from tests.integration.webhook_routing import a_cronjob
+
+V1 = f"cronjobs.v1.{CRONJOBS.partition('.')[2]}"
+V2 = f"cronjobs.v2.{CRONJOBS.partition('.')[2]}"
+REPO = Path(__file__).resolve().parents[2]
+NAMESPACE = "e2e-webhooks"
+WEBHOOK_CONFIGURATIONS = ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")
+
+
+def webhook_port_patches(webhook_port: int) -> list[dict[str, Any]]:
+    """The webhook server on a free port (hostNetwork), under the Service's port name."""
+    container = "/spec/template/spec/containers/0"
+    return [
+        {"op": "add", "path": f"{container}/args/-", "value": f"--webhook-port={webhook_port}"},
+        {
+            "op": "add",
+            "path": f"{container}/ports/-",
+            "value": {"name": "webhook-server", "containerPort": webhook_port, "protocol": "TCP"},
+        },
+    ]
+
+
+def write_default_overlay(directory: Path, apiserver_port: int) -> Path:
+    metrics_port, health_port, webhook_port = free_ports(3)
+    patches = overlay_patches(apiserver_port, metrics_port, health_port)
+    patches += webhook_port_patches(webhook_port)
+    directory.mkdir(parents=True, exist_ok=True)
+    privileged = [
+        {
+            "op": "replace",
+            "path": "/metadata/labels/pod-security.kubernetes.io~1enforce",
+            "value": "privileged",
+        }
+    ]
+    kustomization = {
+        "resources": [os.path.relpath(REPO / "config" / "default", directory)],
+        "patches": [
+            {"target": {"kind": "Deployment", "name": DEPLOYMENT}, "patch": json.dumps(patches)},
+            {"target": {"kind": "Namespace", "name": SYSTEM}, "patch": json.dumps(privileged)},
+        ],
+    }
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    image = operator_image()
+    with ControlPlane(real_node=True, node_bin_dir=node_bin_dir()) as plane:
+        plane.import_image(image.archive)
+        overlay = write_default_overlay(tmp_path_factory.mktemp("overlay"), plane.ports.apiserver)
+        yield Cluster(plane, image, overlay)
+
+
+def test_config_default_rolls_out_a_ready_manager_with_its_own_certificate(
+    cluster: Cluster,
+) -> None:
+    started = time.monotonic()
+    cluster.plane.kubectl("apply", "-k", str(cluster.overlay), check=True, timeout=120)
+    cluster.plane.kubectl(
+        "rollout", "status", f"deployment/{DEPLOYMENT}", "-n", SYSTEM,
+        f"--timeout={ROLLOUT_TIMEOUT:.0f}s", check=True, timeout=ROLLOUT_TIMEOUT + 10,
+    )  # fmt: skip
+    print(f"\nrollout of config/default (webhooks on, certificate made) took "
+          f"{time.monotonic() - started:.1f}s")  # fmt: skip
+    (pod,) = cluster.manager_pods()
+    assert is_ready(pod)
+    assert pod["spec"]["nodeName"] == REAL_NODE_NAME
+    secret = cluster.get("secret", "webhook-server-cert", "-n", SYSTEM)
+    assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+    cluster.plane.kubectl("create", "namespace", NAMESPACE, check=True)
+
+
+def test_the_validating_webhook_in_the_pod_refuses_with_the_field(cluster: Cluster) -> None:
+    bad = json.dumps(a_cronjob("bad", NAMESPACE, "60 * * * *"))
+    refused = cluster.plane.kubectl("create", "-f", "-", input=bad)
+    assert refused.returncode != 0
+    # No schema can say this (the string is a valid pattern): only the webhook in the Pod.
+    assert 'The CronJob "bad" is invalid: spec.schedule: Invalid value' in refused.stderr
+    assert "minute 60 is out of range 0-59" in refused.stderr
+
+
+def test_a_v2_cronjob_reads_back_as_v1_and_v2_with_nothing_lost(cluster: Cluster) -> None:
+    v2 = a_cronjob("structured", NAMESPACE)
+    v2["apiVersion"] = "batch.tutorial.kubebuilder.io/v2"
+    v2["spec"]["schedule"] = {"minute": "*/5", "hour": "9-17", "dayOfWeek": "MON-FRI"}
+    v2["spec"]["timeZone"] = "Europe/Berlin"
+    cluster.plane.kubectl("create", "-f", "-", input=json.dumps(v2), check=True)
+    as_v1 = cluster.get(V1, "structured", "-n", NAMESPACE)
+    assert as_v1["spec"]["schedule"] == "*/5 9-17 * * MON-FRI"
+    assert as_v1["spec"]["successfulJobsHistoryLimit"] == 3  # defaulted
+    as_v2 = cluster.get(V2, "structured", "-n", NAMESPACE)
+    assert as_v2["spec"]["schedule"] == v2["spec"]["schedule"]
+    assert as_v2["spec"]["timeZone"] == "Europe/Berlin"
+    assert as_v2["spec"]["jobTemplate"] == as_v1["spec"]["jobTemplate"]
+
+
+def second_replica(cluster: Cluster) -> dict[str, Any]:
+    """test_in_cluster's second Deployment (own ports and selector, same Lease), with its
+    own webhook port too, under the Service's port name."""
+    second = node_second_replica(cluster)
+    (webhook,) = free_ports(1)
+    container = second["spec"]["template"]["spec"]["containers"][0]
+    container["args"].append(f"--webhook-port={webhook}")
+    container["ports"].append(
+        {"name": "webhook-server", "containerPort": webhook, "protocol": "TCP"}
+    )
+    return second
+
+
+def creates(cluster: Cluster, stop: threading.Event, tried: list[int], failures: list[str]) -> None:
+    """Create CronJobs one after another until ``stop``, counting in ``tried[0]``."""
+    while not stop.is_set():
+        body = json.dumps(a_cronjob(f"load-{tried[0]}", NAMESPACE))
+        result = cluster.plane.kubectl("create", "-f", "-", input=body)
+        if result.returncode != 0:
+            failures.append(result.stderr.strip())
+        tried[0] += 1
+
+
+def test_admission_keeps_answering_while_a_replica_is_killed(cluster: Cluster) -> None:
+    cluster.apply(second_replica(cluster))
+    wait_for(lambda: cluster.ready_pods("replica=b"), ROLLOUT_TIMEOUT, message="replica b Ready")
+    (first,) = [pod for pod in cluster.ready_pods(MANAGER_LABELS) if "-b-" not in pod]
+    stop, tried = threading.Event(), [0]
+    failures: list[str] = []
+    load = threading.Thread(target=creates, args=(cluster, stop, tried, failures), daemon=True)
+    load.start()
+    started = time.monotonic()
+    try:  # scaled to 0 rather than deleted: a replacement would reuse the port (hostNetwork)
+        cluster.plane.kubectl(
+            "scale", f"deployment/{DEPLOYMENT}", "-n", SYSTEM, "--replicas=0", check=True
+        )
+        cluster.plane.kubectl(
+            "wait", "--for=delete", f"pod/{first}", "-n", SYSTEM, "--timeout=120s",
+            check=True, timeout=130,
+        )  # fmt: skip
+        gone = tried[0]
+        wait_for(lambda: tried[0] > gone + 10, 60, message="creates with one replica left")
+    finally:
+        stop.set()
+        load.join(60)
+    print(f"\n{tried[0]} creates over {time.monotonic() - started:.1f}s while one of two "
+          f"replicas was stopped: {len(failures)} failed")  # fmt: skip
+    assert failures == []
+    cluster.plane.kubectl("delete", "deployment", f"{DEPLOYMENT}-b", "-n", SYSTEM, check=True)
+
+
+def test_delete_leaves_no_webhook_configuration_behind(cluster: Cluster) -> None:
+    cluster.plane.kubectl(
+        "delete", "-k", str(cluster.overlay), "--wait=true", check=True, timeout=300
+    )
+    for kind in WEBHOOK_CONFIGURATIONS:
+        names = [o["metadata"]["name"] for o in cluster.get(kind)["items"]]
+        assert not [n for n in names if n.startswith("cronjob-operator-")], names
+    crds = [crd["metadata"]["name"] for crd in cluster.get("crd")["items"]]
+    assert not [name for name in crds if "tutorial.kubebuilder.io" in name]
+    assert cluster.plane.kubectl("get", "namespace", SYSTEM).returncode != 0

@@ -1,0 +1,327 @@
+"""The manager's own webhook certificate: the PKI (``_pki``) and the rotator on a fake API
+server, serving through a real ``WebhookServer`` so that readiness judges the certificate
+actually served."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronjob_operator import cli
+from cronjob_operator.runtime import errors, kinds
+from cronjob_operator.runtime.certrotation import (
+    CUSTOM_RESOURCE_DEFINITION,
+    MUTATING_WEBHOOK_CONFIGURATION,
+    VALIDATING_WEBHOOK_CONFIGURATION,
+    CertRotator,
+    RotatorConfig,
+    Target,
+    client_configs,
+    dns_names,
+    make_pair,
+    parse_target,
+    trusts,
+    why_renew,
+)
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.fake import FakeClient
+from cronjob_operator.runtime.webhook import WebhookServer
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+NAMES = dns_names("webhook-service", "system")
+YEAR = timedelta(days=365)
+SECRET = "webhook-server-cert"
+TARGETS = (
+    Target(VALIDATING_WEBHOOK_CONFIGURATION, "validating"),
+    Target(MUTATING_WEBHOOK_CONFIGURATION, "mutating"),
+    Target(CUSTOM_RESOURCE_DEFINITION, "cronjobs.batch.example.io"),
+)
+
+
+# --- the PKI ------------------------------------------------------------------------
+
+
+def test_a_fresh_pair_names_the_service_and_needs_nothing() -> None:
+    pair = make_pair(NAMES, now=START, validity=YEAR)
+    assert why_renew(pair, NAMES, now=START) is None
+    assert trusts(pair.ca_bundle, pair.cert, now=START)
+
+
+def test_a_pair_is_due_after_two_thirds_of_its_life_and_not_before() -> None:
+    pair = make_pair(NAMES, now=START, validity=YEAR)
+    assert why_renew(pair, NAMES, now=START + timedelta(days=240)) is None
+    problem = why_renew(pair, NAMES, now=START + timedelta(days=245))
+    assert problem is not None
+    assert "due for renewal" in problem
+
+
+def test_a_short_validity_is_renewed_well_before_it_expires() -> None:
+    pair = make_pair(NAMES, now=START, validity=timedelta(seconds=60))
+    assert why_renew(pair, NAMES, now=START + timedelta(seconds=30)) is None
+    assert why_renew(pair, NAMES, now=START + timedelta(seconds=40)) is not None
+
+
+def test_a_pair_for_another_service_is_renewed() -> None:
+    pair = make_pair(dns_names("old-service", "system"), now=START, validity=YEAR)
+    problem = why_renew(pair, NAMES, now=START)
+    assert problem == f"the certificate does not name {', '.join(sorted(NAMES))}"
+
+
+def test_a_key_that_is_not_the_certificates_is_renewed() -> None:
+    one, other = (make_pair(NAMES, now=START, validity=YEAR) for _ in range(2))
+    mixed = type(one)(one.ca_bundle, one.cert, other.key)
+    assert why_renew(mixed, NAMES, now=START) == "the key is not the certificate's"
+
+
+def test_a_certificate_no_ca_of_the_bundle_issued_is_renewed() -> None:
+    one, other = (make_pair(NAMES, now=START, validity=YEAR) for _ in range(2))
+    foreign = type(one)(other.ca_bundle, one.cert, one.key)
+    problem = why_renew(foreign, NAMES, now=START)
+    assert problem is not None
+    assert "no CA of the bundle issued it" in problem
+
+
+def test_a_bundle_with_the_previous_ca_trusts_both_certificates() -> None:
+    old = make_pair(NAMES, now=START, validity=YEAR)
+    new = make_pair(NAMES, now=START, validity=YEAR, previous_ca=old.ca_bundle)
+    assert trusts(new.ca_bundle, old.cert, now=START)
+    assert trusts(new.ca_bundle, new.cert, now=START)
+    assert not trusts(old.ca_bundle, new.cert, now=START)
+
+
+def test_an_expired_certificate_is_not_trusted() -> None:
+    pair = make_pair(NAMES, now=START, validity=timedelta(hours=1))
+    assert not trusts(pair.ca_bundle, pair.cert, now=START + timedelta(hours=2))
+
+
+def test_targets_parse_from_kind_slash_name() -> None:
+    assert parse_target("ValidatingWebhookConfiguration/v") == Target(
+        VALIDATING_WEBHOOK_CONFIGURATION, "v"
+    )
+    with pytest.raises(ValueError, match="customresourcedefinition, mutatingwebhook"):
+        parse_target("secret/x")
+
+
+# --- the rotator on a fake API server -----------------------------------------------
+
+
+def webhook_configuration(kind: kinds.Kind, name: str) -> dict[str, Any]:
+    hook = {"name": "v.example.io", "clientConfig": {"service": {"name": "webhook-service"}}}
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": name},
+            "webhooks": [hook, {**hook, "name": "w.example.io"}]}  # fmt: skip
+
+
+def conversion_crd(name: str) -> dict[str, Any]:
+    client = {"service": {"name": "webhook-service", "path": "/convert"}}
+    return {
+        "apiVersion": CUSTOM_RESOURCE_DEFINITION.api_version,
+        "kind": CUSTOM_RESOURCE_DEFINITION.kind,
+        "metadata": {"name": name},
+        "spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": client}}},
+    }
+
+
+@pytest.fixture
+def api() -> FakeClient:
+    fake = FakeClient()
+    for target in TARGETS:
+        if target.kind is CUSTOM_RESOURCE_DEFINITION:
+            fake.add(target.kind, conversion_crd(target.name))
+        else:
+            fake.add(target.kind, webhook_configuration(target.kind, target.name))
+    return fake
+
+
+class Replica:
+    """A webhook server and the rotator feeding its certificate directory."""
+
+    def __init__(self, api: FakeClient, cert_dir: Path, clock: FakeClock) -> None:
+        cert_dir.mkdir()
+        self.server = WebhookServer(("127.0.0.1", 0), cert_dir, {})
+        self.leading = True
+        self.rotator = CertRotator(
+            api,
+            api,
+            RotatorConfig("system", SECRET, NAMES, cert_dir, TARGETS, propagation_delay=0),
+            leading=lambda: self.leading,
+            serving_address=("127.0.0.1", self.server.port),
+            clock=clock,
+        )
+        self.server.start()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(START)
+
+
+@pytest.fixture
+def replicas(api: FakeClient, tmp_path: Path, clock: FakeClock) -> Iterator[list[Replica]]:
+    made = [Replica(api, tmp_path / f"replica-{i}", clock) for i in range(2)]
+    made[1].leading = False
+    yield made
+    for replica in made:
+        replica.stop()
+
+
+def stored_pair(api: FakeClient) -> dict[str, bytes]:
+    data = api.get(kinds.SECRET, SECRET, "system")["data"]
+    return {key: base64.b64decode(value) for key, value in data.items()}
+
+
+def injected(api: FakeClient) -> set[bytes]:
+    """Every caBundle of every target, decoded."""
+    return {
+        base64.b64decode(config.get("caBundle", ""))
+        for target in TARGETS
+        for config in client_configs(api.get(target.kind, target.name))
+    }
+
+
+def test_the_leader_makes_the_secret_and_injects_its_ca_everywhere_first(
+    api: FakeClient, replicas: list[Replica]
+) -> None:
+    leader = replicas[0]
+    assert leader.rotator.ready() is not None  # nothing read yet
+    leader.rotator.sync()
+    stored = stored_pair(api)
+    assert injected(api) == {stored["ca.crt"]}
+    assert [(w.verb, w.kind.kind) for w in api.writes] == [
+        ("update", "ValidatingWebhookConfiguration"),
+        ("update", "MutatingWebhookConfiguration"),
+        ("update", "CustomResourceDefinition"),
+        ("create", "Secret"),
+    ]
+    assert api.get(kinds.SECRET, SECRET, "system")["type"] == "kubernetes.io/tls"
+    assert (leader.rotator.config.cert_dir / "tls.crt").read_bytes() == stored["tls.crt"]
+    assert leader.rotator.ready() is None
+
+
+def test_a_follower_writes_nothing_and_serves_the_leaders_secret(
+    api: FakeClient, replicas: list[Replica]
+) -> None:
+    leader, follower = replicas
+    follower.rotator.sync()
+    assert api.writes == []
+    assert follower.rotator.ready() == f"no certificate served on port {follower.server.port} yet"
+    leader.rotator.sync()
+    follower.rotator.sync()
+    assert api.writes_of("create", kinds.SECRET)
+    assert len(api.writes) == 4
+    assert follower.rotator.ready() is None
+
+
+def test_rotation_keeps_the_old_ca_trusted_until_every_replica_switched(
+    api: FakeClient, replicas: list[Replica], clock: FakeClock
+) -> None:
+    leader, follower = replicas
+    leader.rotator.sync()
+    follower.rotator.sync()
+    old = stored_pair(api)
+    clock.advance(timedelta(days=250))
+    leader.rotator.sync()
+    new = stored_pair(api)
+    assert new["tls.crt"] != old["tls.crt"]
+    assert new["ca.crt"].endswith(old["ca.crt"])  # the new CA, then the previous one
+    assert injected(api) == {new["ca.crt"]}
+    assert follower.rotator.ready() is None  # still serving the old certificate: trusted
+    follower.rotator.sync()
+    assert (follower.rotator.config.cert_dir / "tls.crt").read_bytes() == new["tls.crt"]
+    assert follower.rotator.ready() is None
+
+
+def test_a_deleted_secret_is_made_again_trusting_the_ca_still_served(
+    api: FakeClient, replicas: list[Replica]
+) -> None:
+    leader = replicas[0]
+    leader.rotator.sync()
+    old = stored_pair(api)
+    api.delete(kinds.SECRET, SECRET, namespace="system")
+    leader.rotator.sync()
+    new = stored_pair(api)
+    assert new["tls.crt"] != old["tls.crt"]
+    assert trusts(new["ca.crt"], old["tls.crt"], now=START)
+
+
+def test_a_target_reapplied_without_the_bundle_gets_it_back(
+    api: FakeClient, replicas: list[Replica]
+) -> None:
+    leader = replicas[0]
+    leader.rotator.sync()
+    stored = stored_pair(api)
+    validating = api.get(VALIDATING_WEBHOOK_CONFIGURATION, "validating")
+    api.update(VALIDATING_WEBHOOK_CONFIGURATION, {**validating, **webhook_configuration(
+        VALIDATING_WEBHOOK_CONFIGURATION, "validating"
+    ), "metadata": validating["metadata"]})  # fmt: skip
+    leader.rotator.sync()
+    assert injected(api) == {stored["ca.crt"]}
+    assert stored_pair(api) == stored  # re-injected, not rotated
+
+
+def test_a_conflict_on_injection_leaves_the_secret_unwritten(
+    api: FakeClient, replicas: list[Replica]
+) -> None:
+    leader = replicas[0]
+
+    def conflict(action: Any) -> BaseException:
+        return errors.Conflict({"message": "the object has been modified"}, code=409)
+
+    api.prepend_reactor("update", MUTATING_WEBHOOK_CONFIGURATION, conflict)
+    with pytest.raises(errors.Conflict):
+        leader.rotator.sync()
+    assert not api.writes_of("create", kinds.SECRET)
+    assert not (leader.rotator.config.cert_dir / "tls.crt").exists()
+
+
+def test_readiness_waits_for_every_target_to_trust_the_served_certificate(
+    api: FakeClient, replicas: list[Replica]
+) -> None:
+    leader, follower = replicas
+    leader.rotator.sync()
+    follower.rotator.sync()
+    crd = api.get(CUSTOM_RESOURCE_DEFINITION, TARGETS[2].name)
+    api.update(CUSTOM_RESOURCE_DEFINITION, {**conversion_crd(crd["metadata"]["name"]),
+                                            "metadata": crd["metadata"]})  # fmt: skip
+    follower.rotator.sync()
+    assert follower.rotator.ready() == (
+        f"the CA bundle of CustomResourceDefinition {TARGETS[2].name} does not trust "
+        "the certificate served yet"
+    )
+    api.delete(CUSTOM_RESOURCE_DEFINITION, TARGETS[2].name)
+    follower.rotator.sync()
+    assert follower.rotator.ready() == (
+        f"CustomResourceDefinition {TARGETS[2].name} not found: the API server cannot call "
+        "the webhook through it"
+    )
+
+
+def test_run_stops_when_asked(api: FakeClient, replicas: list[Replica]) -> None:
+    stop = threading.Event()
+    thread = threading.Thread(target=replicas[0].rotator.run, args=(stop,))
+    thread.start()
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_the_cli_needs_a_service_for_a_made_certificate() -> None:
+    parser = cli.build_parser()
+    args = parser.parse_args(["run", "--webhook-cert-secret=s"])
+    assert cli._webhook_cert_flags_problem(args) == (
+        "--webhook-cert-secret needs --webhook-service: the certificate names its DNS names"
+    )
+    args = parser.parse_args(["run", "--inject-ca-bundle=customresourcedefinition/c"])
+    assert "give --webhook-cert-secret" in (cli._webhook_cert_flags_problem(args) or "")
+    args = parser.parse_args(["run", "--webhook-cert-secret=s", "--webhook-service=w",
+                              "--webhook-cert-validity=90s"])  # fmt: skip
+    assert cli._webhook_cert_flags_problem(args) is None
+    assert args.webhook_cert_validity == timedelta(seconds=90)

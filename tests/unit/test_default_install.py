@@ -1,0 +1,140 @@
+"""config/default and config/certmanager as rendered by ``kubectl kustomize``: the manager's
+certificate flags name the objects that are really there, its permissions reach those
+objects by name and nothing else, and cert-manager stays a complete alternative."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cronjob_operator.runtime.certrotation import dns_names, parse_target
+
+ROOT = Path(__file__).resolve().parents[2]
+CERT_MANAGER_GROUP = "cert-manager.io"
+
+
+def rendered(overlay: str) -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    text = subprocess.run(
+        [kubectl, "kustomize", str(ROOT / "config" / overlay)],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def flag_values(args: list[str], flag: str) -> list[str]:
+    return [arg.partition("=")[2] for arg in args if arg.startswith(f"{flag}=")]
+
+
+def manager_container(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    (deployment,) = (d for d in docs if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    return pod, pod["containers"][0]
+
+
+def names_of(docs: list[dict[str, Any]], kind: str) -> set[str]:
+    return {d["metadata"]["name"] for d in docs if d["kind"] == kind}
+
+
+def test_default_needs_nothing_but_kubernetes() -> None:
+    docs = rendered("default")
+    assert not [d["kind"] for d in docs if d["apiVersion"].startswith(CERT_MANAGER_GROUP)]
+    assert not [
+        d["metadata"]["name"]
+        for d in docs
+        if CERT_MANAGER_GROUP + "/inject-ca-from" in (d["metadata"].get("annotations") or {})
+    ]
+
+
+def test_the_certificate_flags_name_the_rendered_objects() -> None:
+    docs = rendered("default")
+    _, manager = manager_container(docs)
+    args = manager["args"]
+    (namespace,) = names_of(docs, "Namespace")
+    (service,) = flag_values(args, "--webhook-service")
+    assert service in names_of(docs, "Service")
+    targets = [parse_target(text) for text in flag_values(args, "--inject-ca-bundle")]
+    assert {(t.kind.kind, t.name) for t in targets} == {
+        (d["kind"], d["metadata"]["name"])
+        for d in docs
+        if d["kind"] in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+        or (d["kind"] == "CustomResourceDefinition" and "conversion" in d["spec"])
+    }
+    for doc in docs:  # every webhook is called through the Service the certificate names
+        configs = [w["clientConfig"] for w in doc.get("webhooks") or []]
+        if doc["kind"] == "CustomResourceDefinition" and "conversion" in doc["spec"]:
+            configs = [doc["spec"]["conversion"]["webhook"]["clientConfig"]]
+        for config in configs:
+            host = f"{config['service']['name']}.{config['service']['namespace']}.svc"
+            assert host == dns_names(service, namespace)[0]
+
+
+def test_the_certificate_is_served_from_a_tmpfs() -> None:
+    pod, manager = manager_container(rendered("default"))
+    (cert_dir,) = flag_values(manager["args"], "--webhook-cert-dir")
+    (mount,) = (m for m in manager["volumeMounts"] if m["mountPath"] == cert_dir)
+    assert not mount.get("readOnly")
+    (volume,) = (v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["emptyDir"]["medium"] == "Memory"
+
+
+def rules_bound_to_the_manager(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rules of the (Cluster)Roles bound to the manager's service account that name
+    resources by name."""
+    pod, _ = manager_container(docs)
+    account = pod["serviceAccountName"]
+    bound = {
+        (b["roleRef"]["kind"], b["roleRef"]["name"])
+        for b in docs
+        if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and any(s["name"] == account for s in b["subjects"])
+    }
+    return [
+        rule
+        for role in docs
+        if (role["kind"], role["metadata"]["name"]) in bound
+        for rule in role["rules"]
+        if rule.get("resourceNames")
+    ]
+
+
+def test_the_manager_may_update_exactly_its_secret_and_the_injected_objects() -> None:
+    docs = rendered("default")
+    _, manager = manager_container(docs)
+    args = manager["args"]
+    granted = {
+        (resource, name)
+        for rule in rules_bound_to_the_manager(docs)
+        if "update" in rule["verbs"]
+        for resource in rule["resources"]
+        for name in rule["resourceNames"]
+    }
+    targets = [parse_target(text) for text in flag_values(args, "--inject-ca-bundle")]
+    (secret,) = flag_values(args, "--webhook-cert-secret")
+    assert granted == {(t.kind.plural, t.name) for t in targets} | {("secrets", secret)}
+
+
+def test_certmanager_is_default_with_cert_managers_certificate_instead() -> None:
+    docs = rendered("certmanager")
+    (certificate,) = (d for d in docs if d["kind"] == "Certificate")
+    _, manager = manager_container(docs)
+    assert not flag_values(manager["args"], "--webhook-cert-secret")
+    assert certificate["spec"]["secretName"] in {
+        v["secret"]["secretName"] for v in manager_container(docs)[0]["volumes"]
+    }
+    annotated = {
+        d["kind"]
+        for d in docs
+        if CERT_MANAGER_GROUP + "/inject-ca-from" in (d["metadata"].get("annotations") or {})
+    }
+    assert annotated == {
+        "CustomResourceDefinition", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"
+    }  # fmt: skip
+    assert not names_of(docs, "ClusterRole") & {"cronjob-operator-webhook-cert-injector-role"}
