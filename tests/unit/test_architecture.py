@@ -6,10 +6,10 @@ nothing else of the operator, and no module imports a private (``_``-prefixed) m
 of a package it is not inside. Inside the runtime: each package imports only the
 packages ``RUNTIME_IMPORTS`` allows it (a DAG, drawn in docs/architecture.md), never
 the facade; the modules import each other without a cycle; the facade exports exactly
-``PUBLIC_RUNTIME_NAMES``. Every module opens with a docstring, and every public runtime
-module declares ``__all__``, so the architecture stays readable from the tree; a private
-(``_``) module declares none, as its package's ``__init__`` is the one list of which of
-its names are public.
+``PUBLIC_RUNTIME_NAMES``. Every module opens with a docstring, and every public module
+of the package declares ``__all__``, so the architecture stays readable from the tree; a
+private (``_``) module declares none, as its package's ``__init__`` is the one list of
+which of its names are public.
 """
 
 from __future__ import annotations
@@ -151,21 +151,21 @@ def is_private_module(path: Path) -> bool:
     return path.stem.startswith("_") and path.name != "__init__.py"
 
 
-def test_public_runtime_modules_declare_their_public_names() -> None:
+def test_public_modules_declare_their_public_names() -> None:
     missing = [
         str(path.relative_to(PACKAGE))
-        for path in modules(PACKAGE / "runtime")
+        for path in modules()
         if not is_private_module(path) and not declares_all(path)
     ]
     assert missing == []
 
 
-def test_private_runtime_modules_leave_their_public_names_to_the_package() -> None:
+def test_private_modules_leave_their_public_names_to_the_package() -> None:
     """A package's ``__init__`` imports the names it makes public and lists them in its
     ``__all__``; a private module's own ``__all__`` would repeat that list."""
     repeating = [
         str(path.relative_to(PACKAGE))
-        for path in modules(PACKAGE / "runtime")
+        for path in modules()
         if is_private_module(path) and declares_all(path)
     ]
     assert repeating == []
