@@ -10,10 +10,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import http.client
+import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -408,3 +411,18 @@ def test_many_slow_clients_do_not_stop_a_normal_request(clients: int) -> None:
         for sock in slow:
             sock.close()
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("tls", "scheme"),
+    [(None, "http"), (lambda: ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), "https")],
+)
+def test_metrics_server_logs_its_scheme(
+    caplog: pytest.LogCaptureFixture, tls: Any, scheme: str
+) -> None:
+    server = HttpServer(("127.0.0.1", 0), serve_metrics=True, tls=tls)
+    stop = threading.Event()
+    stop.set()
+    with caplog.at_level(logging.INFO, logger="cronjob_operator.runtime.serving._probes"):
+        server.run(stop)
+    assert [record.getMessage() for record in caplog.records] == [f"serving {scheme}"]
