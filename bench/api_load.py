@@ -1,6 +1,6 @@
 """API load: requests the operator sends per reconcile, from the API server's own /metrics.
 
-For each N (cluster and operator as bench/scale.py builds them) the API server's
+For each N (cluster and operator as bench/_phases.py builds them) the API server's
 ``apiserver_request_total`` is read before and after three phases, and the operator's own
 requests are counted client-side (bench/_runner.py) to attribute them exactly:
 
@@ -21,22 +21,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 if __package__ in (None, ""):  # run as a file: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import _common
-
-if TYPE_CHECKING:
-    from bench.scale import Phase, SizeResult
+from bench._phases import READ_VERBS, WRITE_VERBS, Phase, SizeResult, run_size
 
 DEFAULT_SIZES = "100,1000,5000"
 
 
 def _row(n: int, phase: Phase, name: str) -> list[str]:
-    from bench.scale import READ_VERBS, WRITE_VERBS
-
     reconciles = phase.reconciles
     reads, writes = phase.client(READ_VERBS), phase.client(WRITE_VERBS)
     per = max(reconciles, 1)
@@ -96,8 +91,6 @@ def notes() -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from bench.scale import run_size
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"N values ({DEFAULT_SIZES})")
     parser.add_argument("--jobs-per-cronjob", type=int, default=10, help="M (10)")

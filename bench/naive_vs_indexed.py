@@ -7,7 +7,7 @@
   operators do.
 
 The variants replace ``CronJobReconciler._owned_jobs`` in the benchmark's instrumented
-operator (bench/_runner.py); production code is unchanged. On the cluster bench/scale.py
+operator (bench/_runner.py); production code is unchanged. On the cluster bench/_phases.py
 builds for each N, every CronJob (indexed) or the first ``--sample`` CronJobs (naive) are
 enqueued at once, again until at least ``--sample`` reconciles were timed; each reconcile
 changes nothing. Reported: reconcile latency (wall, p50
@@ -23,23 +23,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 if __package__ in (None, ""):  # run as a file: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import _common
+from bench._phases import READ_VERBS, SizeResult, run_size
 from bench._runner import VARIANTS
-
-if TYPE_CHECKING:
-    from bench.scale import SizeResult
 
 DEFAULT_SIZES = "100,1000,5000"
 
 
 def table(results: Sequence[SizeResult]) -> str:
-    from bench.scale import READ_VERBS
-
     rows = []
     for r in results:
         for variant in VARIANTS:
@@ -86,8 +81,6 @@ def notes() -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from bench.scale import run_size
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"N values ({DEFAULT_SIZES})")
     parser.add_argument("--jobs-per-cronjob", type=int, default=10, help="M (10)")

@@ -18,7 +18,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-HEADER_START = "| N "
 LOOKUP_COLUMN = "lookup"
 COLORS = {"indexed": "tab:green", "scan": "tab:orange", "live": "tab:red"}
 LABELS = {

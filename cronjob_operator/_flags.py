@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["positive_int"]
-
 
 def positive_int(text: str) -> int:
     """A whole number of at least 1 (a count, a concurrency, a burst)."""

@@ -6,14 +6,19 @@ VENV="${REPO_ROOT}/.venv"
 
 log() { echo "$(basename "$0"): $*" >&2; }
 
-# ensure_venv: create .venv with the package and its test extras when it is missing.
+# ensure_venv: create .venv with the package and its test extras when it is missing, and
+# install them again when pyproject.toml changed since (a new pin or tool).
 ensure_venv() {
-  if [[ -x "${VENV}/bin/python" ]] && "${VENV}/bin/python" -c 'import cronjob_operator' 2>/dev/null; then
+  local stamp="${VENV}/.pyproject.sha256" wanted
+  wanted="$(sha256sum "${REPO_ROOT}/pyproject.toml" | cut -d' ' -f1)"
+  if [[ -x "${VENV}/bin/python" && "$(cat "${stamp}" 2>/dev/null)" == "${wanted}" ]] &&
+    "${VENV}/bin/python" -c 'import cronjob_operator' 2>/dev/null; then
     return 0
   fi
-  log "creating ${VENV} (python3 -m venv; pip install -e '.[test,bench]')"
-  python3 -m venv "${VENV}" >&2
+  log "installing into ${VENV} (python3 -m venv; pip install -e '.[test,bench]')"
+  [[ -x "${VENV}/bin/python" ]] || python3 -m venv "${VENV}" >&2
   "${VENV}/bin/python" -m pip install --quiet -e "${REPO_ROOT}[test,bench]" >&2
+  echo "${wanted}" >"${stamp}"
 }
 
 # bin_dir: print the directory of the control plane's binaries, building them if needed

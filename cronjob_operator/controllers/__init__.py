@@ -7,3 +7,5 @@ here: the clock, owner references, the status writer and conditions they share c
 from ``cronjob_operator.runtime`` (``clock``; ``controllerutil``, which has the status
 writer and conditions too).
 """
+
+__all__: list[str] = []  # each reconciler is a module of its own, imported by name

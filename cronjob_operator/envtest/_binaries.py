@@ -13,8 +13,6 @@ import os
 import subprocess
 from pathlib import Path
 
-__all__ = ["BIN_DIR_ENV", "REQUIRED_BINARIES", "BinariesError", "find_bin_dir"]
-
 BIN_DIR_ENV = "CRONJOB_OPERATOR_BIN_DIR"
 REQUIRED_BINARIES = (
     "etcd",

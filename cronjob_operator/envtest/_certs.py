@@ -15,8 +15,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Pki", "PkiError", "generate_pki"]
-
 CA_SUBJECT = "/CN=cronjob-operator-envtest-ca"
 SERVING_NAMES = (
     "IP:127.0.0.1",

@@ -24,8 +24,6 @@ from types import FrameType
 from cronjob_operator.envtest import _node, _processes, _state
 from cronjob_operator.envtest._components import START_ORDER
 
-__all__ = ["reap_orphans", "register", "unregister"]
-
 log = logging.getLogger(__name__)
 
 TERMINATION_SIGNALS = (signal.SIGTERM, signal.SIGHUP)

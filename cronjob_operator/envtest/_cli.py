@@ -24,8 +24,6 @@ from pathlib import Path
 from cronjob_operator.envtest import _node
 from cronjob_operator.envtest.controlplane import ControlPlane, ControlPlaneError
 
-__all__ = ["default_cluster_dir", "main"]
-
 log = logging.getLogger("local-cluster")
 
 

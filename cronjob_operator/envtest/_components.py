@@ -17,19 +17,6 @@ from typing import Any
 
 from cronjob_operator.envtest import _certs
 
-__all__ = [
-    "CONTROLLERS",
-    "FAKE_NODE_ANNOTATION",
-    "REAL_NODE_CONTROLLERS",
-    "START_ORDER",
-    "Component",
-    "Layout",
-    "Ports",
-    "command",
-    "fake_node",
-    "free_ports",
-]
-
 # The built-in controllers the tests rely on; cronjob runs so the operator can be
 # compared with the upstream CronJob controller.
 CONTROLLERS = (

@@ -16,8 +16,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AdminClient", "HttpError", "get", "post_json"]
-
 
 class HttpError(RuntimeError):
     """A request failed: no connection, a timeout, or a non-2xx status (``status``)."""

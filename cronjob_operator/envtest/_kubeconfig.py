@@ -13,8 +13,6 @@ from typing import Any
 
 import yaml
 
-__all__ = ["write_cert_kubeconfig", "write_token_kubeconfig"]
-
 CLUSTER = "cronjob-operator-envtest"
 
 

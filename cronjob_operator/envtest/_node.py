@@ -43,21 +43,6 @@ from pathlib import Path
 
 from cronjob_operator.envtest import _components
 
-__all__ = [
-    "NODE_BINARIES",
-    "NODE_BIN_DIR_ENV",
-    "NODE_NAME",
-    "NODE_TAINT",
-    "NodeError",
-    "NodeLayout",
-    "check_node_bin_dir",
-    "command",
-    "import_image",
-    "pod_log",
-    "prepare",
-    "remove_cgroups",
-]
-
 NODE_BIN_DIR_ENV = "CRONJOB_OPERATOR_NODE_BIN_DIR"
 NODE_NAME = "real-node"
 # Only Pods that tolerate it run here; the simulated Job Pods stay on the kwok nodes.

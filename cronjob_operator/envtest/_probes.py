@@ -14,14 +14,6 @@ import json
 
 from cronjob_operator.envtest import _http
 
-__all__ = [
-    "apiserver_ready",
-    "controller_manager_ready",
-    "etcd_healthy",
-    "node_ready",
-    "scheduler_healthy",
-]
-
 
 def etcd_healthy(etcd_url: str) -> bool:
     return bool(json.loads(_http.get(f"{etcd_url}/health")).get("health") == "true")

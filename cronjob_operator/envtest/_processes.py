@@ -27,8 +27,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["ManagedProcess", "pid_alive"]
-
 PR_SET_PDEATHSIG = 1
 POLL_INTERVAL = 0.05
 

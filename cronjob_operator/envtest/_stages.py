@@ -25,15 +25,6 @@ from typing import Any
 
 import yaml
 
-__all__ = [
-    "DEFAULT_POD_RUN_SECONDS",
-    "FAIL_LABEL",
-    "POD_RUN_SECONDS_ENV",
-    "RUN_DURATION_ANNOTATION",
-    "pod_run_seconds_from_env",
-    "write_kwok_config",
-]
-
 FAIL_LABEL = "cronjob-operator.test/fail"
 RUN_DURATION_ANNOTATION = "cronjob-operator.test/run-duration"
 POD_RUN_SECONDS_ENV = "CRONJOB_OPERATOR_POD_RUN_SECONDS"

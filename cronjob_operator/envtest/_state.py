@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STATE_FILE", "ComponentRecord", "PlaneRecord", "load_record", "save_record"]
-
 STATE_FILE = "state.json"
 
 

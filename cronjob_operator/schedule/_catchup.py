@@ -28,8 +28,6 @@ from cronjob_operator.schedule._grammar import Every
 from cronjob_operator.schedule._times import Schedule, once_per_wall_time
 from cronjob_operator.schedule._zones import as_utc, floor_second
 
-__all__ = ["Timed", "missed_times", "times_between"]
-
 
 def missed_times(
     schedule: Schedule,

@@ -28,8 +28,6 @@ from cronjob_operator.schedule._grammar import Every
 from cronjob_operator.schedule._times import Schedule, once_per_wall_time
 from cronjob_operator.schedule._zones import add, as_utc, floor_second
 
-__all__ = ["MAX_MISSED", "Due", "most_recent_due", "reach_of", "requeue_after"]
-
 MAX_MISSED: Final = 100
 """More missed times than this is ``TooManyMissedTimes`` (the newest one still runs)."""
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["INT64_MAX", "parse_go_duration", "significant_int"]
-
 INT64_MAX: Final = (1 << 63) - 1
 
 _GO_UNITS: Final = {

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-__all__ = ["SCHEDULE_FIELD", "TIME_ZONE_FIELD", "Reason", "ScheduleError", "quote"]
-
 Reason = Literal["UnparseableSchedule", "InvalidSchedule", "UnknownTimeZone"]
 
 SCHEDULE_FIELD: Final = "spec.schedule"

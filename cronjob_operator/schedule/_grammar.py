@@ -45,8 +45,6 @@ from typing import Final
 from cronjob_operator.schedule._duration import INT64_MAX, parse_go_duration, significant_int
 from cronjob_operator.schedule._errors import SCHEDULE_FIELD, TIME_ZONE_FIELD, quote
 
-__all__ = ["MACROS", "Cron", "Every", "Rule", "parse", "validate_schedule"]
-
 MACROS: Final[Mapping[str, str]] = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",

@@ -57,8 +57,6 @@ from cronjob_operator.schedule._zones import (
     validate_time_zone,
 )
 
-__all__ = ["Schedule", "SecondPass", "keeps_cadence", "once_per_wall_time", "parse_schedule"]
-
 _MINUTE: Final = timedelta(minutes=1)
 
 SecondPass = Callable[[datetime], bool]

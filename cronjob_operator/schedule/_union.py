@@ -28,18 +28,6 @@ from cronjob_operator.schedule._grammar import Every
 from cronjob_operator.schedule._times import Schedule, parse_schedule
 from cronjob_operator.schedule._zones import as_utc
 
-__all__ = [
-    "SCHEDULES_FIELD",
-    "SEPARATOR",
-    "AnySchedule",
-    "ScheduleUnion",
-    "distinct",
-    "missed_times",
-    "most_recent_due",
-    "parse_schedules",
-    "times_between",
-]
-
 SCHEDULES_FIELD = "spec.schedules"
 SEPARATOR = "; "
 """Between the members in :attr:`ScheduleUnion.expression` (no cron field has ``;``)."""

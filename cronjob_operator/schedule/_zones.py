@@ -23,17 +23,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronjob_operator.schedule._errors import TIME_ZONE_FIELD, quote
 
-__all__ = [
-    "add",
-    "as_utc",
-    "floor_minute",
-    "floor_second",
-    "fold_length",
-    "instants",
-    "load_zone",
-    "validate_time_zone",
-]
-
 _ZERO: Final = timedelta(0)
 # The built-in CronJob's check on each part of a time zone name (validateTimeZone).
 _ZONE_PART: Final = re.compile(r"[A-Za-z.\-_0-9+]{1,14}")

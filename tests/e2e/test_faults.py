@@ -632,29 +632,6 @@ class StaleReader:
         return self._cache.list(kind, **kwargs)  # type: ignore[no-any-return]
 
 
-class CountingReconciler:
-    """Wraps a reconciler, counting calls and those still running."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self._lock = threading.Lock()
-        self.calls = 0
-        self.running = 0
-
-    def reconcile(self, request: Request) -> Any:
-        with self._lock:
-            self.calls += 1
-            self.running += 1
-        try:
-            return self._inner.reconcile(request)
-        finally:
-            with self._lock:
-                self.running -= 1
-
-    def idle(self, controller: Any) -> bool:
-        return self.running == 0 and len(controller.queue) == 0
-
-
 def conflicts_seen(counted: metrics.Metrics) -> float:
     return sum(
         sample.value

@@ -1,11 +1,11 @@
 """The CronJob reconciler on the runtime's fake client, for unit tests of the reconcile.
 
 One harness for every unit test that drives ``CronJobReconciler`` (test_cronjob_reconciler,
-test_cronjob_requests_and_conditions, test_cronjob_reconciler_defects, test_cronjob_exactly_once): a
-``Harness`` wires the reconciler to ``runtime.fake``'s client and recorder, to a
-``FakeClock`` and to a metrics registry of its own. It reconciles at a chosen moment
-(plus the follow-up the work queue runs after a create, or without it, to play a
-follow-up that waits behind other work), reconciles once from a stale cached copy of the
+test_cronjob_requests_and_conditions, test_cronjob_api_failures, test_cronjob_schedule_edits,
+test_cronjob_exactly_once): a ``Harness`` wires the reconciler to ``runtime.fake``'s client
+and recorder, to a ``FakeClock`` and to a metrics registry of its own. It reconciles at a
+chosen moment (plus the follow-up the work queue runs after a create, or without it, to
+play a follow-up that waits behind other work), reconciles once from a stale cached copy of the
 CronJob, counts the runs (distinct Job uids per Job name among the reconciler's creates),
 restarts the reconciler, and plays the rest of the cluster between reconciles: a user
 editing a CronJob's spec, annotations or status or deleting it, and the Job controller

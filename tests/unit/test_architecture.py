@@ -6,10 +6,10 @@ nothing else of the operator, and no module imports a private (``_``-prefixed) m
 of a package it is not inside. Inside the runtime: each package imports only the
 packages ``RUNTIME_IMPORTS`` allows it (a DAG, drawn in docs/architecture.md), never
 the facade; the modules import each other without a cycle; the facade exports exactly
-``PUBLIC_RUNTIME_NAMES``. Every module opens with a docstring, and every public runtime
-module declares ``__all__``, so the architecture stays readable from the tree; a private
-(``_``) module declares none, as its package's ``__init__`` is the one list of which of
-its names are public.
+``PUBLIC_RUNTIME_NAMES``. Every module opens with a docstring, and every public module
+of the package declares ``__all__``, so the architecture stays readable from the tree; a
+private (``_``) module declares none, as its package's ``__init__`` is the one list of
+which of its names are public.
 """
 
 from __future__ import annotations
@@ -152,21 +152,21 @@ def is_private_module(path: Path) -> bool:
     return path.stem.startswith("_") and path.name != "__init__.py"
 
 
-def test_public_runtime_modules_declare_their_public_names() -> None:
+def test_public_modules_declare_their_public_names() -> None:
     missing = [
         str(path.relative_to(PACKAGE))
-        for path in modules(PACKAGE / "runtime")
+        for path in modules()
         if not is_private_module(path) and not declares_all(path)
     ]
     assert missing == []
 
 
-def test_private_runtime_modules_leave_their_public_names_to_the_package() -> None:
+def test_private_modules_leave_their_public_names_to_the_package() -> None:
     """A package's ``__init__`` imports the names it makes public and lists them in its
     ``__all__``; a private module's own ``__all__`` would repeat that list."""
     repeating = [
         str(path.relative_to(PACKAGE))
-        for path in modules(PACKAGE / "runtime")
+        for path in modules()
         if is_private_module(path) and declares_all(path)
     ]
     assert repeating == []
@@ -243,8 +243,7 @@ def _runtime_import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def test_runtime_modules_import_each_other_without_a_cycle() -> None:
-    graph = _runtime_import_graph()
+def assert_no_cycle(graph: Mapping[str, set[str]]) -> None:
     done: set[str] = set()
 
     def visit(name: str, stack: tuple[str, ...]) -> None:
@@ -257,6 +256,23 @@ def test_runtime_modules_import_each_other_without_a_cycle() -> None:
 
     for name in sorted(graph):
         visit(name, ())
+
+
+def test_runtime_modules_import_each_other_without_a_cycle() -> None:
+    assert_no_cycle(_runtime_import_graph())
+
+
+BENCH = PACKAGE.parent / "bench"
+
+
+def test_the_benchmarks_import_each_other_without_a_cycle() -> None:
+    """Every import counts, those inside functions too: they hide a cycle, not remove it."""
+    known = {f"bench.{path.stem}" for path in BENCH.glob("*.py")}
+    graph = {
+        f"bench.{path.stem}": (imported_modules(path) & known) - {f"bench.{path.stem}"}
+        for path in sorted(BENCH.glob("*.py"))
+    }
+    assert_no_cycle(graph)
 
 
 def test_the_builder_does_not_know_the_manager() -> None:

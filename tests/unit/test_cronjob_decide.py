@@ -31,7 +31,6 @@ TOP_OF_THE_HOUR = datetime(2016, 5, 19, 10, tzinfo=UTC)
 JUST_BEFORE_THE_HOUR = TOP_OF_THE_HOUR - timedelta(minutes=1)
 JUST_AFTER_THE_HOUR = TOP_OF_THE_HOUR + timedelta(minutes=1)
 JUST_BEFORE_THE_PRIOR_HOUR = TOP_OF_THE_HOUR - timedelta(hours=1, minutes=1)
-JUST_AFTER_THE_PRIOR_HOUR = TOP_OF_THE_HOUR - timedelta(minutes=59)
 PRIOR_HOUR = TOP_OF_THE_HOUR - timedelta(hours=1)
 WEEK_AFTER_THE_HOUR = TOP_OF_THE_HOUR + timedelta(days=7)
 SHORT_DEAD, MEDIUM_DEAD, LONG_DEAD = 5, 2 * 60 * 60, 100 * 60 * 60

@@ -10,10 +10,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import http.client
+import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -428,3 +431,18 @@ def test_a_draining_server_closes_each_connection_after_its_answer(
         assert closing.will_close
     finally:
         connection.close()
+
+
+@pytest.mark.parametrize(
+    ("tls", "scheme"),
+    [(None, "http"), (lambda: ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), "https")],
+)
+def test_metrics_server_logs_its_scheme(
+    caplog: pytest.LogCaptureFixture, tls: Any, scheme: str
+) -> None:
+    server = HttpServer(("127.0.0.1", 0), serve_metrics=True, tls=tls)
+    stop = threading.Event()
+    stop.set()
+    with caplog.at_level(logging.INFO, logger="cronjob_operator.runtime.serving._probes"):
+        server.run(stop)
+    assert [record.getMessage() for record in caplog.records] == [f"serving {scheme}"]

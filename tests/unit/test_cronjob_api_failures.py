@@ -1,6 +1,9 @@
-"""The CronJob reconciler's API-facing decisions, on the runtime's fake client with the
-failures a real API server gives (a 500, a 409 uid precondition, a rejected Job) injected
-by its reactors.
+"""What the CronJob reconciler does when the API server refuses it, on the runtime's fake
+client with the failures a real API server gives injected by its reactors: a Replace whose
+delete or get fails (a 500, a 409 uid precondition) creates nothing, a Job template the
+API server rejects and a namespace being terminated make the CronJob not Available (the
+latter quietly), a refusal for another cause stays an error; and a CronJob being deleted
+is not Available either.
 
 The real-cluster versions of these behaviours are in
 tests/integration/test_cronjob_controller.py.
@@ -17,7 +20,6 @@ from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.controller import Result
-from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.fake import Action
 from cronjob_operator.runtime.kinds import JOB
 from tests.unit import cronjob_harness
@@ -124,56 +126,6 @@ def test_a_job_template_the_api_server_rejects_is_not_available() -> None:
     degraded = world.condition("Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "InvalidJobTemplate")
     assert "FailedCreate" in world.recorder.reasons()
-
-
-# --- editing the schedule or time zone ------------------------------------------------------
-
-
-def hourly_that_ran_at(schedule: str, ran: datetime, zone: str | None = None) -> Harness:
-    """A CronJob on ``schedule`` whose last run was ``ran`` (reconciled then)."""
-    spec: dict[str, Any] = {"schedule": schedule, "concurrencyPolicy": "Allow"}
-    if zone:
-        spec["timeZone"] = zone
-    world = harness(replace_cronjob(**spec))
-    world.reconcile_at(ran + timedelta(seconds=1))
-    assert world.status()["lastScheduleTime"] == rfc3339(ran)
-    for job in world.jobs():  # finished and pruned: only new creates matter below
-        world.client.delete(JOB, job, namespace=NS)
-    return world
-
-
-def test_a_schedule_edit_does_not_run_a_time_before_the_edit() -> None:
-    world = hourly_that_ran_at("0 * * * *", FIRST)  # ran 10:00
-    world.edit(lambda cronjob: cronjob["spec"].update(schedule="30 * * * *"))  # seen at 10:40
-    result = world.reconcile_at(FIRST + timedelta(minutes=40))
-    assert world.jobs() == {}, "10:30 is before the edit: no catch-up run"
-    assert result.requeue_after == pytest.approx(timedelta(minutes=50).total_seconds() + 0.1)
-    world.reconcile_at(FIRST + timedelta(minutes=90, seconds=1))
-    assert list(world.jobs()) == [job_name(NAME, FIRST + timedelta(minutes=90))]
-
-
-def test_a_time_zone_edit_does_not_run_the_day_twice() -> None:
-    nine = datetime(2016, 12, 1, 9, tzinfo=UTC)
-    world = hourly_that_ran_at("0 9 * * *", nine)
-    # 09:00 there is 10:00Z in winter
-    world.edit(lambda cronjob: cronjob["spec"].update(timeZone="Atlantic/Azores"))
-    result = world.reconcile_at(nine + timedelta(minutes=90))
-    assert world.jobs() == {}, "09:00 Azores today (10:00Z) is before the edit"
-    tomorrow = nine + timedelta(days=1, hours=1)
-    assert result.requeue_after == pytest.approx((tomorrow - nine).total_seconds() - 5400 + 0.1)
-
-
-def test_the_edit_is_remembered_across_restarts() -> None:
-    """The operator was down when the schedule changed, and every reconcile is by a fresh
-    reconciler (as after a restart): only status can tell them what ran against what."""
-    world = hourly_that_ran_at("0 * * * *", FIRST)
-    world.edit(lambda cronjob: cronjob["spec"].update(schedule="30 * * * *"))
-    for minutes in (50, 55, 59):  # first sight of the edit at 10:50, then restarts
-        world.restart()
-        world.reconcile_at(FIRST + timedelta(minutes=minutes))
-    assert world.jobs() == {}
-    observed = world.status()["observedSchedule"]
-    assert observed == {"schedule": "30 * * * *", "since": "2016-05-19T10:50:00Z"}
 
 
 # --- the namespace is being deleted ----------------------------------------------------------
