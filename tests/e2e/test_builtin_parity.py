@@ -39,6 +39,7 @@ def operator(control_plane: ControlPlane, namespace: str) -> Iterator[RunningMan
 def spec() -> dict[str, Any]:
     return {
         "schedule": "*/1 * * * *",
+        "timeZone": "Asia/Kolkata",  # +05:30: the scheduled-timestamp annotation shows its zone
         "concurrencyPolicy": "Forbid",
         "successfulJobsHistoryLimit": 5,
         "jobTemplate": {
@@ -116,6 +117,13 @@ def test_same_runs_and_status_as_the_builtin_controller(
     mine, theirs = ({t for t in times if t <= cutoff} for times in seen.values())
     assert mine == theirs, "both controllers ran exactly the same scheduled times"
     assert len(mine) >= RUNS
+    ours_jobs, builtin_jobs = (jobs_by_time(control_plane, namespace, api) for api in kinds)
+    for t in mine:
+        stamps = [
+            jobs[t]["metadata"]["annotations"][BUILTIN_ANNOTATION]
+            for jobs in (ours_jobs, builtin_jobs)
+        ]
+        assert stamps[0] == stamps[1], f"the same {BUILTIN_ANNOTATION} for the run of {t}"
 
     def settled_statuses() -> dict[str, dict[str, Any]] | None:
         statuses = {

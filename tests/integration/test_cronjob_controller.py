@@ -11,9 +11,12 @@ import contextlib
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
+import yaml
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob
@@ -22,6 +25,7 @@ from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 from cronjob_operator.runtime.manager import Options
+from cronjob_operator.schedule import parse_schedule
 from tests.integration.support import (
     ReconcileWitness,
     RunningManager,
@@ -658,3 +662,38 @@ def test_a_create_in_a_terminating_namespace_warns_nothing_and_is_not_retried(
         for obj in reversed(policy):
             world.cp.kubectl("delete", obj["kind"], obj["metadata"]["name"], "--wait=true")
         world.cp.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "scheduled-time-env.yaml"
+SCHEDULED_TIMESTAMP = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+
+
+def test_the_example_reads_the_builtins_scheduled_timestamp_through_the_downward_api(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    """examples/scheduled-time-env.yaml applied as written: its Job carries the built-in's
+    annotation in the CronJob's zone, and so does the Pod the Job controller makes, whose
+    env var names it (the kubelet resolves the fieldRef from the Pod's own annotations)."""
+    world.cp.kubectl("apply", "-n", world.ns, "-f", str(EXAMPLE), check=True)
+    example = yaml.safe_load(EXAMPLE.read_text())
+    name, spec = example["metadata"]["name"], example["spec"]
+    wait_for(lambda: world.condition(name, "Available"), 30, message="first reconcile")
+    due = parse_schedule(spec["schedule"], spec["timeZone"]).next_after(created_at(world, name))
+    assert due is not None
+    job_name = run_at(operator, clock, world, name, due)
+    wait_for(lambda: job_name in world.jobs(), 30, message=f"job {job_name}")
+    job = world.jobs()[job_name]
+    stamp = job["metadata"]["annotations"][SCHEDULED_TIMESTAMP]
+    assert stamp == due.astimezone(ZoneInfo(spec["timeZone"])).isoformat()  # whole seconds
+    assert parse_time(stamp) == due
+    (env,) = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env["valueFrom"]["fieldRef"]["fieldPath"] == (
+        f"metadata.annotations['{SCHEDULED_TIMESTAMP}']"
+    )
+
+    def pod_annotations() -> dict[str, str] | None:
+        pods = world.cp.kubectl_json("get", "pods", "-n", world.ns, "-l", f"job-name={job_name}")
+        return pods["items"][0]["metadata"].get("annotations") if pods["items"] else None
+
+    annotations = wait_for(pod_annotations, 30, message=f"a pod of {job_name}")
+    assert annotations[SCHEDULED_TIMESTAMP] == stamp

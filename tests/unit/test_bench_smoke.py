@@ -21,6 +21,7 @@ from bench import (
     memory,
     read_cost,
     reconcile_cost,
+    request_cost,
     retry_storm,
 )
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX
@@ -61,6 +62,7 @@ def table_rows(output: str) -> list[str]:
             id="reconcile_cost",
         ),
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),
+        pytest.param(request_cost.main, QUICK, 3, id="request_cost"),
         pytest.param(retry_storm.main, ["--requests", "20", "--seconds", "2"], 2, id="retry_storm"),
         pytest.param(
             hostile_clients.main,

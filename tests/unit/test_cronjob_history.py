@@ -21,6 +21,7 @@ from cronjob_operator.controllers.cronjob.history import (
 )
 from cronjob_operator.controllers.cronjob.jobs import (
     SCHEDULED_AT_ANNOTATION,
+    SCHEDULED_TIMESTAMP_ANNOTATION,
     build_job,
     classify,
     finished_state,
@@ -156,6 +157,7 @@ def test_job_name_and_shape() -> None:
     assert built["metadata"]["annotations"] == {
         "note": "y",
         SCHEDULED_AT_ANNOTATION: "2016-05-19T12:00:00+02:00",
+        SCHEDULED_TIMESTAMP_ANNOTATION: "2016-05-19T12:00:00+02:00",
     }
     owner = built["metadata"]["ownerReferences"][0]
     assert owner == {

@@ -11,6 +11,9 @@ the decision (``decide.py``):
   annotations). The suffix is 0 to ``JOB_TIME_DIGITS`` digits, so only times in
   [``FIRST_JOB_TIME``, ``END_OF_JOB_TIMES``) can be named (1970 to 2286): a negative
   one would not read back, a longer one would not fit 63 characters.
+* A scheduled Job (``build_job``) carries its scheduled time twice: our
+  ``SCHEDULED_AT_ANNOTATION`` and the built-in's ``SCHEDULED_TIMESTAMP_ANNOTATION``
+  (``builtin_timestamp``, also on its pod template for the Downward API).
 * A run request's Job is ``<cronjob>-m<9 base32 characters of sha256(token)>``
   (``manual_job_name``): one Job per token, and never a scheduled name (whose suffix is
   all digits).
@@ -41,9 +44,11 @@ __all__ = [
     "JOB_TIME_DIGITS",
     "RUN_TOKEN_ANNOTATION",
     "SCHEDULED_AT_ANNOTATION",
+    "SCHEDULED_TIMESTAMP_ANNOTATION",
     "JobSets",
     "build_job",
     "build_manual_job",
+    "builtin_timestamp",
     "classify",
     "finished_state",
     "job_from_template",
@@ -57,6 +62,12 @@ __all__ = [
 ]
 
 SCHEDULED_AT_ANNOTATION = "batch.tutorial.kubebuilder.io/scheduled-at"
+
+SCHEDULED_TIMESTAMP_ANNOTATION: Final = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+"""The built-in CronJob's record of a scheduled run's time (``builtin_timestamp``), on the
+Job as the built-in puts it, and on the Job's pod template too, so that a container can
+read it through the Downward API (which sees only its Pod's own annotations). A run
+request's Job has none, as ``kubectl create job --from=cronjob/x`` sets none."""
 
 FINISHED_CONDITIONS = ("Complete", "Failed")
 """The Job conditions that end a run (when True): succeeded, failed."""
@@ -149,12 +160,38 @@ def scheduled_time(cronjob_name: str, name: str) -> datetime | None:
 
 
 def build_job(cronjob: objects.Obj, scheduled: datetime, zone: ZoneInfo) -> dict[str, Any]:
-    """The Job to create for the run scheduled at ``scheduled``."""
-    return job_from_template(
+    """The Job to create for the run scheduled at ``scheduled``: it and its pod template
+    carry the scheduled time in ``zone``."""
+    wall = scheduled.astimezone(zone)
+    stamp = builtin_timestamp(wall)
+    job = job_from_template(
         cronjob,
         name=job_name(cronjob["metadata"]["name"], scheduled),
-        annotations={SCHEDULED_AT_ANNOTATION: scheduled.astimezone(zone).isoformat()},
+        annotations={
+            SCHEDULED_AT_ANNOTATION: wall.isoformat(),
+            SCHEDULED_TIMESTAMP_ANNOTATION: stamp,
+        },
     )
+    pod_template = job["spec"].setdefault("template", {})
+    pod_metadata = pod_template["metadata"] = dict(pod_template.get("metadata") or {})
+    pod_metadata["annotations"] = {
+        **(pod_metadata.get("annotations") or {}),
+        SCHEDULED_TIMESTAMP_ANNOTATION: stamp,
+    }
+    return job
+
+
+def builtin_timestamp(wall: datetime) -> str:
+    """``wall`` as the built-in writes ``SCHEDULED_TIMESTAMP_ANNOTATION``, Go's
+    ``time.RFC3339`` layout: whole seconds, ``Z`` for a zero offset (whatever the zone),
+    else the offset's ``±hh:mm`` (seconds of an offset dropped, as Go does)."""
+    offset = int((wall.utcoffset() or timedelta()).total_seconds())
+    if offset == 0:
+        suffix = "Z"
+    else:
+        minutes = abs(offset) // 60
+        suffix = f"{'-' if offset < 0 else '+'}{minutes // 60:02d}:{minutes % 60:02d}"
+    return wall.strftime("%Y-%m-%dT%H:%M:%S") + suffix
 
 
 def build_manual_job(cronjob: objects.Obj, token: str) -> dict[str, Any]:

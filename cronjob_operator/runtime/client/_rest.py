@@ -6,10 +6,10 @@ use that and nothing else of it. Bodies are parsed with orjson into plain dicts 
 at any depth the API server stores, not only orjson's); the
 generated model classes are never involved (they cost several times the parse).
 
-``request`` retries exactly where client-go's ``Request.Do`` does (``errors.retry_delay``
-says when, with the upstream references): when the server asks (429, or 5xx with
-``Retry-After``), after the seconds it asked for, any method; and a GET whose connection
-broke, after 1 s. Nothing else: not a write whose response was lost (it may have been
+``request`` retries exactly where client-go's ``Request.Do`` does (``errors.retry_delay``,
+client-go's table, says when, with the upstream references): when the server asks (429,
+or 5xx with ``Retry-After``), after the seconds it asked for, any method; and a GET whose
+connection broke, after 1 s. Nothing else: not a write whose response was lost (it may have been
 carried out, and a ``generateName`` create sent again makes a second object), not a
 timeout, not a refused connection, not a 5xx without ``Retry-After``. Those are raised at
 once, so a reconcile fails fast and its controller requeues it with the work queue's
@@ -19,6 +19,12 @@ retries and their waits included, as client-go's ``Request.Timeout`` does, and s
 the current ``context``: a wait that would end past either is not started, the server's
 error is raised instead. ``watch`` opens one streaming request and yields its events; it
 never retries, because its caller (the reflector) owns the reconnect policy.
+
+The retry loop is tenacity's (``_retrying``): the table as its retry predicate and its
+wait, the retry count and the deadlines above as its stop, a log line before each wait.
+The first attempt is sent before tenacity is involved (``_replaying`` hands its error to
+the loop as the loop's own first attempt), so a call that needs no retry, or fails with
+an error never retried, costs no more CPU than a plain call (``bench/request_cost.py``).
 
 Sockets have TCP keepalive on with client-go's timings (30 s idle, the kernel's probes:
 the ``kubernetes`` package's ``keep_alive``), so a watch on a dead connection is found
@@ -47,6 +53,7 @@ and the event recorder with ``LeaderElector.write_refusal``; a refused write rai
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import ssl
 import threading
@@ -57,6 +64,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import orjson
+import tenacity
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -316,27 +324,37 @@ class RestClient:
         """
         ctx = context.current()
         deadline = time.monotonic() + (timeout or self._timeout)
-        retries = 0
-        while True:
-            try:
-                return self._request_once(
-                    ctx, method, path, params, body, content_type, deadline, accept
-                )
-            except (errors.ApiError, errors.TransportError) as exc:
-                delay = errors.retry_delay(method, exc)
-                out_of_time = delay is not None and delay >= _remaining(ctx, deadline)
-                if delay is None or retries >= self._retry.max_retries or out_of_time:
-                    raise
-                retries += 1
-                log.info(
-                    "%s %s: retry %d in %.0fs, as the server asked or the connection broke: %s",
-                    method,
-                    path,
-                    retries,
-                    delay,
-                    exc,
-                )
-                _sleep_within(ctx)(delay)
+        try:  # the first attempt outside tenacity: nearly every call ends here
+            return self._request_once(
+                ctx, method, path, params, body, content_type, deadline, accept
+            )
+        except (errors.ApiError, errors.TransportError) as exc:
+            if errors.retry_delay(method, exc) is None:
+                raise
+            failure = exc
+        send = functools.partial(
+            self._request_once, ctx, method, path, params, body, content_type, deadline, accept
+        )
+        return self._retrying(ctx, method, path, deadline)(_replaying(failure, send))
+
+    def _retrying(
+        self, ctx: context.Context, method: str, path: str, deadline: float
+    ) -> tenacity.Retrying:
+        """The retry loop of one call (module doc): client-go's table (``retry_delay``)
+        decides what is retried and how long to wait first; it stops after
+        ``max_retries`` retries, or when the wait would end past the call's deadline or the
+        context's, and then raises the last error as it came."""
+        return tenacity.Retrying(
+            retry=tenacity.retry_if_exception(
+                lambda exc: errors.retry_delay(method, exc) is not None
+            ),
+            wait=functools.partial(_asked_wait, method),
+            stop=tenacity.stop_after_attempt(1 + self._retry.max_retries)
+            | _WaitPastDeadline(ctx, deadline),
+            sleep=_sleep_within(ctx),
+            before_sleep=functools.partial(_log_retry, method, path),
+            reraise=True,
+        )
 
     def watch(
         self,
@@ -465,6 +483,52 @@ def _transport_error(message: str, exc: BaseException) -> errors.TransportError:
     if isinstance(exc, urllib3.exceptions.SSLError):
         lost = any(isinstance(arg, ssl.SSLEOFError | ssl.SSLZeroReturnError) for arg in exc.args)
     return errors.ConnectionLost(message) if lost else errors.TransportError(message)
+
+
+def _replaying(failure: BaseException, send: Callable[[], Any]) -> Callable[[], Any]:
+    """``send``, except that its first call raises ``failure``, the error of the attempt
+    already sent: tenacity counts that attempt and waits after it, and sends only again."""
+    replayed = False
+
+    def attempt() -> Any:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            raise failure
+        return send()
+
+    return attempt
+
+
+def _asked_wait(method: str, state: tenacity.RetryCallState) -> float:
+    """The seconds the table says to wait after the failed attempt of ``state``."""
+    error = state.outcome.exception() if state.outcome is not None else None
+    delay = None if error is None else errors.retry_delay(method, error)
+    assert delay is not None, "only an error the table retries gets a wait"
+    return delay
+
+
+class _WaitPastDeadline(tenacity.stop.stop_base):
+    """Stop when the coming wait would end at or past the call's deadline or the context's."""
+
+    def __init__(self, ctx: context.Context, deadline: float) -> None:
+        self._ctx, self._deadline = ctx, deadline
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return retry_state.upcoming_sleep >= _remaining(self._ctx, self._deadline)
+
+
+def _log_retry(method: str, path: str, state: tenacity.RetryCallState) -> None:
+    """Before a retry's wait: one INFO line with the call, the retry's number and why."""
+    assert state.outcome is not None
+    log.info(
+        "%s %s: retry %d in %.0fs, as the server asked or the connection broke: %s",
+        method,
+        path,
+        state.attempt_number,
+        state.upcoming_sleep,
+        state.outcome.exception(),
+    )
 
 
 def _sleep_within(ctx: context.Context) -> Callable[[float], None]:
