@@ -111,3 +111,27 @@ def test_the_source_path_scan_finds_a_citation() -> None:
 def test_every_cited_source_path_exists(cited: str) -> None:
     where = sorted(set(cited_source_paths()[cited]))
     assert (REPO / cited).exists(), f"{cited} is named in {', '.join(where)} but does not exist"
+
+
+README_REPO_PATH = re.compile(r"(?<![\w/.:-])((?:config|hack|dist|docs|examples|bench)/[\w./-]*\w)")
+"""A file or directory of the repository named in the README (``config/default``,
+``hack/run-local.sh``)."""
+
+
+def test_the_readme_indexes_every_docs_page() -> None:
+    readme = (REPO / "README.md").read_text()
+    unlisted = [
+        page.name
+        for page in sorted((REPO / "docs").glob("*.md"))
+        if f"](docs/{page.name})" not in readme
+    ]
+    assert unlisted == [], (
+        f"README.md's documentation table does not link {unlisted}: add a row each"
+    )
+
+
+def test_every_path_the_readme_names_exists() -> None:
+    named = set(README_REPO_PATH.findall((REPO / "README.md").read_text()))
+    assert "config/default" in named, "the scan missed the install path"
+    missing = sorted(path for path in named if not (REPO / path).exists())
+    assert missing == [], f"README.md names {missing}, which do not exist"
