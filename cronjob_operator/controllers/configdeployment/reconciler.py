@@ -5,14 +5,14 @@ full, and grown past stakater/Reloader (docs/configdeployment.md). The controlle
 one Deployment per ConfigDeployment and writes a hash of the content of the ConfigMap
 and Secrets it names (optionally only some keys of each) into its pod template, so a
 content change rolls out new pods. ConfigMaps and Secrets are only read: ConfigMaps are
-cached as digests (``configdeployment_sources``), Secrets as their metadata only, and a
+cached as digests (``sources``), Secrets as their metadata only, and a
 Secret a ConfigDeployment names is read by name and kept as a digest
-(``configdeployment_secrets``: no Secret value is ever kept, logged or put in an event,
+(``secrets``: no Secret value is ever kept, logged or put in an event,
 and no unnamed Secret's content ever reaches the manager). Their events reach the
 ConfigDeployments that name them through the ``.spec.configMap`` and ``.spec.secrets``
 field indexes of the cache (never a list of all ConfigDeployments), filtered by
 ResourceVersionChanged. The pure rules (hash, desired Deployment, what counts as a
-change, status) live in ``configdeployment_sources`` and ``configdeployment_state``;
+change, status) live in ``sources`` and ``decide``;
 this module does the reads, writes and events around them.
 
 The hash is a function of the content alone, so a restart or a new leader, which
@@ -41,9 +41,8 @@ import logging
 from typing import Any
 
 from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
-from cronjob_operator.controllers import configdeployment_sources as sources
-from cronjob_operator.controllers import configdeployment_state as state
-from cronjob_operator.controllers.configdeployment_secrets import NamedSecrets
+from cronjob_operator.controllers.configdeployment import decide, sources
+from cronjob_operator.controllers.configdeployment.secrets import NamedSecrets
 from cronjob_operator.runtime import controllerutil, errors, objects
 from cronjob_operator.runtime.cache import KindOptions
 from cronjob_operator.runtime.client import ClientInterface, Reader
@@ -138,7 +137,7 @@ class ConfigDeploymentReconciler:
             return Result()
         deployment, problem = self._sync_deployment(config_deployment)
         status = objects.thaw(config_deployment.get("status") or {})
-        state.update_status(
+        decide.update_status(
             status,
             generation=int(config_deployment["metadata"].get("generation") or 0),
             deployment=deployment,
@@ -150,7 +149,7 @@ class ConfigDeploymentReconciler:
 
     def _sync_deployment(
         self, config_deployment: objects.Obj
-    ) -> tuple[objects.Obj | None, state.Problem | None]:
+    ) -> tuple[objects.Obj | None, decide.Problem | None]:
         """Create or update the Deployment; returns the one we manage (if any) and a problem."""
         metadata = config_deployment["metadata"]
         try:
@@ -166,18 +165,18 @@ class ConfigDeploymentReconciler:
         content_hash, problem = self._content_hash(config_deployment, existing)
         if content_hash is None:
             return existing, problem
-        desired = state.desired_deployment(config_deployment, content_hash)
+        desired = decide.desired_deployment(config_deployment, content_hash)
         if existing is None:
             return self._create(config_deployment, desired)
-        if not state.needs_update(existing, desired):
+        if not decide.needs_update(existing, desired):
             return existing, None
         return self._update(config_deployment, existing, desired)
 
     def _create(
         self, config_deployment: objects.Obj, desired: dict[str, Any]
-    ) -> tuple[objects.Obj | None, state.Problem | None]:
+    ) -> tuple[objects.Obj | None, decide.Problem | None]:
         name = desired["metadata"]["name"]
-        content_hash = state.rolled_out_hash(desired) or ""
+        content_hash = decide.rolled_out_hash(desired) or ""
         try:
             created: objects.Obj = self._client.create(DEPLOYMENT, desired)
         except errors.AlreadyExists:
@@ -185,7 +184,7 @@ class ConfigDeploymentReconciler:
             existing = self._client.live.get(DEPLOYMENT, name, desired["metadata"]["namespace"])
             if not controllerutil.is_controlled_by(existing, config_deployment):
                 return None, self._not_ours(config_deployment)
-            if not state.needs_update(existing, desired):
+            if not decide.needs_update(existing, desired):
                 return existing, None
             return self._update(config_deployment, existing, desired)
         except errors.Invalid as exc:
@@ -194,19 +193,19 @@ class ConfigDeploymentReconciler:
             config_deployment,
             "Normal",
             "DeploymentCreated",
-            f"Created Deployment {name} with config hash {state.short_hash(content_hash)}",
+            f"Created Deployment {name} with config hash {decide.short_hash(content_hash)}",
         )
         return created, None
 
     def _update(
         self, config_deployment: objects.Obj, existing: objects.Obj, desired: dict[str, Any]
-    ) -> tuple[objects.Obj | None, state.Problem | None]:
+    ) -> tuple[objects.Obj | None, decide.Problem | None]:
         name = desired["metadata"]["name"]
-        old_hash = state.rolled_out_hash(existing) or ""
-        new_hash = state.rolled_out_hash(desired) or ""
+        old_hash = decide.rolled_out_hash(existing) or ""
+        new_hash = decide.rolled_out_hash(desired) or ""
         try:
             updated: objects.Obj = self._client.update(
-                DEPLOYMENT, state.updated_deployment(existing, desired)
+                DEPLOYMENT, decide.updated_deployment(existing, desired)
             )
         except errors.Invalid as exc:
             return existing, self._rejected(config_deployment, "FailedUpdate", name, exc)
@@ -216,7 +215,7 @@ class ConfigDeploymentReconciler:
                 "Normal",
                 "RolledOut",
                 f"Rolling out Deployment {name}: config hash "
-                f"{state.short_hash(old_hash) or '<none>'} -> {state.short_hash(new_hash)}",
+                f"{decide.short_hash(old_hash) or '<none>'} -> {decide.short_hash(new_hash)}",
             )
         else:
             self._recorder.event(
@@ -226,7 +225,7 @@ class ConfigDeploymentReconciler:
 
     def _content_hash(
         self, config_deployment: objects.Obj, existing: objects.Obj | None
-    ) -> tuple[str | None, state.Problem | None]:
+    ) -> tuple[str | None, decide.Problem | None]:
         """The hash of the named sources' content, or the problem of those missing."""
         namespace = config_deployment["metadata"]["namespace"]
         wanted = sources.sources_of(config_deployment)
@@ -258,19 +257,19 @@ class ConfigDeploymentReconciler:
         config_deployment: objects.Obj,
         missing: list[tuple[str, str]],
         existing: objects.Obj | None,
-    ) -> state.Problem:
+    ) -> decide.Problem:
         kept = (
             f"; Deployment {objects.name_of(existing)} keeps running with config hash "
-            f"{state.short_hash(state.rolled_out_hash(existing) or '') or '<none>'}"
+            f"{decide.short_hash(decide.rolled_out_hash(existing) or '') or '<none>'}"
             if existing is not None
             else ""
         )
         reason = missing[0][0]
         message = "; ".join(text for _, text in missing) + kept
         self._recorder.event(config_deployment, "Warning", reason, message)
-        return state.Problem(reason, message)
+        return decide.Problem(reason, message)
 
-    def _not_ours(self, config_deployment: objects.Obj) -> state.Problem:
+    def _not_ours(self, config_deployment: objects.Obj) -> decide.Problem:
         metadata = config_deployment["metadata"]
         message = (
             f"Deployment {metadata['namespace']}/{metadata['name']} exists and is not "
@@ -278,14 +277,14 @@ class ConfigDeploymentReconciler:
             "or rename the ConfigDeployment"
         )
         self._recorder.event(config_deployment, "Warning", "DeploymentNotOwned", message)
-        return state.Problem("DeploymentNotOwned", message)
+        return decide.Problem("DeploymentNotOwned", message)
 
     def _rejected(
         self, config_deployment: objects.Obj, reason: str, name: str, exc: errors.Invalid
-    ) -> state.Problem:
+    ) -> decide.Problem:
         message = f"spec.template: the API server rejected Deployment {name}: {exc.message}"
         self._recorder.event(config_deployment, "Warning", reason, message)
-        return state.Problem("InvalidTemplate", message)
+        return decide.Problem("InvalidTemplate", message)
 
 
 def _config_map_missing(name: str, namespace: str) -> tuple[str, str]:
@@ -312,8 +311,8 @@ def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
     "unchanged", or a Conflict merge keeps the newer value of a field); with a
     GenerationChanged filter the last status of a rollout could stay wrong.
 
-    ConfigMaps are cached as digests (``configdeployment_sources``), Secrets as their
-    metadata only, the named ones read by name (``configdeployment_secrets``): the
+    ConfigMaps are cached as digests (``sources``), Secrets as their
+    metadata only, the named ones read by name (``secrets``): the
     options are set before anything creates their informers.
     """
     manager.cache.set_transform(CONFIG_MAP, sources.digest_config_map)

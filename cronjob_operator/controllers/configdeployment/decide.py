@@ -1,9 +1,9 @@
-"""The ConfigDeployment controller's pure logic: desired Deployment, what changed, status.
+"""The ConfigDeployment controller's decision, pure: desired Deployment, what changed, status.
 
 Nothing here reads the clock or talks to the API server, so every rule is unit-tested
-without a cluster; ``configdeployment.py`` does the reads, writes and events around it.
+without a cluster; ``reconciler.py`` does the reads, writes and events around it.
 
-* The content hash (``configdeployment_sources.content_hash``: of the ConfigMap's and
+* The content hash (``sources.content_hash``: of the ConfigMap's and
   Secrets' content) goes, as a full hex digest, into the pod template annotation
   ``CONFIG_HASH_ANNOTATION``; ``status.configMapHash`` holds its first
   ``SHORT_HASH_LENGTH`` characters, because a printer column cannot truncate.
@@ -30,8 +30,8 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from cronjob_operator.controllers.configdeployment_sources import canonical_json
 from cronjob_operator.runtime import controllerutil, objects
+from cronjob_operator.runtime.client import canonical_json
 from cronjob_operator.runtime.controllerutil import condition_setter
 
 __all__ = [
