@@ -9,6 +9,11 @@ from typing import Any
 import pytest
 
 from cronjob_operator.controllers.configdeployment import decide
+from cronjob_operator.controllers.configdeployment.view import (
+    ConfigDeploymentView,
+    config_map_missing,
+    secret_missing,
+)
 from cronjob_operator.runtime import controllerutil, objects
 from cronjob_operator.runtime.controllerutil import find_condition
 
@@ -155,6 +160,131 @@ class TestDesiredDeployment:
         assert not controllerutil.is_controlled_by(dep, cd)
         dep["metadata"]["ownerReferences"] = []
         assert not controllerutil.is_controlled_by(dep, cd)
+
+
+OLD_HASH = "a" * 64
+NEW_HASH = "b" * 64
+
+
+def view_of(
+    existing: objects.Obj | None,
+    *,
+    owned: bool = True,
+    content_hash: str | None = NEW_HASH,
+    missing: tuple[str, ...] = (),
+) -> ConfigDeploymentView:
+    """A view of ``make_config_deployment()``; ``missing`` names the sources not found."""
+    sources = {
+        "configmap": config_map_missing("settings", "ns"),
+        "secret": secret_missing(0, "token", "ns"),
+    }
+    return ConfigDeploymentView(
+        make_config_deployment(),
+        existing,
+        owned,
+        None if missing else content_hash,
+        tuple(sources[name] for name in missing),
+    )
+
+
+def stored(content_hash: str, replicas: int = 2) -> objects.Obj:
+    return as_stored(
+        decide.desired_deployment(make_config_deployment(replicas=replicas), content_hash)
+    )
+
+
+def not_ours() -> objects.Obj:
+    dep = copy.deepcopy(objects.thaw(stored(NEW_HASH)))
+    dep["metadata"]["ownerReferences"] = []
+    frozen: objects.Obj = objects.freeze(dep)
+    return frozen
+
+
+CREATED = f"Created Deployment web with config hash {NEW_HASH[:10]}"
+ROLLED = f"Rolling out Deployment web: config hash {OLD_HASH[:10]} -> {NEW_HASH[:10]}"
+NOT_FOUND = "spec.configMap: ConfigMap 'settings' not found in namespace 'ns'"
+KEPT = f"; Deployment web keeps running with config hash {OLD_HASH[:10]}"
+
+# (view, the write's verb or None, the reason and message start of the write's event or of
+# the problem, whether the plan reports the existing Deployment)
+DECISIONS = {
+    "another owner: not touched": (
+        view_of(not_ours(), owned=False, content_hash=None),
+        None, "DeploymentNotOwned", "Deployment ns/web exists and is not controlled", False,
+    ),
+    "no Deployment, ConfigMap missing: nothing written": (
+        view_of(None, missing=("configmap",)),
+        None, "ConfigMapNotFound", NOT_FOUND, False,
+    ),
+    "Deployment kept while its ConfigMap is missing": (
+        view_of(stored(OLD_HASH), missing=("configmap",)),
+        None, "ConfigMapNotFound", f"{NOT_FOUND}; create it there", True,
+    ),
+    "every missing source is named, the first gives the reason": (
+        view_of(None, missing=("secret", "configmap")),
+        None, "SecretNotFound", "spec.secrets[0].name: Secret 'token' not found", False,
+    ),
+    "no Deployment: created": (
+        view_of(None), "create", "DeploymentCreated", CREATED, False,
+    ),
+    "up to date: kept, nothing written": (
+        view_of(stored(NEW_HASH)), None, None, None, True,
+    ),
+    "new content: rolled out": (
+        view_of(stored(OLD_HASH)), "update", "RolledOut", ROLLED, True,
+    ),
+    "same content, scaled by someone: updated": (
+        view_of(stored(NEW_HASH, replicas=5)),
+        "update", "DeploymentUpdated", "Updated Deployment web", True,
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("view", "verb", "reason", "message", "reports_existing"),
+    list(DECISIONS.values()),
+    ids=list(DECISIONS),
+)
+def test_decide(
+    view: ConfigDeploymentView,
+    verb: str | None,
+    reason: str | None,
+    message: str | None,
+    reports_existing: bool,
+) -> None:
+    plan = decide.decide(view)
+    assert plan.deployment is (view.existing if reports_existing else None)
+    found: decide.Problem | decide.Write | None = plan.problem
+    if verb is not None:
+        assert plan.problem is None
+        assert plan.write is not None
+        assert plan.write.verb == verb
+        found = plan.write
+    else:
+        assert plan.write is None
+    if reason is None or message is None:
+        assert found is None
+        return
+    assert found is not None
+    assert found.reason == reason
+    assert found.message.startswith(message), found.message
+
+
+def test_decide_names_what_keeps_running_while_a_source_is_missing() -> None:
+    plan = decide.decide(view_of(stored(OLD_HASH), missing=("configmap",)))
+    assert plan.problem is not None
+    assert plan.problem.message.endswith(KEPT)
+
+
+def test_decide_writes_the_desired_deployment() -> None:
+    created = decide.decide(view_of(None)).write
+    assert created is not None
+    assert created.deployment == decide.desired_deployment(make_config_deployment(), NEW_HASH)
+    existing = stored(OLD_HASH)
+    updated = decide.decide(view_of(existing)).write
+    assert updated is not None
+    desired = decide.desired_deployment(make_config_deployment(), NEW_HASH)
+    assert updated.deployment == decide.updated_deployment(existing, desired)
 
 
 class TestNeedsUpdate:

@@ -194,17 +194,53 @@ def test_missing_config_map_before_any_deployment() -> None:
     assert world.recorder.events[-1].message.startswith("spec.configMap: ConfigMap 'absent'")
 
 
-def test_deployment_we_do_not_control_is_never_touched() -> None:
-    stranger = {
+def stranger() -> dict[str, Any]:
+    """A Deployment of the ConfigDeployment's name that it does not control."""
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": NAME, "namespace": NS},
         "spec": {"replicas": 5},
     }
-    world = Harness(config_deployment(), config_map(), stranger)
+
+
+def test_deployment_we_do_not_control_is_never_touched() -> None:
+    world = Harness(config_deployment(), config_map(), stranger())
     world.reconcile()
     assert world.deployment()["spec"] == {"replicas": 5}
     assert world.condition("Degraded")["reason"] == "DeploymentNotOwned"
+    assert world.client.writes_of("update", DEPLOYMENT) == []
+
+
+def stale_cache(world: Harness) -> None:
+    """The first Deployment read misses, as a cache that has not seen it yet does."""
+    misses = [errors.api_error(404, {"reason": "NotFound", "message": "not in the cache"})]
+
+    def miss(action: Action) -> BaseException | None:
+        return misses.pop() if misses else None
+
+    world.client.prepend_reactor("get", DEPLOYMENT, miss)
+
+
+def test_create_that_finds_an_up_to_date_deployment_keeps_it() -> None:
+    world = Harness(config_deployment(), config_map())
+    world.reconcile()
+    world.recorder.clear()
+    stale_cache(world)
+    world.reconcile()
+    assert world.client.writes_of("create", DEPLOYMENT) != []
+    assert world.client.writes_of("update", DEPLOYMENT) == []
+    assert world.recorder.reasons() == []
+    assert world.condition("Degraded")["status"] == "False"
+    assert world.condition("Available")["reason"] != "NoDeployment"  # the one found is ours
+
+
+def test_create_that_finds_a_deployment_we_do_not_control_leaves_it() -> None:
+    world = Harness(config_deployment(), config_map(), stranger())
+    stale_cache(world)
+    world.reconcile()
+    assert world.deployment()["spec"] == {"replicas": 5}
+    assert world.recorder.reasons() == ["DeploymentNotOwned"]
     assert world.client.writes_of("update", DEPLOYMENT) == []
 
 

@@ -1,11 +1,11 @@
-"""The ConfigDeployment controller, as read, decide, act.
+"""The ConfigDeployment controller, as observe, decide, act.
 
-``reconciler`` reads the ConfigDeployment, its Deployment and the sources it names,
-decides with the pure rules of ``decide`` (the desired Deployment, whether the live one
-needs a write, the status) and writes the result. ``sources`` holds what is read (the
-sources a spec names, the cache's digests of them, the content hash) and ``secrets``
-reads each named Secret by name and keeps only its digest. docs/configdeployment.md has
-the details.
+``reconciler`` observes (the ConfigDeployment, its Deployment and the sources it names,
+read into ``view``), asks ``decide`` for the Plan (create, update or keep the
+Deployment, or the problem that stops it; the desired Deployment and the status rules)
+and applies it. ``sources`` holds what is read (the sources a spec names, the cache's
+digests of them, the content hash) and ``secrets`` reads each named Secret by name and
+keeps only its digest. docs/configdeployment.md has the details.
 """
 
 from cronjob_operator.controllers.configdeployment.decide import CONFIG_HASH_ANNOTATION
