@@ -13,7 +13,7 @@ garbage and reads RSS again. Growth / N is the cost of one cached ConfigMap.
 Configurations:
 (a) ``managedFields stripped`` -- the runtime's default transform, what the operator
     cached before ConfigMaps were digested: the whole content;
-(b) ``digests`` -- ``configdeployment_sources.digest_config_map``, what it caches now:
+(b) ``digests`` -- ``configdeployment.sources.digest_config_map``, what it caches now:
     the metadata it reads, the whole-content hash and a sha256 per key;
 (c) ``metadata only`` -- the same metadata and nothing else: what a metadata-only watch
     (``PartialObjectMetadata``) would cache, the floor of any design that still sees
@@ -39,7 +39,7 @@ import orjson
 
 from bench import _common
 from bench.memory import rss_bytes
-from cronjob_operator.controllers import configdeployment_sources as sources
+from cronjob_operator.controllers.configdeployment import sources
 from cronjob_operator.runtime.cache import Informer, Transform, strip_managed_fields
 from cronjob_operator.runtime.kinds import CONFIG_MAP
 

@@ -1,11 +1,11 @@
 """The reconcilers, one per kind, each with the ``setup(manager)`` that registers it.
 
 ``cronjob`` (a package: observe, decide, act, with its pure rules by concept and the
-time math in ``cronjob_operator.schedule``) and ``configdeployment`` (pure rules in
-``configdeployment_state``). Only what is about CronJobs and ConfigDeployments lives
-here: the clock, owner references, the status writer and conditions they share come
-from ``cronjob_operator.runtime`` (``clock``; ``controllerutil``, which has the status
-writer and conditions too).
+time math in ``cronjob_operator.schedule``) and ``configdeployment`` (a package: observe,
+decide, act, with its pure rules in ``decide`` and ``sources``). Only what is about
+CronJobs and ConfigDeployments lives here: the clock, owner references, the status
+writer and conditions they share come from ``cronjob_operator.runtime`` (``clock``;
+``controllerutil``, which has the status writer and conditions too).
 """
 
-__all__: list[str] = []  # each reconciler is a module of its own, imported by name
+__all__: list[str] = []  # each reconciler is a package of its own, imported by name

@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 
 from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
-from cronjob_operator.controllers import configdeployment_state as state
 from cronjob_operator.controllers.configdeployment import (
     CONFIG_MAP_INDEX,
     config_map_index,
     config_map_requests,
+    decide,
     setup,
 )
 from cronjob_operator.envtest import ControlPlane, wait_for
@@ -244,7 +244,7 @@ class Cluster:
 
     def deployment_hash(self, namespace: str, name: str) -> str | None:
         deployment = self.get(DEPLOYMENT, name, namespace)
-        return None if deployment is None else state.rolled_out_hash(deployment)
+        return None if deployment is None else decide.rolled_out_hash(deployment)
 
     def status(self, namespace: str, name: str) -> dict[str, Any]:
         config_deployment = self.get(CONFIG_DEPLOYMENT, name, namespace) or {}
@@ -258,11 +258,13 @@ class Cluster:
 
     def replica_sets(self, namespace: str, name: str) -> list[objects.Obj]:
         return self.read.list(
-            REPLICA_SET, namespace=namespace, label_selector={state.SELECTOR_LABEL: name}
+            REPLICA_SET, namespace=namespace, label_selector={decide.SELECTOR_LABEL: name}
         )
 
     def ready_pods(self, namespace: str, name: str) -> list[str]:
-        pods = self.read.list(POD, namespace=namespace, label_selector={state.SELECTOR_LABEL: name})
+        pods = self.read.list(
+            POD, namespace=namespace, label_selector={decide.SELECTOR_LABEL: name}
+        )
         return sorted(
             objects.name_of(pod)
             for pod in pods
@@ -352,14 +354,14 @@ def test_creates_a_deployment_with_the_hash_and_reports_ready_pods(
     wait_until_rolled_out(cluster, namespace, "web", 2)
     deployment = cluster.get(DEPLOYMENT, "web", namespace)
     assert deployment is not None
-    assert state.rolled_out_hash(deployment) == full_hash(data)
+    assert decide.rolled_out_hash(deployment) == full_hash(data)
     assert deployment["spec"]["replicas"] == 2
-    assert deployment["spec"]["selector"] == {"matchLabels": {state.SELECTOR_LABEL: "web"}}
+    assert deployment["spec"]["selector"] == {"matchLabels": {decide.SELECTOR_LABEL: "web"}}
     owner = objects.controller_ref(deployment)
     assert owner is not None
     assert (owner["uid"], owner["blockOwnerDeletion"]) == (created["metadata"]["uid"], True)
     status = cluster.status(namespace, "web")
-    assert status["configMapHash"] == full_hash(data)[: state.SHORT_HASH_LENGTH]
+    assert status["configMapHash"] == full_hash(data)[: decide.SHORT_HASH_LENGTH]
     assert status["observedGeneration"] == created["metadata"]["generation"]
     assert cluster.condition(namespace, "web", "Degraded") == ("False", "AsExpected")
     assert "DeploymentCreated" in wait_for(
@@ -637,7 +639,7 @@ def test_deleting_the_config_map_keeps_the_deployment_and_its_pods(
     after = cluster.read.get(DEPLOYMENT, "web", namespace)
     assert after["metadata"]["uid"] == deployment["metadata"]["uid"]
     assert after["metadata"]["generation"] == deployment["metadata"]["generation"]
-    assert state.rolled_out_hash(after) == full_hash({"a": "1"})
+    assert decide.rolled_out_hash(after) == full_hash({"a": "1"})
     assert cluster.ready_pods(namespace, "web") == pods
     status = cluster.status(namespace, "web")
     assert status["configMapHash"] == full_hash({"a": "1"})[:10]
@@ -828,7 +830,7 @@ class Rollouts:
             seen[name] = (
                 int(deployment["metadata"]["generation"]),
                 len(cluster.replica_sets(namespace, name)),
-                state.rolled_out_hash(deployment),
+                decide.rolled_out_hash(deployment),
             )
         return cls(seen)
 

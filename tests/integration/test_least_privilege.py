@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from cronjob_operator.controllers import configdeployment, cronjob
-from cronjob_operator.controllers.configdeployment_state import CONFIG_HASH_ANNOTATION
+from cronjob_operator.controllers.configdeployment import CONFIG_HASH_ANNOTATION
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controller import Controller

@@ -5,7 +5,7 @@ tests/integration/test_configdeployment.py; these call ``reconcile`` directly an
 back what the API would hold, so each branch costs milliseconds. The fake client holds
 ConfigMaps as the manager's cache does (through the controller's digest transform) and
 Secrets as the API server does: the reconciler reads a named one by name and keeps only
-its digest (``configdeployment_secrets``).
+its digest (``configdeployment.secrets``).
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from typing import Any
 import pytest
 
 from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
-from cronjob_operator.controllers import configdeployment_sources as sources
-from cronjob_operator.controllers import configdeployment_state as state
 from cronjob_operator.controllers.configdeployment import (
     CONFIG_MAP_INDEX,
     SECRETS_INDEX,
     ConfigDeploymentReconciler,
     config_map_index,
     config_map_requests,
+    decide,
     secret_requests,
+    sources,
 )
-from cronjob_operator.controllers.configdeployment_secrets import NamedSecrets
+from cronjob_operator.controllers.configdeployment.secrets import NamedSecrets
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.controller import Request, Result
 from cronjob_operator.runtime.controllerutil import find_condition
@@ -101,7 +101,7 @@ class Harness:
         return self.client.get(DEPLOYMENT, NAME, NS)
 
     def rolled_out(self) -> str | None:
-        return state.rolled_out_hash(self.deployment())
+        return decide.rolled_out_hash(self.deployment())
 
     def status(self) -> objects.Obj:
         return self.client.get(CONFIG_DEPLOYMENT, NAME, NS).get("status") or {}
@@ -137,7 +137,7 @@ def test_creates_an_owned_deployment_with_the_config_hash() -> None:
     assert owner["uid"] == world.client.get(CONFIG_DEPLOYMENT, NAME, NS)["metadata"]["uid"]
     expected = world.client.get(CONFIG_MAP, "settings", NS)[sources.CONTENT_HASH]
     assert world.rolled_out() == expected
-    assert world.status()["configMapHash"] == state.short_hash(expected)
+    assert world.status()["configMapHash"] == decide.short_hash(expected)
     assert world.recorder.reasons() == ["DeploymentCreated"]
     assert world.condition("Degraded")["status"] == "False"
 
@@ -194,17 +194,53 @@ def test_missing_config_map_before_any_deployment() -> None:
     assert world.recorder.events[-1].message.startswith("spec.configMap: ConfigMap 'absent'")
 
 
-def test_deployment_we_do_not_control_is_never_touched() -> None:
-    stranger = {
+def stranger() -> dict[str, Any]:
+    """A Deployment of the ConfigDeployment's name that it does not control."""
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": NAME, "namespace": NS},
         "spec": {"replicas": 5},
     }
-    world = Harness(config_deployment(), config_map(), stranger)
+
+
+def test_deployment_we_do_not_control_is_never_touched() -> None:
+    world = Harness(config_deployment(), config_map(), stranger())
     world.reconcile()
     assert world.deployment()["spec"] == {"replicas": 5}
     assert world.condition("Degraded")["reason"] == "DeploymentNotOwned"
+    assert world.client.writes_of("update", DEPLOYMENT) == []
+
+
+def stale_cache(world: Harness) -> None:
+    """The first Deployment read misses, as a cache that has not seen it yet does."""
+    misses = [errors.api_error(404, {"reason": "NotFound", "message": "not in the cache"})]
+
+    def miss(action: Action) -> BaseException | None:
+        return misses.pop() if misses else None
+
+    world.client.prepend_reactor("get", DEPLOYMENT, miss)
+
+
+def test_create_that_finds_an_up_to_date_deployment_keeps_it() -> None:
+    world = Harness(config_deployment(), config_map())
+    world.reconcile()
+    world.recorder.clear()
+    stale_cache(world)
+    world.reconcile()
+    assert world.client.writes_of("create", DEPLOYMENT) != []
+    assert world.client.writes_of("update", DEPLOYMENT) == []
+    assert world.recorder.reasons() == []
+    assert world.condition("Degraded")["status"] == "False"
+    assert world.condition("Available")["reason"] != "NoDeployment"  # the one found is ours
+
+
+def test_create_that_finds_a_deployment_we_do_not_control_leaves_it() -> None:
+    world = Harness(config_deployment(), config_map(), stranger())
+    stale_cache(world)
+    world.reconcile()
+    assert world.deployment()["spec"] == {"replicas": 5}
+    assert world.recorder.reasons() == ["DeploymentNotOwned"]
     assert world.client.writes_of("update", DEPLOYMENT) == []
 
 

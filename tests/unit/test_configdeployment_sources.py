@@ -16,8 +16,7 @@ from typing import Any
 
 import yaml
 
-from cronjob_operator.controllers import configdeployment_sources as sources
-from cronjob_operator.controllers import configdeployment_state as state
+from cronjob_operator.controllers.configdeployment import decide, sources
 from cronjob_operator.runtime import objects
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,13 +142,13 @@ class TestUpgradeKeepsEveryPodTemplate:
     def test_the_desired_deployment_carries_the_old_annotations(self) -> None:
         digested = objects.freeze(sources.digest_config_map(objects.thaw(self.CONFIG_MAP)))
         wanted = sources.sources_of(self.CONFIG_DEPLOYMENT)
-        desired = state.desired_deployment(self.CONFIG_DEPLOYMENT, hash_of(wanted, digested))
+        desired = decide.desired_deployment(self.CONFIG_DEPLOYMENT, hash_of(wanted, digested))
         assert desired["metadata"]["annotations"] == {
-            state.SPEC_HASH_ANNOTATION: self.OLD_SPEC_HASH
+            decide.SPEC_HASH_ANNOTATION: self.OLD_SPEC_HASH
         }
-        assert state.rolled_out_hash(desired) == self.OLD_CONFIG_HASH
+        assert decide.rolled_out_hash(desired) == self.OLD_CONFIG_HASH
         # A Deployment the old controller wrote is therefore left as it is.
-        assert not state.needs_update(objects.freeze(desired), desired)
+        assert not decide.needs_update(objects.freeze(desired), desired)
 
     def test_the_samples_hash_is_the_one_the_readme_shows(self) -> None:
         sample = yaml.safe_load(
@@ -157,7 +156,7 @@ class TestUpgradeKeepsEveryPodTemplate:
         )
         digested = objects.freeze(sources.digest_config_map(sample))
         wanted = spec_sources(configMap=sample["metadata"]["name"])
-        assert state.short_hash(hash_of(wanted, digested)) == "592da0f732"
+        assert decide.short_hash(hash_of(wanted, digested)) == "592da0f732"
 
 
 # -- the cache transforms ------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from cronjob_operator.controllers import configdeployment_state as state
+from cronjob_operator.controllers.configdeployment import decide
 from cronjob_operator.controllers.cronjob import jobs
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.client import _json, canonical_json
@@ -134,5 +134,5 @@ def test_the_deployment_of_a_config_deployment_5000_deep_is_built() -> None:
             "spec": {"configMap": "settings", "replicas": 1, "template": template},
         }
     )
-    deployment = state.desired_deployment(config_deployment, "hash")  # its spec hash recursed
-    assert deployment["metadata"]["annotations"][state.SPEC_HASH_ANNOTATION]
+    deployment = decide.desired_deployment(config_deployment, "hash")  # its spec hash recursed
+    assert deployment["metadata"]["annotations"][decide.SPEC_HASH_ANNOTATION]

@@ -1,9 +1,12 @@
-"""The ConfigDeployment controller's pure logic: desired Deployment, what changed, status.
+"""The ConfigDeployment controller's decision, pure: desired Deployment, what changed, status.
 
-Nothing here reads the clock or talks to the API server, so every rule is unit-tested
-without a cluster; ``configdeployment.py`` does the reads, writes and events around it.
+``decide(view) -> Plan``: from what one reconcile read (``view.py``), whether to create,
+update or keep the Deployment, with the event each write reports, or the problem that
+stops it. Nothing here reads the clock or talks to the API server, so every rule is
+unit-tested without a cluster; ``reconciler.py`` does the reads, writes and events
+around it.
 
-* The content hash (``configdeployment_sources.content_hash``: of the ConfigMap's and
+* The content hash (``sources.content_hash``: of the ConfigMap's and
   Secrets' content) goes, as a full hex digest, into the pod template annotation
   ``CONFIG_HASH_ANNOTATION``; ``status.configMapHash`` holds its first
   ``SHORT_HASH_LENGTH`` characters, because a printer column cannot truncate.
@@ -28,10 +31,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, Literal
 
-from cronjob_operator.controllers.configdeployment_sources import canonical_json
+from cronjob_operator.controllers.configdeployment.view import ConfigDeploymentView, MissingSource
 from cronjob_operator.runtime import controllerutil, objects
+from cronjob_operator.runtime.client import canonical_json
 from cronjob_operator.runtime.controllerutil import condition_setter
 
 __all__ = [
@@ -40,7 +44,10 @@ __all__ = [
     "SELECTOR_LABEL",
     "SHORT_HASH_LENGTH",
     "SPEC_HASH_ANNOTATION",
+    "Plan",
     "Problem",
+    "Write",
+    "decide",
     "desired_deployment",
     "desired_replicas",
     "needs_update",
@@ -316,3 +323,83 @@ def update_status(
         )
     else:
         condition("Degraded", False, "AsExpected", "")
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A Deployment write and the Normal event that reports it once it succeeded."""
+
+    verb: Literal["create", "update"]
+    deployment: dict[str, Any]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one reconcile does to the Deployment, and what its status reports.
+
+    ``deployment`` is the Deployment the status reports unless ``write`` succeeds (then
+    the written one does); ``problem`` is reported as a Warning event and in Degraded.
+    """
+
+    deployment: objects.Obj | None
+    write: Write | None = None
+    problem: Problem | None = None
+
+
+def _not_owned(config_deployment: objects.Obj) -> Problem:
+    metadata = config_deployment["metadata"]
+    return Problem(
+        "DeploymentNotOwned",
+        f"Deployment {metadata['namespace']}/{metadata['name']} exists and is not "
+        "controlled by this ConfigDeployment; not touching it. Delete or rename it, "
+        "or rename the ConfigDeployment",
+    )
+
+
+def _sources_missing(missing: tuple[MissingSource, ...], existing: objects.Obj | None) -> Problem:
+    kept = (
+        f"; Deployment {objects.name_of(existing)} keeps running with config hash "
+        f"{short_hash(rolled_out_hash(existing) or '') or '<none>'}"
+        if existing is not None
+        else ""
+    )
+    return Problem(missing[0].reason, "; ".join(source.message for source in missing) + kept)
+
+
+def _update(existing: objects.Obj, desired: dict[str, Any]) -> Write:
+    name = desired["metadata"]["name"]
+    old_hash = rolled_out_hash(existing) or ""
+    new_hash = rolled_out_hash(desired) or ""
+    if old_hash != new_hash:
+        reason, message = (
+            "RolledOut",
+            f"Rolling out Deployment {name}: config hash "
+            f"{short_hash(old_hash) or '<none>'} -> {short_hash(new_hash)}",
+        )
+    else:
+        reason, message = "DeploymentUpdated", f"Updated Deployment {name}"
+    return Write("update", updated_deployment(existing, desired), reason, message)
+
+
+def decide(view: ConfigDeploymentView) -> Plan:
+    """The Plan for ``view``: create, update or keep the Deployment, or report a problem.
+
+    A Deployment another owner controls is never touched; while a named source is missing
+    the existing Deployment is left as it is; otherwise the Deployment is created, or
+    updated when it differs from the desired one on what we own (``needs_update``).
+    """
+    if not view.owned:
+        return Plan(None, problem=_not_owned(view.config_deployment))
+    if view.content_hash is None:
+        return Plan(view.existing, problem=_sources_missing(view.missing, view.existing))
+    desired = desired_deployment(view.config_deployment, view.content_hash)
+    if view.existing is None:
+        name = desired["metadata"]["name"]
+        rolled_out = short_hash(rolled_out_hash(desired) or "")
+        message = f"Created Deployment {name} with config hash {rolled_out}"
+        return Plan(None, write=Write("create", desired, "DeploymentCreated", message))
+    if not needs_update(view.existing, desired):
+        return Plan(view.existing)
+    return Plan(view.existing, write=_update(view.existing, desired))

@@ -2,7 +2,7 @@
 
 The manager's Secret informer is metadata-only (``PartialObjectMetadata``) and keeps only
 each Secret's name, namespace, uid, resourceVersion and timestamps
-(``configdeployment_sources.metadata_only``): enough to learn that a Secret changed (its
+(``sources.metadata_only``): enough to learn that a Secret changed (its
 watch event reaches the ConfigDeployments that name it through the ``.spec.secrets``
 index) and nothing of its content. The API server never sends the manager a Secret's
 ``data`` on that list and watch; it does send its labels and annotations, which the
@@ -11,7 +11,7 @@ copy of its data in the ``last-applied-configuration`` annotation: it is never k
 
 A reconcile that needs a named Secret's digest asks ``NamedSecrets.digest``: it reads
 the Secret itself (one live GET of that name), reduces it at once to its per-key digests
-(``configdeployment_sources.digest_secret``) and keeps that digest under the Secret's
+(``sources.digest_secret``) and keeps that digest under the Secret's
 resourceVersion. Later reconciles reuse it while the metadata cache shows the same
 resourceVersion, so a steady ConfigDeployment costs no request; a change costs one GET
 per changed Secret that a ConfigDeployment names. So only the Secrets some
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 
-from cronjob_operator.controllers import configdeployment_sources as sources
+from cronjob_operator.controllers.configdeployment import sources
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache import store_key
 from cronjob_operator.runtime.client import ClientInterface

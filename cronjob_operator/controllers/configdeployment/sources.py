@@ -2,12 +2,12 @@
 
 A ConfigDeployment names one ConfigMap (``spec.configMap``, optionally only some of its
 keys, ``spec.configMapKeys``) and any number of Secrets (``spec.secrets``, each with an
-optional ``keys`` filter). This module holds the pure rules; ``configdeployment`` reads
+optional ``keys`` filter). This module holds the pure rules; ``reconciler`` reads
 and writes around them.
 
 **Digests, never content.** ``digest_config_map`` is the manager cache's transform for
 ConfigMaps, ``metadata_only`` its transform for the metadata-only Secret informer, and
-``digest_secret`` what ``configdeployment_secrets`` keeps of a Secret a ConfigDeployment
+``digest_secret`` what ``secrets`` keeps of a Secret a ConfigDeployment
 names, read by name: each object is reduced, as it arrives, to the metadata the
 controller uses (name, namespace, uid, resourceVersion and timestamps) and one digest per
 key. So a Secret's value never stays in the operator's memory (nor can it reach a log

@@ -5,15 +5,17 @@ full, and grown past stakater/Reloader (docs/configdeployment.md). The controlle
 one Deployment per ConfigDeployment and writes a hash of the content of the ConfigMap
 and Secrets it names (optionally only some keys of each) into its pod template, so a
 content change rolls out new pods. ConfigMaps and Secrets are only read: ConfigMaps are
-cached as digests (``configdeployment_sources``), Secrets as their metadata only, and a
-Secret a ConfigDeployment names is read by name and kept as a digest
-(``configdeployment_secrets``: no Secret value is ever kept, logged or put in an event,
-and no unnamed Secret's content ever reaches the manager). Their events reach the
-ConfigDeployments that name them through the ``.spec.configMap`` and ``.spec.secrets``
-field indexes of the cache (never a list of all ConfigDeployments), filtered by
-ResourceVersionChanged. The pure rules (hash, desired Deployment, what counts as a
-change, status) live in ``configdeployment_sources`` and ``configdeployment_state``;
-this module does the reads, writes and events around them.
+cached as digests (``sources``), Secrets as their metadata only, and a Secret a
+ConfigDeployment names is read by name and kept as a digest (``secrets``: no Secret
+value is ever kept, logged or put in an event, and no unnamed Secret's content ever
+reaches the manager). Their events reach the ConfigDeployments that name them through
+the ``.spec.configMap`` and ``.spec.secrets`` field indexes of the cache (never a list
+of all ConfigDeployments), filtered by ResourceVersionChanged.
+
+A reconcile observes (``_observe``: the Deployment and the sources, into a ``view``),
+asks ``decide`` for the Plan (create, update or keep the Deployment, or a problem) and
+acts on it (``_act``: the write, its event, the status). The pure rules (hash, desired
+Deployment, what counts as a change, status) live in ``sources`` and ``decide``.
 
 The hash is a function of the content alone, so a restart or a new leader, which
 reconciles every ConfigDeployment again, writes nothing where nothing changed, and a
@@ -37,13 +39,18 @@ events create/patch.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import Any
 
 from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
-from cronjob_operator.controllers import configdeployment_sources as sources
-from cronjob_operator.controllers import configdeployment_state as state
-from cronjob_operator.controllers.configdeployment_secrets import NamedSecrets
+from cronjob_operator.controllers.configdeployment import decide, sources
+from cronjob_operator.controllers.configdeployment.secrets import NamedSecrets
+from cronjob_operator.controllers.configdeployment.view import (
+    ConfigDeploymentView,
+    MissingSource,
+    config_map_missing,
+    secret_missing,
+)
 from cronjob_operator.runtime import controllerutil, errors, objects
 from cronjob_operator.runtime.cache import KindOptions
 from cronjob_operator.runtime.client import ClientInterface, Reader
@@ -136,9 +143,10 @@ class ConfigDeploymentReconciler:
             return Result()  # deleted: garbage collection removes its Deployment
         if config_deployment["metadata"].get("deletionTimestamp"):
             return Result()
-        deployment, problem = self._sync_deployment(config_deployment)
+        view = self._observe(config_deployment)
+        deployment, problem = self._act(view, decide.decide(view))
         status = objects.thaw(config_deployment.get("status") or {})
-        state.update_status(
+        decide.update_status(
             status,
             generation=int(config_deployment["metadata"].get("generation") or 0),
             deployment=deployment,
@@ -148,10 +156,8 @@ class ConfigDeploymentReconciler:
         write_status(self._client, CONFIG_DEPLOYMENT, config_deployment, status)
         return Result()
 
-    def _sync_deployment(
-        self, config_deployment: objects.Obj
-    ) -> tuple[objects.Obj | None, state.Problem | None]:
-        """Create or update the Deployment; returns the one we manage (if any) and a problem."""
+    def _observe(self, config_deployment: objects.Obj) -> ConfigDeploymentView:
+        """Read the Deployment and, unless another owner controls it, the named sources."""
         metadata = config_deployment["metadata"]
         try:
             existing: objects.Obj | None = self._client.get(
@@ -162,90 +168,67 @@ class ConfigDeploymentReconciler:
         if existing is not None and not controllerutil.is_controlled_by(
             existing, config_deployment
         ):
-            return None, self._not_ours(config_deployment)
-        content_hash, problem = self._content_hash(config_deployment, existing)
-        if content_hash is None:
-            return existing, problem
-        desired = state.desired_deployment(config_deployment, content_hash)
-        if existing is None:
-            return self._create(config_deployment, desired)
-        if not state.needs_update(existing, desired):
-            return existing, None
-        return self._update(config_deployment, existing, desired)
+            return ConfigDeploymentView(config_deployment, existing, False, None)
+        content_hash, missing = self._content_hash(config_deployment)
+        return ConfigDeploymentView(config_deployment, existing, True, content_hash, missing)
 
-    def _create(
-        self, config_deployment: objects.Obj, desired: dict[str, Any]
-    ) -> tuple[objects.Obj | None, state.Problem | None]:
-        name = desired["metadata"]["name"]
-        content_hash = state.rolled_out_hash(desired) or ""
-        try:
-            created: objects.Obj = self._client.create(DEPLOYMENT, desired)
-        except errors.AlreadyExists:
-            # The cache has not seen it yet: read it live and go on from there.
-            existing = self._client.live.get(DEPLOYMENT, name, desired["metadata"]["namespace"])
-            if not controllerutil.is_controlled_by(existing, config_deployment):
-                return None, self._not_ours(config_deployment)
-            if not state.needs_update(existing, desired):
-                return existing, None
-            return self._update(config_deployment, existing, desired)
-        except errors.Invalid as exc:
-            return None, self._rejected(config_deployment, "FailedCreate", name, exc)
-        self._recorder.event(
-            config_deployment,
-            "Normal",
-            "DeploymentCreated",
-            f"Created Deployment {name} with config hash {state.short_hash(content_hash)}",
-        )
-        return created, None
-
-    def _update(
-        self, config_deployment: objects.Obj, existing: objects.Obj, desired: dict[str, Any]
-    ) -> tuple[objects.Obj | None, state.Problem | None]:
-        name = desired["metadata"]["name"]
-        old_hash = state.rolled_out_hash(existing) or ""
-        new_hash = state.rolled_out_hash(desired) or ""
-        try:
-            updated: objects.Obj = self._client.update(
-                DEPLOYMENT, state.updated_deployment(existing, desired)
-            )
-        except errors.Invalid as exc:
-            return existing, self._rejected(config_deployment, "FailedUpdate", name, exc)
-        if old_hash != new_hash:
+    def _act(
+        self, view: ConfigDeploymentView, plan: decide.Plan
+    ) -> tuple[objects.Obj | None, decide.Problem | None]:
+        """Carry out ``plan``; returns the Deployment we manage (if any) and a problem."""
+        config_deployment = view.config_deployment
+        if plan.problem is not None:
             self._recorder.event(
-                config_deployment,
-                "Normal",
-                "RolledOut",
-                f"Rolling out Deployment {name}: config hash "
-                f"{state.short_hash(old_hash) or '<none>'} -> {state.short_hash(new_hash)}",
+                config_deployment, "Warning", plan.problem.reason, plan.problem.message
             )
+            return plan.deployment, plan.problem
+        if plan.write is None:
+            return plan.deployment, None
+        write = plan.write
+        name = write.deployment["metadata"]["name"]
+        if write.verb == "create":
+            try:
+                written: objects.Obj = self._client.create(DEPLOYMENT, write.deployment)
+            except errors.AlreadyExists:
+                # The cache has not seen it yet: read it live and go on from there.
+                existing = self._client.live.get(
+                    DEPLOYMENT, name, write.deployment["metadata"]["namespace"]
+                )
+                owned = controllerutil.is_controlled_by(existing, config_deployment)
+                retry = dataclasses.replace(view, existing=existing, owned=owned)
+                return self._act(retry, decide.decide(retry))
+            except errors.Invalid as exc:
+                return plan.deployment, self._rejected(config_deployment, "FailedCreate", name, exc)
         else:
-            self._recorder.event(
-                config_deployment, "Normal", "DeploymentUpdated", f"Updated Deployment {name}"
-            )
-        return updated, None
+            try:
+                written = self._client.update(DEPLOYMENT, write.deployment)
+            except errors.Invalid as exc:
+                return plan.deployment, self._rejected(config_deployment, "FailedUpdate", name, exc)
+        self._recorder.event(config_deployment, "Normal", write.reason, write.message)
+        return written, None
 
     def _content_hash(
-        self, config_deployment: objects.Obj, existing: objects.Obj | None
-    ) -> tuple[str | None, state.Problem | None]:
-        """The hash of the named sources' content, or the problem of those missing."""
+        self, config_deployment: objects.Obj
+    ) -> tuple[str | None, tuple[MissingSource, ...]]:
+        """The hash of the named sources' content, or the sources that are missing."""
         namespace = config_deployment["metadata"]["namespace"]
         wanted = sources.sources_of(config_deployment)
-        missing: list[tuple[str, str]] = []  # (reason, message)
+        missing: list[MissingSource] = []
         config_map: objects.Obj | None = None
         if wanted.config_map is not None:
             config_map = self._get_source(CONFIG_MAP, wanted.config_map.name, namespace)
             if config_map is None:
-                missing.append(_config_map_missing(wanted.config_map.name, namespace))
+                missing.append(config_map_missing(wanted.config_map.name, namespace))
         secrets: dict[str, objects.Obj] = {}
         for position, source in enumerate(wanted.secrets):
             secret = self._secrets.digest(source.name, namespace)
             if secret is None:
-                missing.append(_secret_missing(position, source.name, namespace))
+                missing.append(secret_missing(position, source.name, namespace))
             else:
                 secrets[source.name] = secret
         if missing:
-            return None, self._sources_missing(config_deployment, missing, existing)
-        return sources.content_hash(wanted, config_map, secrets), None
+            return None, tuple(missing)
+        return sources.content_hash(wanted, config_map, secrets), ()
 
     def _get_source(self, kind: Kind, name: str, namespace: str) -> objects.Obj | None:
         try:
@@ -253,53 +236,12 @@ class ConfigDeploymentReconciler:
         except errors.NotFound:
             return None
 
-    def _sources_missing(
-        self,
-        config_deployment: objects.Obj,
-        missing: list[tuple[str, str]],
-        existing: objects.Obj | None,
-    ) -> state.Problem:
-        kept = (
-            f"; Deployment {objects.name_of(existing)} keeps running with config hash "
-            f"{state.short_hash(state.rolled_out_hash(existing) or '') or '<none>'}"
-            if existing is not None
-            else ""
-        )
-        reason = missing[0][0]
-        message = "; ".join(text for _, text in missing) + kept
-        self._recorder.event(config_deployment, "Warning", reason, message)
-        return state.Problem(reason, message)
-
-    def _not_ours(self, config_deployment: objects.Obj) -> state.Problem:
-        metadata = config_deployment["metadata"]
-        message = (
-            f"Deployment {metadata['namespace']}/{metadata['name']} exists and is not "
-            "controlled by this ConfigDeployment; not touching it. Delete or rename it, "
-            "or rename the ConfigDeployment"
-        )
-        self._recorder.event(config_deployment, "Warning", "DeploymentNotOwned", message)
-        return state.Problem("DeploymentNotOwned", message)
-
     def _rejected(
         self, config_deployment: objects.Obj, reason: str, name: str, exc: errors.Invalid
-    ) -> state.Problem:
+    ) -> decide.Problem:
         message = f"spec.template: the API server rejected Deployment {name}: {exc.message}"
         self._recorder.event(config_deployment, "Warning", reason, message)
-        return state.Problem("InvalidTemplate", message)
-
-
-def _config_map_missing(name: str, namespace: str) -> tuple[str, str]:
-    return "ConfigMapNotFound", (
-        f"spec.configMap: ConfigMap {name!r} not found in namespace {namespace!r}; "
-        "create it there or point spec.configMap at an existing ConfigMap"
-    )
-
-
-def _secret_missing(position: int, name: str, namespace: str) -> tuple[str, str]:
-    return "SecretNotFound", (
-        f"spec.secrets[{position}].name: Secret {name!r} not found in namespace "
-        f"{namespace!r}; create it there or remove it from spec.secrets"
-    )
+        return decide.Problem("InvalidTemplate", message)
 
 
 def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
@@ -312,8 +254,8 @@ def setup(manager: Manager, *, clock: Clock = utc_now) -> Controller:
     "unchanged", or a Conflict merge keeps the newer value of a field); with a
     GenerationChanged filter the last status of a rollout could stay wrong.
 
-    ConfigMaps are cached as digests (``configdeployment_sources``), Secrets as their
-    metadata only, the named ones read by name (``configdeployment_secrets``): the
+    ConfigMaps are cached as digests (``sources``), Secrets as their
+    metadata only, the named ones read by name (``secrets``): the
     options are set before anything creates their informers.
     """
     manager.cache.set_transform(CONFIG_MAP, sources.digest_config_map)
