@@ -19,6 +19,7 @@ from bench import (
     index_vs_scan,
     ingest,
     memory,
+    plugin_start,
     read_cost,
     reconcile_cost,
     retry_storm,
@@ -60,6 +61,7 @@ def table_rows(output: str) -> list[str]:
             6,
             id="reconcile_cost",
         ),
+        pytest.param(plugin_start.main, ["--repeat", "1", "--top", "2"], 7, id="plugin_start"),
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),
         pytest.param(retry_storm.main, ["--requests", "20", "--seconds", "2"], 2, id="retry_storm"),
         pytest.param(
