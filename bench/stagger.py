@@ -11,7 +11,7 @@ time; for the first scheduled minute after everything is quiet, the benchmark re
   is a Job create plus a status write);
 * delay: Job creation time (1-second resolution) minus the time the run was due, which
   is the scheduled time plus the CronJob's offset (``stagger_offset`` in
-  ``controllers/cronjob/stagger.py``), the same reference as the operator's skew histogram.
+  ``api/cronjob_rules.py``), the same reference as the operator's skew histogram.
 
     python -m bench.stagger [--cronjobs 1000] [--stagger 50] [--workers 5] [--margin 20]
 """
@@ -33,7 +33,7 @@ from bench import _cluster, _common
 from bench._runner import ManagerProcess
 from bench.skew import JobWatcher, Seen
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.controllers.cronjob.stagger import stagger_offset
+from cronjob_operator.api.cronjob_rules import stagger_offset
 from cronjob_operator.runtime.client import Writer
 
 EVERY_MINUTE = "* * * * *"

@@ -36,15 +36,16 @@ from itertools import islice
 from typing import Any, NoReturn, TypeVar
 from zoneinfo import ZoneInfo
 
-from kubernetes import config as k8s_config
-
 from cronjob_operator import schedule as schedules
 from cronjob_operator._flags import positive_int
+from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
-from cronjob_operator.controllers.cronjob import backfill as backfills
-from cronjob_operator.controllers.cronjob.jobs import INSTANTIATE_ANNOTATION, manual_job_name
-from cronjob_operator.controllers.cronjob.runs import parse_spec_schedule
-from cronjob_operator.controllers.cronjob.stagger import stagger_offset
+from cronjob_operator.api.cronjob_rules import (
+    INSTANTIATE_ANNOTATION,
+    manual_job_name,
+    parse_spec_schedule,
+    stagger_offset,
+)
 from cronjob_operator.runtime import Obj, RestClient, errors, load_configuration
 from cronjob_operator.runtime.client import LiveReader, Writer
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
@@ -168,6 +169,8 @@ class Cluster:
     credentials, exec plugins)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
+        from kubernetes import config as k8s_config  # read a kubeconfig: load it only here
+
         try:
             contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
                 config_file=args.kubeconfig
@@ -397,7 +400,7 @@ def _kind(annotations: Mapping[str, Any]) -> str:
     """manual (run now), backfill, or scheduled."""
     if annotations.get(INSTANTIATE_ANNOTATION) == "manual":
         return "manual"
-    if backfills.BACKFILL_TOKEN_ANNOTATION in annotations:
+    if rules.BACKFILL_TOKEN_ANNOTATION in annotations:
         return "backfill"
     return "scheduled"
 
@@ -449,11 +452,11 @@ def backfill(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     token = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     raw = json.dumps({"token": token, "from": rfc3339(args.start), "to": rfc3339(args.end)})
     schedule = _parse_spec(item.get("spec") or {})
-    problem = backfills.request_problem(raw, schedule)
+    problem = rules.request_problem(raw, schedule)
     if problem is not None:
         raise PluginError(f"cronjob {cluster.namespace}/{args.name}: {problem}")
-    request = backfills.Request(token, args.start, args.end)
-    count = len(backfills.times_of(schedule, request))
+    request = rules.Request(token, args.start, args.end)
+    count = len(rules.times_of(schedule, request))
     cluster.patch_cronjob(args.name, {"metadata": {"annotations": {BACKFILL_ANNOTATION: raw}}})
     span = f"[{rfc3339(args.start)}, {rfc3339(args.end)})"
     out(f"backfill {token}: {count} scheduled time(s) in {span}")

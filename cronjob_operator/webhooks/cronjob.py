@@ -32,12 +32,17 @@ from pydantic_core import PydanticUndefined
 
 from cronjob_operator import schedule
 from cronjob_operator.api import batch_v1
-from cronjob_operator.controllers.cronjob import backfill as backfills
-from cronjob_operator.controllers.cronjob.conditions import PAUSE_FIELD
-from cronjob_operator.controllers.cronjob.history import HISTORY_LIMITS, MAX_HISTORY_LIMIT
-from cronjob_operator.controllers.cronjob.requests import TOKEN_FIELD, token_problem
-from cronjob_operator.controllers.cronjob.runs import parse_spec_schedule
-from cronjob_operator.controllers.cronjob.stagger import STAGGER_FIELD, stagger_problem
+from cronjob_operator.api import cronjob_rules as rules
+from cronjob_operator.api.cronjob_rules import (
+    HISTORY_LIMITS,
+    MAX_HISTORY_LIMIT,
+    PAUSE_FIELD,
+    STAGGER_FIELD,
+    TOKEN_FIELD,
+    parse_spec_schedule,
+    stagger_problem,
+    token_problem,
+)
 from cronjob_operator.runtime import objects, webhook
 from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
 from cronjob_operator.webhooks.nesting import nesting_errors
@@ -328,11 +333,11 @@ def _backfill_errors(
     unchanged = old is not None and _backfill_request(old) == raw
     if unchanged and _parsed_schedule(_spec(old or {})) == parsed:
         parsed = None  # counted already: only the shape and the range are checked
-    problem = backfills.request_problem(raw, parsed)
+    problem = rules.request_problem(raw, parsed)
     if problem is None:
         return []
     shown = raw if isinstance(raw, str) and len(raw) <= 200 else f"<{len(str(raw))} characters>"
-    return [webhook.invalid(backfills.BACKFILL_FIELD, shown, problem.partition(": ")[2])]
+    return [webhook.invalid(rules.BACKFILL_FIELD, shown, problem.partition(": ")[2])]
 
 
 def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:

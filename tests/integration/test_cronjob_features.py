@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, RUN_ANNOTATION
+from cronjob_operator.api.cronjob_rules import manual_job_name, stagger_offset
 from cronjob_operator.controllers import cronjob
-from cronjob_operator.controllers.cronjob import backfill as backfills
 from cronjob_operator.controllers.cronjob.conditions import PAUSED_REASON
-from cronjob_operator.controllers.cronjob.jobs import manual_job_name
-from cronjob_operator.controllers.cronjob.stagger import stagger_offset
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controllerutil import rfc3339
@@ -319,7 +318,7 @@ def test_a_completed_backfill_keeps_being_reconciled_without_evaluating_its_rang
     )
     assert sorted(world.jobs()) == [f"filled-{1577836800 + 3600 * h}" for h in range(3)]
     assert len(walks) >= 1, "the probe sees the backfill's own evaluation"
-    backfills._remembered_times.cache_clear()  # nothing remembered: the state must say it
+    rules._remembered_times.cache_clear()  # nothing remembered: the state must say it
     counted = len(walks)
     for touch in range(5):
         world.cp.kubectl(

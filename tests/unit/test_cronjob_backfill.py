@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from cronjob_operator import schedule as schedules
+from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, MAX_BACKFILL
-from cronjob_operator.controllers.cronjob import backfill as backfills
 from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.webhooks import cronjob as webhook
@@ -148,7 +148,7 @@ def test_a_running_backfill_keeps_its_jobs_from_pruning() -> None:
 def test_more_than_the_bound_is_refused_naming_the_annotation() -> None:
     every_minute = schedules.parse_schedule("* * * * *")
     raw = request("t", at(0), at(0) + (MAX_BACKFILL + 1) * timedelta(minutes=1))
-    problem = backfills.request_problem(raw, every_minute)
+    problem = rules.request_problem(raw, every_minute)
     assert problem is not None
     assert problem.startswith(f"metadata.annotations[{BACKFILL_ANNOTATION}]: ")
     assert f"more than {MAX_BACKFILL} scheduled times" in problem
@@ -188,13 +188,13 @@ def test_the_webhook_refuses_a_bad_request_with_the_field() -> None:
     ],
 )
 def test_a_malformed_request_says_what_is_wrong(raw: str, detail: str) -> None:
-    parsed = backfills.parse_request(raw)
+    parsed = rules.parse_request(raw)
     assert isinstance(parsed, str)
     assert detail in parsed
 
 
 def test_the_range_is_half_open() -> None:
     hourly = schedules.parse_schedule("0 * * * *")
-    times = backfills.times_of(hourly, backfills.Request("t", at(2), at(4)))
+    times = rules.times_of(hourly, rules.Request("t", at(2), at(4)))
     assert times == (at(2), at(3))
     assert times[0].tzinfo is UTC or times[0].utcoffset() == timedelta(0)

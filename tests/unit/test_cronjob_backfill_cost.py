@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from cronjob_operator import schedule as schedules
+from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, MAX_BACKFILL
-from cronjob_operator.controllers.cronjob import backfill as backfills
-from cronjob_operator.controllers.cronjob.jobs import END_OF_JOB_TIMES, FIRST_JOB_TIME, job_name
+from cronjob_operator.api.cronjob_rules import END_OF_JOB_TIMES, FIRST_JOB_TIME
+from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.webhooks import cronjob as webhook
 from tests.unit.cronjob_harness import Harness
@@ -51,14 +52,14 @@ def count_backfill_walks(monkeypatch: pytest.MonkeyPatch) -> Walks:
         return real(schedule, after, through, limit=limit)
 
     monkeypatch.setattr(schedules, "times_between", counting)
-    backfills._remembered_times.cache_clear()
+    rules._remembered_times.cache_clear()
     return seen
 
 
 @pytest.fixture
 def walks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Walks]:
     yield count_backfill_walks(monkeypatch)
-    backfills._remembered_times.cache_clear()
+    rules._remembered_times.cache_clear()
 
 
 def test_a_completed_backfill_costs_no_schedule_evaluation_however_often_reconciled(
@@ -69,7 +70,7 @@ def test_a_completed_backfill_costs_no_schedule_evaluation_however_often_reconci
     settle(world, at(24.01))
     assert progress(world)["done"] == 60
     started = len(walks)
-    backfills._remembered_times.cache_clear()  # nothing remembered: the state must say it
+    rules._remembered_times.cache_clear()  # nothing remembered: the state must say it
     for minute in range(2, 30):
         touch(world, str(minute))
         settle(world, at(24) + timedelta(minutes=minute, seconds=30))
@@ -101,7 +102,7 @@ def test_the_webhook_does_not_count_again_an_update_that_keeps_request_and_sched
 ) -> None:
     body = _cronjob("* * * * *", request("t", at(2), at(10)))
     assert webhook.validate_create(body) == []
-    backfills._remembered_times.cache_clear()
+    rules._remembered_times.cache_clear()
     relabelled = json.loads(json.dumps(body))
     relabelled["metadata"]["labels"] = {"team": "a"}
     assert webhook.validate_update(relabelled, body) == []
@@ -138,7 +139,7 @@ def test_a_range_a_job_name_cannot_carry_is_refused_with_the_field(
     start: datetime, end: datetime
 ) -> None:
     hourly = schedules.parse_schedule("0 * * * *")
-    problem = backfills.request_problem(request("t", start, end), hourly)
+    problem = rules.request_problem(request("t", start, end), hourly)
     assert problem is not None
     assert problem.startswith(f"{FIELD}: ")
     assert rfc3339(FIRST_JOB_TIME) in problem
@@ -151,10 +152,10 @@ def test_a_range_a_job_name_cannot_carry_is_refused_with_the_field(
 def test_the_edges_of_what_a_job_name_carries_are_accepted() -> None:
     hourly = schedules.parse_schedule("0 * * * *")
     first = request("t", FIRST_JOB_TIME, FIRST_JOB_TIME + timedelta(hours=2))
-    assert backfills.request_problem(first, hourly) is None
+    assert rules.request_problem(first, hourly) is None
     last = request("t", END_OF_JOB_TIMES - timedelta(hours=2), END_OF_JOB_TIMES)
-    assert backfills.request_problem(last, hourly) is None
-    (final,) = backfills.times_of(hourly, backfills.Request("t", *_range(last)))[-1:]
+    assert rules.request_problem(last, hourly) is None
+    (final,) = rules.times_of(hourly, rules.Request("t", *_range(last)))[-1:]
     assert len(job_name("x" * 52, final)) == 63
 
 
@@ -180,9 +181,9 @@ def test_the_controller_reports_a_pre_1970_backfill_and_creates_nothing() -> Non
 
 def test_an_oversized_annotation_is_refused_before_it_is_parsed() -> None:
     raw = json.dumps({"token": "t", "from": rfc3339(at(2)), "to": rfc3339(at(3)), "x": "y" * 2000})
-    problem = backfills.request_problem(raw, schedules.parse_schedule("0 * * * *"))
+    problem = rules.request_problem(raw, schedules.parse_schedule("0 * * * *"))
     assert problem is not None
-    assert problem.startswith(f"{FIELD}: must be at most {backfills.MAX_REQUEST_LENGTH} characters")
+    assert problem.startswith(f"{FIELD}: must be at most {rules.MAX_REQUEST_LENGTH} characters")
 
 
 def _cronjob(schedule: str, raw: str) -> dict[str, Any]:

@@ -16,13 +16,13 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, RUN_ANNOTATION
+from cronjob_operator.api.cronjob_rules import manual_job_name
 from cronjob_operator.controllers.cronjob.jobs import (
     SCHEDULED_TIMESTAMP_ANNOTATION,
     build_job,
     build_manual_job,
     builtin_timestamp,
     job_name,
-    manual_job_name,
 )
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import rfc3339

@@ -10,11 +10,8 @@ from typing import Any
 
 import pytest
 
-from cronjob_operator.controllers.cronjob.history import (
-    MAX_HISTORY_LIMIT,
-    capped_limits,
-    to_prune,
-)
+from cronjob_operator.api.cronjob_rules import MAX_HISTORY_LIMIT
+from cronjob_operator.controllers.cronjob.history import capped_limits, to_prune
 from cronjob_operator.controllers.cronjob.jobs import JobSets
 from cronjob_operator.controllers.cronjob.view import job_times_of
 from cronjob_operator.runtime.controllerutil import rfc3339

@@ -17,23 +17,21 @@ import pytest
 
 from cronjob_operator.api import batch_v1
 from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
-from cronjob_operator.controllers.cronjob.conditions import (
+from cronjob_operator.api.cronjob_rules import (
+    INSTANTIATE_ANNOTATION,
     PAUSE_FIELD,
+    TOKEN_FIELD,
+    manual_job_name,
+    stagger_offset,
+    token_problem,
+)
+from cronjob_operator.controllers.cronjob.conditions import (
     PAUSED_REASON,
     paused,
     resume_on_new_generation,
 )
 from cronjob_operator.controllers.cronjob.history import counted, record_failures
-from cronjob_operator.controllers.cronjob.jobs import (
-    INSTANTIATE_ANNOTATION,
-    SCHEDULED_AT_ANNOTATION,
-    job_name,
-    manual_job_name,
-)
-from cronjob_operator.controllers.cronjob.requests import TOKEN_FIELD, token_problem
-from cronjob_operator.controllers.cronjob.stagger import (
-    stagger_offset,
-)
+from cronjob_operator.controllers.cronjob.jobs import SCHEDULED_AT_ANNOTATION, job_name
 from cronjob_operator.controllers.cronjob.view import (
     JobTimes,
     api_status,

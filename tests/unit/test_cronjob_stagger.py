@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from cronjob_operator import schedule as schedules
-from cronjob_operator.controllers.cronjob.stagger import (
+from cronjob_operator.api.cronjob_rules import (
     shortest_gap,
     stagger_offset,
     stagger_problem,

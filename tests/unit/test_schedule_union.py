@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cronjob_operator import schedule
-from cronjob_operator.controllers.cronjob.stagger import shortest_gap, stagger_problem
+from cronjob_operator.api.cronjob_rules import shortest_gap, stagger_problem
 from cronjob_operator.schedule import (
     ScheduleError,
     missed_times,

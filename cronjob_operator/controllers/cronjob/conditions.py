@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PAUSED_REASON",
-    "PAUSE_FIELD",
     "availability",
     "pause_threshold",
     "paused",
@@ -36,8 +35,6 @@ __all__ = [
 ]
 
 PAUSED_REASON: Final = "PausedAfterFailures"
-
-PAUSE_FIELD: Final = "spec.failurePolicy.pauseAfterConsecutiveFailures"
 
 
 def pause_threshold(spec: Mapping[str, Any]) -> int | None:

@@ -10,8 +10,8 @@ its concept's module and this one only sequences them:
    recorded;
 2. requests (``requests.py``, ``backfill.py``): a run request, then a backfill's next
    time (both before the suspend and pause checks);
-3. due runs (``runs.py``, ``policies.py``, ``concurrency.py``, ``stagger.py``): the
-   scheduled run due now, skip accounting, BufferOne;
+3. due runs (``runs.py``, ``policies.py``, ``concurrency.py``, and the stagger of
+   ``api/cronjob_rules.py``): the scheduled run due now, skip accounting, BufferOne;
 4. conditions and next time (``conditions.py``).
 
 Jobs first: a decision that creates a Job returns ``follow_up`` without writing status
@@ -30,6 +30,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
+from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import (
     BACKFILL_ANNOTATION,
     MAX_NAME_LENGTH,
@@ -45,7 +46,6 @@ from cronjob_operator.controllers.cronjob import (
     policies,
     requests,
     runs,
-    stagger,
 )
 from cronjob_operator.controllers.cronjob.plan import (
     Create,
@@ -228,11 +228,11 @@ class _Decision:
         if token is None or view.deleting:
             status.pop("pendingRunRequest", None)
             return None
-        problem = requests.token_problem(token)
+        problem = rules.token_problem(token)
         if problem is not None:
             self.steps.event("Warning", "InvalidRunRequest", problem)
             return Problem("InvalidRunRequest", problem, stops_schedule=False)
-        name = jobs.manual_job_name(view.name, token)
+        name = rules.manual_job_name(view.name, token)
         owned = {objects.name_of(job) for job in view.jobs.owned()}
         if name not in owned:
             if not concurrency.make_room(view.spec, status, self.steps):
@@ -266,25 +266,25 @@ class _Decision:
                 self.steps.event("Normal", "BackfillCancelled", _backfill_message(status))
             return None, None
         try:
-            schedule = runs.parse_spec_schedule(view.spec)
+            schedule = rules.parse_spec_schedule(view.spec)
         except schedules.ScheduleError:
             return None, None  # reported by the scheduling step
         # The state first: a recorded request was checked when it started, and one that
         # is done needs no schedule times (its cost must not outlive it).
-        request = backfill.parse_request(raw)
+        request = rules.parse_request(raw)
         if isinstance(request, str):
-            problem: str | None = f"{backfill.BACKFILL_FIELD}: {request}"
+            problem: str | None = f"{rules.BACKFILL_FIELD}: {request}"
         elif backfill.recorded(progress, request):
             if not running:
                 return None, None
             problem = None
         else:
-            problem = backfill.count_problem(schedule, request)
+            problem = rules.count_problem(schedule, request)
         if problem is not None:
             self.steps.event("Warning", "InvalidBackfill", problem)
             return Problem("InvalidBackfill", problem, stops_schedule=False), None
-        assert isinstance(request, backfill.Request)
-        times = backfill.times_of(schedule, request)
+        assert isinstance(request, rules.Request)
+        times = rules.times_of(schedule, request)
         if not backfill.recorded(progress, request):
             if running:
                 backfill.cancel(status["backfill"])
@@ -304,7 +304,7 @@ class _Decision:
         if not concurrency.make_room(view.spec, status, self.steps):
             return None, None  # the active Job's end reconciles again
         job = jobs.build_job(view.obj, upcoming, schedule.zone)
-        job["metadata"].setdefault("annotations", {})[backfill.BACKFILL_TOKEN_ANNOTATION] = (
+        job["metadata"].setdefault("annotations", {})[rules.BACKFILL_TOKEN_ANNOTATION] = (
             request.token
         )
         failed = self._create(job)
@@ -329,7 +329,7 @@ class _Decision:
         # Suspended or paused: nothing starts, but the times that come are accounted for.
         holding = bool(spec.get("suspend")) or conditions.paused(spec, status)
         try:
-            schedule = runs.parse_spec_schedule(spec)
+            schedule = rules.parse_spec_schedule(spec)
         except schedules.ScheduleError as exc:
             if holding:
                 return None, None, None
@@ -433,12 +433,12 @@ class _Decision:
         if not isinstance(seconds, int) or isinstance(seconds, bool):
             detail: str | None = "must be a whole number of seconds"
         else:
-            detail = stagger.stagger_problem(schedule, seconds)
+            detail = rules.stagger_problem(schedule, seconds)
         if detail is not None:
-            message = f"{stagger.STAGGER_FIELD}: {seconds!r}: {detail}"
+            message = f"{rules.STAGGER_FIELD}: {seconds!r}: {detail}"
             self.steps.event("Warning", "InvalidStagger", message)
             return Problem("InvalidStagger", message)
-        return stagger.stagger_offset(self.view.namespace, self.view.name, seconds)
+        return rules.stagger_offset(self.view.namespace, self.view.name, seconds)
 
     def _run(self, scheduled: datetime, zone: ZoneInfo, offset: timedelta | None) -> Problem | None:
         """Create the Job of ``scheduled`` unless it exists; ``offset`` is the stagger
@@ -527,7 +527,7 @@ class _Decision:
         if raw is None or (threshold is not None and threshold >= 1):
             return None
         message = (
-            f"{conditions.PAUSE_FIELD}: {raw!r} is not a positive whole number; set 1 or more, "
+            f"{rules.PAUSE_FIELD}: {raw!r} is not a positive whole number; set 1 or more, "
             "or remove the field (runs are not paused meanwhile)"
         )
         self.steps.event("Warning", "InvalidFailurePolicy", message)

@@ -28,8 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
+from cronjob_operator.api.cronjob_rules import HISTORY_LIMITS, MAX_HISTORY_LIMIT
 from cronjob_operator.controllers.cronjob import backfill
 from cronjob_operator.controllers.cronjob.jobs import (
     JobSets,
@@ -42,8 +43,6 @@ from cronjob_operator.controllers.cronjob.view import JobTimes, stamp, time_at
 from cronjob_operator.runtime import objects
 
 __all__ = [
-    "HISTORY_LIMITS",
-    "MAX_HISTORY_LIMIT",
     "Notice",
     "advance_last_schedule_time",
     "capped_limits",
@@ -55,13 +54,6 @@ __all__ = [
     "to_prune",
     "unconfirmed_active",
 ]
-
-
-MAX_HISTORY_LIMIT: Final = 1000
-"""The most finished Jobs of each kind a CronJob keeps: each one kept is read by every
-reconcile of its CronJob and held in the Job cache, so a tenant's limit must not buy an
-unbounded share of both (the built-in has no bound)."""
-HISTORY_LIMITS: Final = ("successfulJobsHistoryLimit", "failedJobsHistoryLimit")
 
 
 @dataclass(frozen=True, slots=True)

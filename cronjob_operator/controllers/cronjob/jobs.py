@@ -23,8 +23,6 @@ the decision (``decide.py``):
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -32,16 +30,16 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.api.cronjob_rules import (
+    INSTANTIATE_ANNOTATION,
+    manual_job_name,
+)
 from cronjob_operator.runtime import controllerutil, objects
 from cronjob_operator.runtime.cache import strip_managed_fields
 
 __all__ = [
-    "END_OF_JOB_TIMES",
     "FINISHED_CONDITIONS",
-    "FIRST_JOB_TIME",
-    "INSTANTIATE_ANNOTATION",
     "JOB_OWNER_INDEX",
-    "JOB_TIME_DIGITS",
     "RUN_TOKEN_ANNOTATION",
     "SCHEDULED_AT_ANNOTATION",
     "SCHEDULED_TIMESTAMP_ANNOTATION",
@@ -56,7 +54,6 @@ __all__ = [
     "job_owner_index",
     "job_reference",
     "job_uid",
-    "manual_job_name",
     "scheduled_time",
     "slim_job",
 ]
@@ -75,20 +72,7 @@ FINISHED_CONDITIONS = ("Complete", "Failed")
 RUN_TOKEN_ANNOTATION: Final = "batch.tutorial.kubebuilder.io/run-request"
 """On a manual Job: the token that asked for it."""
 
-INSTANTIATE_ANNOTATION: Final = "cronjob.kubernetes.io/instantiate"
-"""On a manual Job: ``manual``, as ``kubectl create job --from=cronjob/x`` sets it."""
-
 JOB_OWNER_INDEX = ".metadata.controller"
-
-_NAME_HASH_CHARS: Final = 9  # "-m" + 9 = 11 characters, as "-<unix seconds>"
-
-JOB_TIME_DIGITS: Final = 10
-"""The most digits of a scheduled Job name's suffix: a 52-character CronJob name, ``-``
-and 10 digits fit the 63 of a Job name (whose pods' label must fit too)."""
-FIRST_JOB_TIME: Final = datetime(1970, 1, 1, tzinfo=UTC)
-"""The earliest scheduled time a Job name can carry (Unix second 0)."""
-END_OF_JOB_TIMES: Final = FIRST_JOB_TIME + timedelta(seconds=10**JOB_TIME_DIGITS)
-"""The first time a Job name cannot carry (2286-11-20T17:46:40Z)."""
 
 
 @dataclass(slots=True)
@@ -201,14 +185,6 @@ def build_manual_job(cronjob: objects.Obj, token: str) -> dict[str, Any]:
         name=manual_job_name(cronjob["metadata"]["name"], token),
         annotations={INSTANTIATE_ANNOTATION: "manual", RUN_TOKEN_ANNOTATION: token},
     )
-
-
-def manual_job_name(cronjob_name: str, token: str) -> str:
-    """``<cronjob>-m<9 base32 characters of sha256(token)>``: fits 63 as a scheduled name
-    does, and never equals one (a scheduled suffix is all digits)."""
-    digest = hashlib.sha256(token.encode()).digest()
-    encoded = base64.b32encode(digest).decode().lower()
-    return f"{cronjob_name}-m{encoded[:_NAME_HASH_CHARS]}"
 
 
 def job_from_template(

@@ -1,7 +1,6 @@
 """Due runs: the schedule in effect, since when, and which scheduled times have run.
 
-* ``parse_spec_schedule``: ``spec.schedule`` or, when unset, ``spec.schedules`` (their
-  union), in ``spec.timeZone``.
+* The schedule of a spec is ``api.cronjob_rules.parse_spec_schedule``.
 * ``observe_schedule`` keeps ``status.observedSchedule``: the schedule and time zone in
   effect and since when. Runs are never created for a time at or before ``since``, so
   editing either never starts a catch-up run for a time before the edit.
@@ -15,21 +14,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from cronjob_operator import schedule as schedules
 from cronjob_operator.controllers.cronjob.jobs import JobSets, scheduled_time
 from cronjob_operator.controllers.cronjob.view import stamp, time_at
 from cronjob_operator.runtime import objects
 
-__all__ = ["active_since", "observe_schedule", "parse_spec_schedule", "ran"]
-
-
-def parse_spec_schedule(spec: Mapping[str, Any]) -> schedules.AnySchedule:
-    """``spec.schedule`` or, when it is unset, ``spec.schedules`` (their union), in
-    ``spec.timeZone``. Raises ``ScheduleError`` naming the field (``spec.schedules[1]``)."""
-    many = spec.get("schedules")
-    if spec.get("schedule") is None and isinstance(many, (list, tuple)):
-        return schedules.parse_schedules([str(entry) for entry in many], spec.get("timeZone"))
-    return schedules.parse_schedule(str(spec.get("schedule") or ""), spec.get("timeZone"))
+__all__ = ["active_since", "observe_schedule", "ran"]
 
 
 def observe_schedule(

@@ -60,18 +60,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 import orjson
 import tenacity
 import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
 from cronjob_operator.runtime import context, errors
 from cronjob_operator.runtime.client import _json
 from cronjob_operator.runtime.metrics import DEFAULT, Metrics
+
+if TYPE_CHECKING:
+    from kubernetes import client as k8s_client
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,12 @@ def load_configuration(
     An explicit kubeconfig path (or kubeconfig ``context``) wins; otherwise the in-cluster
     service account; otherwise the default kubeconfig ($KUBECONFIG or ~/.kube/config), as
     controller-runtime does. ``context`` names a kubeconfig context other than the current one.
+    The ``kubernetes`` package (seconds of CPU to import on a busy machine) is loaded here,
+    where a kubeconfig is read, so a process that never reads one never pays for it.
     """
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+
     configuration = k8s_client.Configuration()
     if kubeconfig or context:
         k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
@@ -249,6 +255,8 @@ class RestClient:
         configuration.keep_alive = True
         self._user_agent = user_agent
         self._configuration = configuration
+        from kubernetes import client as k8s_client
+
         self._pool: urllib3.PoolManager = k8s_client.rest.RESTClientObject(
             configuration
         ).pool_manager

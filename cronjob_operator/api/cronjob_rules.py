@@ -1,0 +1,316 @@
+"""The rules a CronJob must obey, beside its API types: what the webhook refuses, the
+plugin checks and the controller applies, with no I/O and no clock.
+
+One place, below all three users: the admission webhook (``webhooks/cronjob.py``) and the
+kubectl plugin (``plugin.py``) import these rules without loading the controllers, the
+manager or prometheus_client, and the CronJob controller (``controllers/cronjob/``)
+imports the same ones. By concept:
+
+* Job times: a scheduled Job is named by its time in Unix seconds, so only
+  [``FIRST_JOB_TIME``, ``END_OF_JOB_TIMES``) can be run; a run request's Job is
+  ``manual_job_name`` (one Job per token).
+* Run requests: ``token_problem`` (``TOKEN_FIELD``), the token's length bound.
+* Backfill requests (docs/beyond-builtin.md, 10): ``parse_request`` reads the annotation
+  ``BACKFILL_ANNOTATION`` (at most ``MAX_REQUEST_LENGTH`` characters), ``times_of`` walks
+  its window once and remembers it (the last ``TIMES_MEMO_SIZE`` requests),
+  ``request_problem``/``count_problem`` refuse more than ``MAX_BACKFILL`` times. The
+  progress of a running backfill is the controller's (``controllers/cronjob/backfill.py``).
+* Stagger: ``stagger_offset``, a fixed offset in ``[0, staggerSeconds]`` from a hash of
+  the CronJob's namespace and name (stable across restarts, replicas and a re-create);
+  ``stagger_problem`` refuses a stagger not below the schedule's shortest gap.
+* The schedule of a spec (``parse_spec_schedule``), the failure pause's field
+  (``PAUSE_FIELD``) and the history limits' bound (``MAX_HISTORY_LIMIT``).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import itertools
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+from zoneinfo import ZoneInfo
+
+from cronjob_operator import schedule as schedules
+from cronjob_operator.api.batch_v1 import (
+    BACKFILL_ANNOTATION,
+    MAX_BACKFILL,
+    MAX_RUN_TOKEN_LENGTH,
+    MAX_STAGGER_SECONDS,
+    RUN_ANNOTATION,
+)
+from cronjob_operator.runtime.controllerutil import rfc3339
+
+__all__ = [
+    "BACKFILL_FIELD",
+    "BACKFILL_TOKEN_ANNOTATION",
+    "END_OF_JOB_TIMES",
+    "FIRST_JOB_TIME",
+    "GAP_SCAN_LIMIT",
+    "HISTORY_LIMITS",
+    "INSTANTIATE_ANNOTATION",
+    "JOB_TIME_DIGITS",
+    "MAX_HISTORY_LIMIT",
+    "MAX_REQUEST_LENGTH",
+    "PAUSE_FIELD",
+    "STAGGER_FIELD",
+    "TIMES_MEMO_SIZE",
+    "TOKEN_FIELD",
+    "Request",
+    "count_problem",
+    "manual_job_name",
+    "parse_request",
+    "parse_spec_schedule",
+    "request_problem",
+    "shortest_gap",
+    "stagger_offset",
+    "stagger_problem",
+    "times_of",
+    "token_problem",
+]
+
+# --- Job times and names -----------------------------------------------------------
+
+INSTANTIATE_ANNOTATION: Final = "cronjob.kubernetes.io/instantiate"
+"""On a manual Job: ``manual``, as ``kubectl create job --from=cronjob/x`` sets it."""
+
+_NAME_HASH_CHARS: Final = 9  # "-m" + 9 = 11 characters, as "-<unix seconds>"
+
+JOB_TIME_DIGITS: Final = 10
+"""The most digits of a scheduled Job name's suffix: a 52-character CronJob name, ``-``
+and 10 digits fit the 63 of a Job name (whose pods' label must fit too)."""
+FIRST_JOB_TIME: Final = datetime(1970, 1, 1, tzinfo=UTC)
+"""The earliest scheduled time a Job name can carry (Unix second 0)."""
+END_OF_JOB_TIMES: Final = FIRST_JOB_TIME + timedelta(seconds=10**JOB_TIME_DIGITS)
+"""The first time a Job name cannot carry (2286-11-20T17:46:40Z)."""
+
+
+def manual_job_name(cronjob_name: str, token: str) -> str:
+    """``<cronjob>-m<9 base32 characters of sha256(token)>``: fits 63 as a scheduled name
+    does, and never equals one (a scheduled suffix is all digits)."""
+    digest = hashlib.sha256(token.encode()).digest()
+    encoded = base64.b32encode(digest).decode().lower()
+    return f"{cronjob_name}-m{encoded[:_NAME_HASH_CHARS]}"
+
+
+# --- run requests, the pause, history limits, the schedule of a spec -----------------
+
+TOKEN_FIELD: Final = f"metadata.annotations[{RUN_ANNOTATION}]"
+
+PAUSE_FIELD: Final = "spec.failurePolicy.pauseAfterConsecutiveFailures"
+
+MAX_HISTORY_LIMIT: Final = 1000
+"""The most finished Jobs of each kind a CronJob keeps: each one kept is read by every
+reconcile of its CronJob and held in the Job cache, so a tenant's limit must not buy an
+unbounded share of both (the built-in has no bound)."""
+HISTORY_LIMITS: Final = ("successfulJobsHistoryLimit", "failedJobsHistoryLimit")
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` is not an acceptable run request token (None if it is); the message
+    names the annotation (the field) and the fix."""
+    if len(token) > MAX_RUN_TOKEN_LENGTH:
+        return (
+            f"{TOKEN_FIELD}: the run request token is {len(token)} characters, at most "
+            f"{MAX_RUN_TOKEN_LENGTH} are allowed; use a shorter token such as the current time"
+        )
+    return None
+
+
+def parse_spec_schedule(spec: Mapping[str, Any]) -> schedules.AnySchedule:
+    """``spec.schedule`` or, when it is unset, ``spec.schedules`` (their union), in
+    ``spec.timeZone``. Raises ``ScheduleError`` naming the field (``spec.schedules[1]``)."""
+    many = spec.get("schedules")
+    if spec.get("schedule") is None and isinstance(many, (list, tuple)):
+        return schedules.parse_schedules([str(entry) for entry in many], spec.get("timeZone"))
+    return schedules.parse_schedule(str(spec.get("schedule") or ""), spec.get("timeZone"))
+
+
+# --- backfill requests -------------------------------------------------------------
+
+BACKFILL_FIELD: Final = f"metadata.annotations[{BACKFILL_ANNOTATION}]"
+BACKFILL_TOKEN_ANNOTATION: Final = "batch.tutorial.kubebuilder.io/backfill-token"
+"""On a backfill Job: the token of the request that ran it."""
+_TINY: Final = timedelta(microseconds=1)
+MAX_REQUEST_LENGTH: Final = 1024
+"""The longest backfill annotation value read: a token of ``MAX_RUN_TOKEN_LENGTH`` and two
+RFC 3339 times fit several times over; a longer value is refused before it is parsed."""
+TIMES_MEMO_SIZE: Final = 64
+"""How many requests' times are remembered (at most ``MAX_BACKFILL`` + 1 each, about
+56 KiB at most): more backfills running at once than this walk their times again."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """A parsed backfill request."""
+
+    token: str
+    start: datetime
+    end: datetime
+
+
+def parse_request(raw: Any) -> Request | str:
+    """The request in annotation value ``raw``, or why it is not one (the detail)."""
+    if isinstance(raw, str) and len(raw) > MAX_REQUEST_LENGTH:
+        return f"must be at most {MAX_REQUEST_LENGTH} characters, not {len(raw)}"
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        value = None
+    if not isinstance(value, Mapping):
+        return 'must be JSON {"token": "...", "from": "<RFC 3339>", "to": "<RFC 3339>"}'
+    token = value.get("token")
+    if not isinstance(token, str) or not 0 < len(token) <= MAX_RUN_TOKEN_LENGTH:
+        return f"token must be a string of 1 to {MAX_RUN_TOKEN_LENGTH} characters"
+    start, end = _time(value.get("from")), _time(value.get("to"))
+    if start is None or end is None:
+        return "from and to must be RFC 3339 times such as 2026-12-01T00:00:00Z"
+    if not start < end:
+        return f"from ({rfc3339(start)}) must be before to ({rfc3339(end)})"
+    if start < FIRST_JOB_TIME or end > END_OF_JOB_TIMES:
+        return (
+            f"[{rfc3339(start)}, {rfc3339(end)}) must lie within [{rfc3339(FIRST_JOB_TIME)}, "
+            f"{rfc3339(END_OF_JOB_TIMES)}): a Job is named by its scheduled time in Unix "
+            "seconds, which must be 0 to 10 digits; move the range"
+        )
+    return Request(token, start, end)
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.astimezone(UTC) if moment.tzinfo is not None else None
+
+
+def times_of(schedule: schedules.AnySchedule, request: Request) -> tuple[datetime, ...]:
+    """The schedule's times in [from, to), ascending, at most ``MAX_BACKFILL`` + 1 (one
+    more than a request may hold, so that too many shows). Remembered per range and
+    schedule (the token does not change them)."""
+    return _remembered_times(schedule, request.start, request.end)
+
+
+@functools.lru_cache(maxsize=TIMES_MEMO_SIZE)
+def _remembered_times(
+    schedule: schedules.AnySchedule, start: datetime, end: datetime
+) -> tuple[datetime, ...]:
+    return _walk(schedule, start, end)
+
+
+def _walk(schedule: schedules.AnySchedule, start: datetime, end: datetime) -> tuple[datetime, ...]:
+    """The schedule evaluation itself (what :func:`times_of` remembers)."""
+    return tuple(
+        schedules.times_between(schedule, start - _TINY, end - _TINY, limit=MAX_BACKFILL + 1)
+    )
+
+
+def request_problem(raw: Any, schedule: schedules.AnySchedule | None) -> str | None:
+    """Why annotation value ``raw`` cannot be run (None if it can): a message naming the
+    annotation. Without a schedule (it is invalid, and reported as such) only the shape
+    and the range are checked."""
+    request = parse_request(raw)
+    if isinstance(request, str):
+        return f"{BACKFILL_FIELD}: {request}"
+    return None if schedule is None else count_problem(schedule, request)
+
+
+def count_problem(schedule: schedules.AnySchedule, request: Request) -> str | None:
+    """Why ``request`` holds too many times of ``schedule`` (None if it does not)."""
+    if len(times_of(schedule, request)) > MAX_BACKFILL:
+        return (
+            f"{BACKFILL_FIELD}: [{rfc3339(request.start)}, {rfc3339(request.end)}) holds more "
+            f"than {MAX_BACKFILL} scheduled times of {schedule.expression!r}, the most one "
+            "backfill runs; split it into shorter ranges"
+        )
+    return None
+
+
+# --- stagger -----------------------------------------------------------------------
+
+STAGGER_FIELD: Final = "spec.staggerSeconds"
+
+GAP_SCAN_LIMIT: Final = 1000
+"""How many consecutive schedule times ``shortest_gap`` looks at from its start."""
+
+_GAP_SCAN_START: Final = datetime(2025, 1, 1, tzinfo=UTC)
+
+_GAP_SCAN_SPAN: Final = timedelta(days=400)  # a year of DST transitions, and then some
+
+_SMALLEST_CRON_GAP: Final = timedelta(minutes=1)
+
+
+def stagger_offset(namespace: str, name: str, stagger_seconds: int) -> timedelta:
+    """The CronJob's fixed offset in ``[0, stagger_seconds]`` seconds."""
+    if stagger_seconds <= 0:
+        return timedelta(0)
+    digest = hashlib.sha256(f"{namespace}/{name}".encode()).digest()
+    return timedelta(seconds=int.from_bytes(digest[:8], "big") % (stagger_seconds + 1))
+
+
+@functools.lru_cache(maxsize=1024)
+def shortest_gap(schedule: schedules.AnySchedule) -> timedelta | None:
+    """The shortest time between consecutive runs of ``schedule`` in its time zone.
+
+    Looks at the first ``GAP_SCAN_LIMIT`` times from 2025-01-01 and at the times around
+    each DST transition of the following 400 days (a spring-forward day can bring two runs
+    an hour closer). Only gaps up to the largest stagger matter, and those are between
+    runs less than an hour apart, which a few days of runs show. None when it fires at
+    most once in that span. Cached: the webhook and every reconcile ask again.
+    """
+    starts = [_GAP_SCAN_START, *_transitions(schedule.zone)]
+    gaps = (
+        gap
+        for start in starts
+        for gap in _gaps(schedule, start, GAP_SCAN_LIMIT if start == starts[0] else 100)
+    )
+    shortest: timedelta | None = None
+    for gap in gaps:
+        if shortest is None or gap < shortest:
+            shortest = gap
+            if shortest <= _SMALLEST_CRON_GAP:
+                break
+    return shortest
+
+
+def _gaps(schedule: schedules.AnySchedule, start: datetime, limit: int) -> Iterator[timedelta]:
+    end = start + _GAP_SCAN_SPAN
+    times = itertools.takewhile(lambda t: t <= end, schedule.times_after(start))
+    previous: datetime | None = None
+    for moment in itertools.islice(times, limit + 1):
+        if previous is not None:
+            yield moment - previous
+        previous = moment
+
+
+def _transitions(zone: ZoneInfo) -> list[datetime]:
+    """A day before each UTC offset change of ``zone`` in the scanned span."""
+    days = [_GAP_SCAN_START + timedelta(days=n) for n in range(_GAP_SCAN_SPAN.days + 1)]
+    offsets = [day.astimezone(zone).utcoffset() for day in days]
+    return [
+        days[n - 1] - timedelta(days=1) for n in range(1, len(days)) if offsets[n] != offsets[n - 1]
+    ]
+
+
+def stagger_problem(schedule: schedules.AnySchedule | None, stagger_seconds: int) -> str | None:
+    """Why ``stagger_seconds`` cannot be used with ``schedule`` (None if it can): the
+    detail, after ``spec.staggerSeconds: <value>:`` (``STAGGER_FIELD``). Without a
+    schedule (it is invalid, and reported as such) only the range is checked."""
+    if stagger_seconds < 0 or stagger_seconds > MAX_STAGGER_SECONDS:
+        return f"must be between 0 and {MAX_STAGGER_SECONDS} seconds"
+    if schedule is None:
+        return None
+    gap = shortest_gap(schedule)
+    if gap is None or stagger_seconds < gap.total_seconds():
+        return None
+    seconds = int(gap.total_seconds())
+    return (
+        f"must be smaller than the shortest gap between two runs of {schedule.expression!r} "
+        f"({seconds} seconds), or runs could swap or merge; use at most {seconds - 1}"
+    )
