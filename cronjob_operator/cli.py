@@ -1,6 +1,7 @@
 """The command line: flags -> a Manager with our controllers, as a kubebuilder main.go does.
 
-Subcommands: ``run`` (the manager), ``crd`` (print the generated CRDs), ``version``.
+Subcommands: ``run`` (the manager), ``crd`` (print the generated CRDs),
+``migrate-storage`` (move the CronJobs' stored version), ``version``.
 Bad flag values fail at once with one line naming the flag; nothing starts.
 """
 
@@ -319,8 +320,63 @@ def build_parser() -> argparse.ArgumentParser:
         help="accepted for kubebuilder compatibility; the webhook server speaks HTTP/1.1 only",
     )
     commands.add_parser("crd", help="print the generated CustomResourceDefinitions as YAML")
+    _add_migrate_storage(commands)
     commands.add_parser("version", help="print the version")
     return parser
+
+
+def _add_migrate_storage(commands: argparse._SubParsersAction[_Parser]) -> None:
+    from cronjob_operator import migrate
+
+    parser = commands.add_parser(
+        "migrate-storage",
+        help="store every CronJob at another version (docs/upgrades.md)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--to", required=True, choices=sorted(migrate.VERSIONS), help="the version to store"
+    )
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig path; default: in-cluster, else ~/.kube/config"
+    )
+    parser.add_argument(
+        "--page-size", type=positive_int, default=migrate.DEFAULT_PAGE_SIZE, help="objects per page"
+    )
+    parser.add_argument(
+        "--continue", dest="continue_token", help="resume from the token a page printed"
+    )
+    parser.add_argument(
+        "--pages",
+        type=positive_int,
+        help="stop after this many pages and print the token to resume; unset: every page",
+    )
+
+
+def migrate_storage(args: argparse.Namespace) -> int:
+    """Run the storage move; print each page's progress and the figures at the end."""
+    from cronjob_operator import migrate
+    from cronjob_operator.runtime import RestClient, load_configuration
+
+    def progress(migrated: int, token: str | None) -> None:
+        print(f"{migrated} rewritten; resume with --continue {token or '(done)'}", file=sys.stderr)
+
+    rest = RestClient(load_configuration(args.kubeconfig), user_agent=USER_AGENT)
+    try:
+        result = migrate.migrate_storage(
+            rest,
+            args.to,
+            page_size=args.page_size,
+            continue_token=args.continue_token,
+            max_pages=args.pages,
+            on_page=progress,
+        )
+    finally:
+        rest.close()
+    state = f"stopped; resume with --continue {result.continue_token}"
+    if result.continue_token is None:
+        state = f"storedVersions is [{args.to}]"
+    print(f"{result.migrated} CronJobs rewritten as {args.to} in {result.seconds:.1f}s; {state}")
+    return 0
 
 
 def _own_namespace() -> str:
@@ -550,4 +606,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "crd":
         return print_crds()
+    if args.command == "migrate-storage":
+        return migrate_storage(args)
     return run(args)

@@ -146,3 +146,12 @@ def test_the_lease_timing_flags_reach_the_config_and_default_to_controller_runti
     )  # fmt: skip
     assert isinstance(timing, LeaderElectionConfig)
     assert (timing.lease_duration, timing.renew_deadline, timing.retry_period) == (4, 3, 0.5)
+
+
+def test_migrate_storage_refuses_a_version_the_crd_does_not_have(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["migrate-storage", "--to", "v3"])
+    assert exited.value.code == 2
+    assert "argument --to: invalid choice: 'v3'" in capsys.readouterr().err
