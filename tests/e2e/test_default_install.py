@@ -15,7 +15,11 @@ EndpointSlice controller runs with the real node). Then, in order:
 * with a second replica (its own ports), the first one is stopped (scaled to 0) while
   CronJobs are created: no create fails (the stopping replica fails readiness and closes
   each connection after its answer for ``--shutdown-delay`` before its server stops);
-* ``kubectl delete -k`` leaves no webhook configuration, CRD or namespace behind.
+* ``kubectl delete -k`` leaves no webhook configuration, CRD or namespace behind;
+* then the Helm chart with ``webhook.enable`` (the manager's own certificate, its CRDs as
+  templates so the conversion webhook names the release's Service) does the same: Ready,
+  the field-named refusal, defaults, v2 read back as v1 and v2; ``helm uninstall`` leaves
+  no webhook configuration behind and keeps the CRDs (``helm.sh/resource-policy: keep``).
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ from tests.e2e.test_in_cluster import (
     ROLLOUT_TIMEOUT,
     SYSTEM,
     Cluster,
+    chart_values_for_the_node,
     diagnose_on_failure,  # noqa: F401 (an autouse fixture: prints what a failure needs)
+    helm,
     is_ready,
     overlay_patches,
 )
@@ -120,6 +126,10 @@ def test_config_default_rolls_out_a_ready_manager_with_its_own_certificate(
 
 
 def test_the_validating_webhook_in_the_pod_refuses_with_the_field(cluster: Cluster) -> None:
+    assert_refused_with_the_field(cluster)
+
+
+def assert_refused_with_the_field(cluster: Cluster) -> None:
     bad = json.dumps(a_cronjob("bad", NAMESPACE, "60 * * * *"))
     refused = cluster.plane.kubectl("create", "-f", "-", input=bad)
     assert refused.returncode != 0
@@ -129,6 +139,10 @@ def test_the_validating_webhook_in_the_pod_refuses_with_the_field(cluster: Clust
 
 
 def test_a_v2_cronjob_reads_back_as_v1_and_v2_with_nothing_lost(cluster: Cluster) -> None:
+    assert_v2_reads_back_as_v1_and_v2(cluster)
+
+
+def assert_v2_reads_back_as_v1_and_v2(cluster: Cluster) -> None:
     v2 = a_cronjob("structured", NAMESPACE)
     v2["apiVersion"] = "batch.tutorial.kubebuilder.io/v2"
     v2["spec"]["schedule"] = {"minute": "*/5", "hour": "9-17", "dayOfWeek": "MON-FRI"}
@@ -194,13 +208,42 @@ def test_admission_keeps_answering_while_a_replica_is_killed(cluster: Cluster) -
     cluster.plane.kubectl("delete", "deployment", f"{DEPLOYMENT}-b", "-n", SYSTEM, check=True)
 
 
+def assert_no_webhook_configuration(cluster: Cluster) -> None:
+    for kind in WEBHOOK_CONFIGURATIONS:
+        names = [o["metadata"]["name"] for o in cluster.get(kind)["items"]]
+        assert not [n for n in names if n.startswith("cronjob-operator-")], names
+
+
 def test_delete_leaves_no_webhook_configuration_behind(cluster: Cluster) -> None:
     cluster.plane.kubectl(
         "delete", "-k", str(cluster.overlay), "--wait=true", check=True, timeout=300
     )
-    for kind in WEBHOOK_CONFIGURATIONS:
-        names = [o["metadata"]["name"] for o in cluster.get(kind)["items"]]
-        assert not [n for n in names if n.startswith("cronjob-operator-")], names
+    assert_no_webhook_configuration(cluster)
     crds = [crd["metadata"]["name"] for crd in cluster.get("crd")["items"]]
     assert not [name for name in crds if "tutorial.kubebuilder.io" in name]
     assert cluster.plane.kubectl("get", "namespace", SYSTEM).returncode != 0
+
+
+def test_the_chart_with_webhooks_admits_converts_and_uninstalls(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """After the kustomize install is deleted: the chart with the manager's certificate."""
+    (webhook_port,) = free_ports(1)
+    values = [*chart_values_for_the_node(cluster), "--set=webhook.enable=true"]
+    values.append(f"--set=webhook.port={webhook_port}")
+    install = ["install", "cronjob-operator", str(REPO / "dist" / "chart"), "-n", SYSTEM]
+    started = time.monotonic()
+    helm(cluster, tmp_path, *install, "--create-namespace", "--wait", "--timeout=3m", *values)
+    print(f"\nhelm install --wait with webhook.enable (certificate made) took "
+          f"{time.monotonic() - started:.1f}s")  # fmt: skip
+    (pod,) = cluster.manager_pods()
+    assert is_ready(pod)
+    crd = cluster.get("crd", CRONJOBS)
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"], "CA not injected"
+    cluster.plane.kubectl("create", "namespace", NAMESPACE)  # left by the tests before
+    assert_refused_with_the_field(cluster)
+    assert_v2_reads_back_as_v1_and_v2(cluster)
+
+    helm(cluster, tmp_path, "uninstall", "cronjob-operator", "-n", SYSTEM, "--wait")
+    assert_no_webhook_configuration(cluster)
+    assert cluster.get("crd", CRONJOBS)["metadata"]["name"] == CRONJOBS, "kept on uninstall"
