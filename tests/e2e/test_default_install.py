@@ -183,17 +183,36 @@ def second_replica(cluster: Cluster) -> dict[str, Any]:
     return second
 
 
-def creates(
-    cluster: Cluster, stop: threading.Event, tried: list[int], failures: list[str], prefix: str
-) -> None:
-    """Create CronJobs ``PREFIX-N`` one after another until ``stop``, counting in
-    ``tried[0]``."""
-    while not stop.is_set():
-        body = json.dumps(a_cronjob(f"{prefix}-{tried[0]}", NAMESPACE))
-        result = cluster.plane.kubectl("create", "-f", "-", input=body)
-        if result.returncode != 0:
-            failures.append(result.stderr.strip())
-        tried[0] += 1
+class Creates:
+    """CronJobs ``PREFIX-N`` created one after another in a thread, while in ``with``."""
+
+    def __init__(self, cluster: Cluster, prefix: str) -> None:
+        self.cluster, self.prefix = cluster, prefix
+        self.tried = 0
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            body = json.dumps(a_cronjob(f"{self.prefix}-{self.tried}", NAMESPACE))
+            result = self.cluster.plane.kubectl("create", "-f", "-", input=body)
+            if result.returncode != 0:
+                self.failures.append(result.stderr.strip())
+            self.tried += 1
+
+    def ten_more(self, what: str) -> None:
+        """Wait until ten more creates have been tried."""
+        before = self.tried
+        wait_for(lambda: self.tried > before + 10, 60, message=what)
+
+    def __enter__(self) -> Creates:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
 
 
 def served_state(cluster: Cluster) -> tuple[str, str]:
@@ -205,26 +224,16 @@ def served_state(cluster: Cluster) -> tuple[str, str]:
 
 def test_admission_keeps_answering_through_a_certificate_rotation(cluster: Cluster) -> None:
     bundle, certificate = served_state(cluster)
-    stop, tried = threading.Event(), [0]
-    failures: list[str] = []
-    load = threading.Thread(
-        target=creates, args=(cluster, stop, tried, failures, "rotation"), daemon=True
-    )
-    load.start()
-    try:
+    with Creates(cluster, "rotation") as load:
         wait_for(lambda: served_state(cluster)[0] != bundle, 90, interval=0.2, message="bundle")
         injected_at = time.monotonic()
         wait_for(lambda: served_state(cluster)[1] != certificate, 30, interval=0.2, message="pair")
         stored_at = time.monotonic()
-        after = tried[0]
-        wait_for(lambda: tried[0] > after + 10, 60, message="creates with the new certificate")
-    finally:
-        stop.set()
-        load.join(60)
+        load.ten_more("creates with the new certificate")
     print(f"\nrotation on the node: new bundle injected, then the new pair stored "
-          f"{stored_at - injected_at:.1f}s later; {tried[0]} creates across it: "
-          f"{len(failures)} failed")  # fmt: skip
-    assert failures == []
+          f"{stored_at - injected_at:.1f}s later; {load.tried} creates across it: "
+          f"{len(load.failures)} failed")  # fmt: skip
+    assert load.failures == []
     assert is_ready(cluster.manager_pods()[0])
 
 
@@ -232,14 +241,9 @@ def test_admission_keeps_answering_while_a_replica_is_killed(cluster: Cluster) -
     cluster.apply(second_replica(cluster))
     wait_for(lambda: cluster.ready_pods("replica=b"), ROLLOUT_TIMEOUT, message="replica b Ready")
     (first,) = [pod for pod in cluster.ready_pods(MANAGER_LABELS) if "-b-" not in pod]
-    stop, tried = threading.Event(), [0]
-    failures: list[str] = []
-    load = threading.Thread(
-        target=creates, args=(cluster, stop, tried, failures, "kill"), daemon=True
-    )
-    load.start()
     started = time.monotonic()
-    try:  # scaled to 0 rather than deleted: a replacement would reuse the port (hostNetwork)
+    with Creates(cluster, "kill") as load:
+        # scaled to 0 rather than deleted: a replacement would reuse the port (hostNetwork)
         cluster.plane.kubectl(
             "scale", f"deployment/{DEPLOYMENT}", "-n", SYSTEM, "--replicas=0", check=True
         )
@@ -247,14 +251,10 @@ def test_admission_keeps_answering_while_a_replica_is_killed(cluster: Cluster) -
             "wait", "--for=delete", f"pod/{first}", "-n", SYSTEM, "--timeout=120s",
             check=True, timeout=130,
         )  # fmt: skip
-        gone = tried[0]
-        wait_for(lambda: tried[0] > gone + 10, 60, message="creates with one replica left")
-    finally:
-        stop.set()
-        load.join(60)
-    print(f"\n{tried[0]} creates over {time.monotonic() - started:.1f}s while one of two "
-          f"replicas was stopped: {len(failures)} failed")  # fmt: skip
-    assert failures == []
+        load.ten_more("creates with one replica left")
+    print(f"\n{load.tried} creates over {time.monotonic() - started:.1f}s while one of two "
+          f"replicas was stopped: {len(load.failures)} failed")  # fmt: skip
+    assert load.failures == []
     cluster.plane.kubectl("delete", "deployment", f"{DEPLOYMENT}-b", "-n", SYSTEM, check=True)
 
 
