@@ -7,7 +7,8 @@ compare it object by object with kustomize's render of the matching overlay: the
 defaults are config/local, webhooks are config/default (the manager's own certificate),
 webhooks with cert-manager are config/certmanager, manager.namespaced is
 config/namespaced, the monitoring toggles are config/prometheus and config/grafana.
-Helm's own labels are the only difference allowed. Non-default values are checked for
+Helm's own labels and the CRDs' ``helm.sh/resource-policy: keep`` are the only differences
+allowed. Non-default values are checked for
 what they change. No control plane is needed: helm and kubectl only render.
 """
 
@@ -42,6 +43,7 @@ HELM_LABELS = {
     "app.kubernetes.io/managed-by",
     "app.kubernetes.io/version",
 }
+KEEP = ("helm.sh/resource-policy", "keep")
 Key = tuple[str, str]
 
 
@@ -78,10 +80,8 @@ def helm(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def template(env: dict[str, str], *values: str, crds: bool = False) -> list[dict[str, Any]]:
+def template(env: dict[str, str], *values: str) -> list[dict[str, Any]]:
     args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
-    if crds:
-        args.append("--include-crds")
     for value in values:
         args += ["--set", value]
     result = helm(env, *args)
@@ -99,7 +99,8 @@ def kustomize(kubectl: str, directory: Path) -> list[dict[str, Any]]:
 def by_key(
     objects: list[dict[str, Any]], *, without: AbstractSet[str] = frozenset()
 ) -> dict[Key, Any]:
-    """Objects by (kind, name), Helm's labels dropped, the kinds in ``without`` left out."""
+    """Objects by (kind, name), Helm's labels and a CRD's keep annotation dropped, the
+    kinds in ``without`` left out."""
     keyed = {}
     for obj in objects:
         if obj["kind"] in without:
@@ -108,6 +109,10 @@ def by_key(
         labels = copy["metadata"].get("labels") or {}
         for label in HELM_LABELS:
             labels.pop(label, None)
+        annotations = copy["metadata"].get("annotations") or {}
+        kept = copy["kind"] == "CustomResourceDefinition" and annotations.pop(KEEP[0], None)
+        if kept and not annotations:
+            del copy["metadata"]["annotations"]
         keyed[copy["kind"], copy["metadata"]["name"]] = copy
     return keyed
 
@@ -180,10 +185,8 @@ def test_helm_lint_passes_with_default_and_every_toggle(helm_env: dict[str, str]
 
 
 def test_defaults_render_config_local(helm_env: dict[str, str], kubectl: str) -> None:
-    chart = by_key(template(helm_env), without={"CustomResourceDefinition"})
-    config = by_key(
-        kustomize(kubectl, CONFIG / "local"), without={"Namespace", "CustomResourceDefinition"}
-    )
+    chart = by_key(template(helm_env))
+    config = by_key(kustomize(kubectl, CONFIG / "local"), without={"Namespace"})
     assert_same(chart, config, "defaults vs config/local")
 
 
@@ -219,13 +222,25 @@ def test_sharding_policy_value_leaves_the_policy_out(helm_env: dict[str, str]) -
     }
 
 
-def test_crds_are_config_crd_and_live_in_crds(helm_env: dict[str, str], kubectl: str) -> None:
-    with_crds = by_key(template(helm_env, crds=True))
-    crds = by_key(kustomize(kubectl, CONFIG / "crd"))
-    assert {key: with_crds[key] for key in crds} == crds
-    assert not list((CHART / "templates").rglob("*crd*")), (
-        "CRDs belong in crds/ (kept on uninstall)"
-    )
+def test_crd_value_leaves_the_crds_out_and_webhook_serves_v2(helm_env: dict[str, str]) -> None:
+    assert not [
+        o for o in template(helm_env, "crd.enable=false") if o["kind"].endswith("Definition")
+    ]
+    assert not (CHART / "crds").exists(), "crds/ cannot name the release's webhook Service"
+    (cronjobs,) = [
+        obj
+        for obj in template(helm_env, "webhook.enable=true", "nameOverride=cj")
+        if obj["metadata"]["name"].startswith("cronjobs.")
+    ]
+    assert cronjobs["spec"]["conversion"]["webhook"]["clientConfig"]["service"] == {
+        "name": "cj-webhook-service",
+        "namespace": NAMESPACE,
+        "path": "/convert",
+    }
+    assert [version["served"] for version in cronjobs["spec"]["versions"]] == [True, True]
+    for obj in template(helm_env):
+        if obj["kind"] == "CustomResourceDefinition":  # helm uninstall leaves them
+            assert obj["metadata"]["annotations"] == dict([KEEP]), obj["metadata"]["name"]
 
 
 @pytest.mark.parametrize(
@@ -238,10 +253,8 @@ def test_crds_are_config_crd_and_live_in_crds(helm_env: dict[str, str], kubectl:
 def test_webhook_values_render_config_default_and_certmanager(
     helm_env: dict[str, str], kubectl: str, values: tuple[str, ...], overlay: str
 ) -> None:
-    chart = by_key(template(helm_env, *values), without={"CustomResourceDefinition"})
-    config = by_key(
-        kustomize(kubectl, CONFIG / overlay), without={"Namespace", "CustomResourceDefinition"}
-    )
+    chart = by_key(template(helm_env, *values))
+    config = by_key(kustomize(kubectl, CONFIG / overlay), without={"Namespace"})
     assert_same(chart, config, f"{' + '.join(values)} vs config/{overlay}")
 
 
