@@ -23,6 +23,7 @@ from cronjob_operator._flags import positive_int
 if TYPE_CHECKING:
     from cronjob_operator.runtime import LeaderElectionConfig, Manager
     from cronjob_operator.runtime.certrotation import Target
+    from cronjob_operator.runtime.client import RestClient
     from cronjob_operator.runtime.sharding import Shard
 
 __all__ = ["main"]
@@ -34,6 +35,10 @@ DEFAULT_LEADER_ELECTION_ID = "cronjob-operator.tutorial.kubebuilder.io"
 COMPONENT = "cronjob-operator"
 """Who we are to the API server: the Events' reporting component and the user agent."""
 USER_AGENT = f"{COMPONENT}/{__version__}"
+OLDEST_SUPPORTED_RELEASE = (1, 34)
+"""The oldest Kubernetes release (major, minor) the manager runs against; the
+compatibility tests run against its newest patch (COMPAT_KUBERNETES_VERSION in
+hack/versions.env). An older API server is refused at start (docs/install.md)."""
 WEBHOOK_CERT_ADVICE = (
     "to run without webhooks pass --webhook-port=0 (kubebuilder's ENABLE_WEBHOOKS=false); "
     "to serve them, put tls.crt and tls.key in --webhook-cert-dir "
@@ -508,6 +513,10 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         log.error("cannot load a Kubernetes client configuration: %s", exc)
         return 1
+    problem = _server_release_problem(rest)
+    if problem:
+        log.error("%s", problem)
+        return 1
     manager = Manager(rest, options)
     shard = _attach_shard(args, manager)
     if args.cronjob_controller:
@@ -525,6 +534,26 @@ def run(args: argparse.Namespace) -> int:
     except SelfSignedError as exc:  # no --metrics-cert-path and no openssl to make one
         log.error("%s", exc)
         return 1
+
+
+def _server_release_problem(rest: RestClient) -> str | None:
+    """Why the manager must not start against the API server behind ``rest`` (one line
+    naming the release found and the one needed), or None. One request, once, at start."""
+    from cronjob_operator.runtime import errors
+    from cronjob_operator.runtime.client import server_version
+
+    try:
+        found = server_version(rest)
+    except (errors.ApiError, errors.TransportError, ValueError) as exc:
+        return f"cannot read the Kubernetes release of the API server at {rest.host}: {exc}"
+    if (found.major, found.minor) >= OLDEST_SUPPORTED_RELEASE:
+        return None
+    needed = ".".join(map(str, OLDEST_SUPPORTED_RELEASE))
+    return (
+        f"the API server at {rest.host} runs Kubernetes {found.git_version}; "
+        f"cronjob-operator {__version__} needs {needed} or newer: upgrade the cluster "
+        "(the supported releases are listed in docs/install.md)"
+    )
 
 
 def _add_webhook_server(args: argparse.Namespace, manager: Manager) -> None:

@@ -8,7 +8,12 @@
 # The cache lives outside the repo, keyed on the pinned versions and the Go version:
 #   ${CRONJOB_OPERATOR_CACHE:-${XDG_CACHE_HOME:-~/.cache}/cronjob-operator}/bin/<key>/
 # Prebuilt binaries in $CRONJOB_OPERATOR_K8S_BIN are used instead when present (only
-# the missing ones are built). A lock serialises concurrent builds.
+# the missing ones are built). A lock per cache key serialises concurrent builds of the
+# same versions; builds of different versions run side by side.
+#
+# --compat builds the oldest supported release instead (COMPAT_KUBERNETES_VERSION and
+# COMPAT_ETCD_VERSION in versions.env) and only what the compatibility tests run against
+# it: etcd, kube-apiserver and kubectl; no kwok, no tools.
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,6 +21,19 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "${HACK_DIR}/lib.sh"
 # shellcheck source=versions.env
 source "${HACK_DIR}/versions.env"
+
+K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+WITH_KWOK_AND_TOOLS=1
+case "${1:-}" in
+  "") ;;
+  --compat)
+    KUBERNETES_VERSION="${COMPAT_KUBERNETES_VERSION}"
+    ETCD_VERSION="${COMPAT_ETCD_VERSION}"
+    K8S_BINARIES=(kube-apiserver kubectl)
+    WITH_KWOK_AND_TOOLS=0
+    ;;
+  *) echo "usage: $0 [--compat]" >&2; exit 2 ;;
+esac
 
 log() { echo "build-binaries: $*" >&2; }
 
@@ -44,12 +62,14 @@ verify() {
   [[ "${out}" == *"${want}"* ]]
 }
 
-# adopt_prebuilt NAME: copy NAME from $CRONJOB_OPERATOR_K8S_BIN when it is there.
+# adopt_prebuilt NAME: copy NAME from $CRONJOB_OPERATOR_K8S_BIN when it is there and
+# reports the pinned version (a directory of another release's binaries is skipped).
 adopt_prebuilt() {
   local src="${CRONJOB_OPERATOR_K8S_BIN:-}/$1"
   [[ -n "${CRONJOB_OPERATOR_K8S_BIN:-}" && -x "${src}" ]] || return 1
-  log "using prebuilt ${src}"
   cp "${src}" "${OUT}/$1"
+  verify "$1" || { rm -f "${OUT}/$1"; return 1; }
+  log "using prebuilt ${src}"
 }
 
 build_kubernetes() {
@@ -104,21 +124,25 @@ copy_kwok_stages() {
 }
 
 main() {
-  exec 9>"${CACHE_ROOT}/build.lock"
+  exec 9>"${CACHE_ROOT}/build-${KEY}.lock"
   flock 9
   local k8s_missing=() name
-  for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for name in "${K8S_BINARIES[@]}"; do
     verify "${name}" || adopt_prebuilt "${name}" || k8s_missing+=("${name}")
   done
   ((${#k8s_missing[@]} == 0)) || build_kubernetes "${k8s_missing[@]}"
   verify etcd || adopt_prebuilt etcd || build_etcd
-  verify kwok || adopt_prebuilt kwok || build_kwok
-  [[ -d "${OUT}/stages" ]] || copy_kwok_stages
-  for name in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
+  local built=(etcd "${K8S_BINARIES[@]}")
+  if ((WITH_KWOK_AND_TOOLS)); then
+    verify kwok || adopt_prebuilt kwok || build_kwok
+    [[ -d "${OUT}/stages" ]] || copy_kwok_stages
+    built+=(kwok)
+  fi
+  for name in "${built[@]}"; do
     verify "${name}" || { log "${OUT}/${name} does not report the pinned version"; exit 1; }
   done
   flock -u 9
-  "${HACK_DIR}/build-tools.sh" >/dev/null
+  ((WITH_KWOK_AND_TOOLS == 0)) || "${HACK_DIR}/build-tools.sh" >/dev/null
   echo "${OUT}"
 }
 

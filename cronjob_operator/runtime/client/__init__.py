@@ -7,9 +7,10 @@ against (the fake implements them too).
 ``canonical_json`` is the one encoding a content hash is taken of, at any depth.
 ``RestClient`` is the JSON transport under everything (client-go's retries, a token
 bucket, watch streams, per-manager metrics) and ``load_configuration`` finds a cluster
-from a kubeconfig or the pod's service account.
+from a kubeconfig or the pod's service account. ``server_version`` reads the server's
+Kubernetes release (``ServerVersion``) once, for a program's start-up check.
 
-Machinery: ``_rest`` (transport), ``_client`` (the typed client over it).
+Machinery: ``_rest`` (transport), ``_client`` (the typed client over it), ``_version``.
 """
 
 from cronjob_operator.runtime.client._client import (
@@ -38,6 +39,7 @@ from cronjob_operator.runtime.client._rest import (
     WriteFence,
     load_configuration,
 )
+from cronjob_operator.runtime.client._version import ServerVersion, server_version
 
 __all__ = [
     "JSON",
@@ -55,6 +57,7 @@ __all__ = [
     "Reader",
     "RestClient",
     "RetryPolicy",
+    "ServerVersion",
     "TokenBucket",
     "WatchStream",
     "WriteFence",
@@ -62,4 +65,5 @@ __all__ = [
     "canonical_json",
     "load_configuration",
     "not_found",
+    "server_version",
 ]
