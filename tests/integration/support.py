@@ -308,3 +308,12 @@ def apply(control_plane: ControlPlane, obj: dict[str, Any]) -> None:
     edit = {k: v for k, v in obj.items() if k != "status"} | {"metadata": metadata}
     result = control_plane.kubectl("apply", "-f", "-", input=json.dumps(edit))
     assert result.returncode == 0, result.stderr
+
+
+def refused_by_rule(stderr: str, field: str, message: str) -> bool:
+    """Whether ``stderr`` (of a refused kubectl write) shows the CRD's CEL rule on
+    ``field`` refusing with ``message``. kube-apiserver 1.34 and 1.35 name the refused
+    value's type before the message (``spec: Invalid value: "object": ...``); 1.36 and
+    later do not (``spec: Invalid value: ...``)."""
+    shown = rf'{re.escape(field)}: Invalid value: (?:"\w+": )?{re.escape(message)}'
+    return re.search(shown, stderr) is not None
