@@ -100,6 +100,21 @@ def start(manager: Manager, started: list[tuple[Manager, threading.Thread, list[
     started.append((manager, thread, codes))
 
 
+def run_until_all_started_then_stop(
+    manager: Manager,
+    journal: Journal,
+    running: list[tuple[Manager, threading.Thread, list[int]]],
+) -> None:
+    """Run the manager until every recorded runnable started, stop it, and check it
+    exited 0."""
+    start(manager, running)
+    assert journal.all_started.wait(30)
+    manager.stop()
+    _, thread, codes = running[0]
+    thread.join(30)
+    assert codes == [0]
+
+
 def test_runnables_start_and_stop_in_the_documented_order(
     rest: RestClient, running: list[tuple[Manager, threading.Thread, list[int]]]
 ) -> None:
@@ -107,12 +122,7 @@ def test_runnables_start_and_stop_in_the_documented_order(
     journal = Journal()
     for name, leader in [("webhook", False), ("controller", True), ("other", False)]:
         manager.add(Recorded(journal, name, leader=leader))
-    start(manager, running)
-    assert journal.all_started.wait(30)
-    manager.stop()
-    _, thread, codes = running[0]
-    thread.join(30)
-    assert codes == [0]
+    run_until_all_started_then_stop(manager, journal, running)
     starts = [e for e in journal.entries if e.startswith("start")]
     assert starts[-1] == "start controller"  # the leader runnable comes after the others
     assert journal.entries[len(starts) :] == ["stop controller", "stop other", "stop webhook"]
@@ -371,12 +381,7 @@ def test_a_shutdown_first_fails_readiness_and_drains_for_the_delay(
         journal.write("drain")
 
     manager.on_shutdown(drain)
-    start(manager, running)
-    assert journal.all_started.wait(30)
-    manager.stop()
-    _, thread, codes = running[0]
-    thread.join(30)
-    assert codes == [0]
+    run_until_all_started_then_stop(manager, journal, running)
     assert seen["readyz"][0] == 500
     assert "shutting down" in seen["readyz"][1]
     assert journal.entries[-3:] == ["drain", "stop controller", "stop webhook"]
