@@ -9,8 +9,8 @@ cached as digests (``sources``), Secrets as their metadata only, and a Secret a
 ConfigDeployment names is read by name and kept as a digest (``secrets``: no Secret
 value is ever kept, logged or put in an event, and no unnamed Secret's content ever
 reaches the manager). Their events reach the ConfigDeployments that name them through
-the ``.spec.configMap`` and ``.spec.secrets`` field indexes of the cache (never a list
-of all ConfigDeployments), filtered by ResourceVersionChanged.
+the ``.spec.configMap`` and ``.spec.secrets`` field indexes of the cache (``watches``:
+never a list of all ConfigDeployments), filtered by ResourceVersionChanged.
 
 A reconcile observes (``_observe``: the Deployment and the sources, into a ``view``),
 asks ``decide`` for the Plan (create, update or keep the Deployment, or a problem) and
@@ -51,13 +51,19 @@ from cronjob_operator.controllers.configdeployment.view import (
     config_map_missing,
     secret_missing,
 )
+from cronjob_operator.controllers.configdeployment.watches import (
+    CONFIG_MAP_INDEX,
+    SECRETS_INDEX,
+    config_map_index,
+    config_map_requests,
+    secret_requests,
+)
 from cronjob_operator.runtime import controllerutil, errors, objects
 from cronjob_operator.runtime.cache import KindOptions
-from cronjob_operator.runtime.client import ClientInterface, Reader
+from cronjob_operator.runtime.client import ClientInterface
 from cronjob_operator.runtime.clock import Clock, utc_now
 from cronjob_operator.runtime.controller import (
     Controller,
-    MapFunc,
     Request,
     Result,
     resource_version_changed,
@@ -67,57 +73,9 @@ from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, SECRET, Kind
 from cronjob_operator.runtime.manager import Manager
 
-__all__ = [
-    "CONFIG_MAP_INDEX",
-    "SECRETS_INDEX",
-    "ConfigDeploymentReconciler",
-    "config_map_index",
-    "config_map_requests",
-    "secret_requests",
-    "setup",
-]
+__all__ = ["ConfigDeploymentReconciler", "setup"]
 
 log = logging.getLogger(__name__)
-
-CONFIG_MAP_INDEX = ".spec.configMap"
-SECRETS_INDEX = ".spec.secrets"
-
-
-def config_map_index(config_deployment: objects.Obj) -> list[str]:
-    """The ``.spec.configMap`` index: the name of the ConfigMap a ConfigDeployment reads."""
-    name = (config_deployment.get("spec") or {}).get("configMap")
-    return [str(name)] if name else []
-
-
-def _users(reader: Reader, index: str) -> MapFunc:
-    """Map a source to the ConfigDeployments in its namespace whose ``index`` names it."""
-
-    def requests(source: objects.Obj) -> list[Request]:
-        namespace = objects.namespace_of(source)
-        users = reader.list(
-            CONFIG_DEPLOYMENT,
-            namespace=namespace,
-            matching_fields={index: objects.name_of(source)},
-        )
-        return [Request(namespace, objects.name_of(user)) for user in users]
-
-    return requests
-
-
-def config_map_requests(reader: Reader) -> MapFunc:
-    """Map a ConfigMap to the ConfigDeployments in its namespace that name it (via the index).
-
-    Raises ``cache.UnindexedFieldError`` if ``CONFIG_MAP_INDEX`` was not registered.
-    """
-    return _users(reader, CONFIG_MAP_INDEX)
-
-
-def secret_requests(reader: Reader) -> MapFunc:
-    """Map a Secret to the ConfigDeployments in its namespace that name it (via the index).
-
-    Raises ``cache.UnindexedFieldError`` if ``SECRETS_INDEX`` was not registered.
-    """
-    return _users(reader, SECRETS_INDEX)
 
 
 class ConfigDeploymentReconciler:
