@@ -40,7 +40,6 @@ events create/patch.
 from __future__ import annotations
 
 import dataclasses
-import logging
 
 from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
 from cronjob_operator.controllers.configdeployment import decide, sources
@@ -74,8 +73,6 @@ from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, SECRET, Kind
 from cronjob_operator.runtime.manager import Manager
 
 __all__ = ["ConfigDeploymentReconciler", "setup"]
-
-log = logging.getLogger(__name__)
 
 
 class ConfigDeploymentReconciler:
