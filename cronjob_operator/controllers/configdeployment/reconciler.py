@@ -58,7 +58,7 @@ from cronjob_operator.controllers.configdeployment.watches import (
     secret_requests,
 )
 from cronjob_operator.runtime import controllerutil, errors, objects
-from cronjob_operator.runtime.cache import KindOptions
+from cronjob_operator.runtime.cache import KindOptions, store_key
 from cronjob_operator.runtime.client import ClientInterface
 from cronjob_operator.runtime.clock import Clock, utc_now
 from cronjob_operator.runtime.controller import (
@@ -73,6 +73,20 @@ from cronjob_operator.runtime.kinds import CONFIG_MAP, DEPLOYMENT, SECRET, Kind
 from cronjob_operator.runtime.manager import Manager
 
 __all__ = ["ConfigDeploymentReconciler", "setup"]
+
+
+_SourceVersions = tuple[
+    sources.Sources, tuple[str, str] | None, tuple[tuple[str, tuple[str, str] | None], ...]
+]
+"""What a content hash is a function of: the spec's sources, and each digested source's
+uid and resourceVersion (a digest is a function of its object's content and uid)."""
+
+
+def _version_of(digested: objects.Obj | None) -> tuple[str, str] | None:
+    if digested is None:
+        return None
+    metadata = digested.get("metadata") or {}
+    return str(metadata.get("uid") or ""), str(metadata.get("resourceVersion") or "")
 
 
 class ConfigDeploymentReconciler:
@@ -90,13 +104,16 @@ class ConfigDeploymentReconciler:
         self._recorder = recorder
         self._clock = clock
         self._secrets = secrets or NamedSecrets(client)
+        self._hashes: dict[str, tuple[_SourceVersions, str]] = {}
 
     def reconcile(self, request: Request) -> Result:
         try:
             config_deployment = self._client.get(CONFIG_DEPLOYMENT, request.name, request.namespace)
         except errors.NotFound:
+            self._hashes.pop(store_key(CONFIG_DEPLOYMENT, request.name, request.namespace), None)
             return Result()  # deleted: garbage collection removes its Deployment
         if config_deployment["metadata"].get("deletionTimestamp"):
+            self._hashes.pop(objects.object_key(config_deployment), None)
             return Result()
         view = self._observe(config_deployment)
         deployment, problem = self._act(view, decide.decide(view))
@@ -183,7 +200,29 @@ class ConfigDeploymentReconciler:
                 secrets[source.name] = secret
         if missing:
             return None, tuple(missing)
-        return sources.content_hash(wanted, config_map, secrets), ()
+        return self._hash_of(objects.object_key(config_deployment), wanted, config_map, secrets), ()
+
+    def _hash_of(
+        self,
+        key: str,
+        wanted: sources.Sources,
+        config_map: objects.Obj | None,
+        secrets: dict[str, objects.Obj],
+    ) -> str:
+        """``sources.content_hash``, computed again only when the spec's sources or a
+        source's version changed: hashing every key digest of 16 Secrets of 90,000 keys
+        each cost 0.73 s of CPU per reconcile (``bench.configdeployment_hash``)."""
+        versions = (
+            wanted,
+            _version_of(config_map),
+            tuple((name, _version_of(secret)) for name, secret in secrets.items()),
+        )
+        kept = self._hashes.get(key)
+        if kept is not None and kept[0] == versions:
+            return kept[1]
+        content_hash = sources.content_hash(wanted, config_map, secrets)
+        self._hashes[key] = (versions, content_hash)
+        return content_hash
 
     def _get_source(self, kind: Kind, name: str, namespace: str) -> objects.Obj | None:
         try:
