@@ -14,6 +14,7 @@ import pytest
 
 from bench import (
     _common,
+    configdeployment_hash,
     configmap_cache,
     hostile_clients,
     index_vs_scan,
@@ -55,6 +56,12 @@ def table_rows(output: str) -> list[str]:
             ["--config-maps", "50", "--size", "1024"],
             3,
             id="configmap_cache",
+        ),
+        pytest.param(
+            configdeployment_hash.main,
+            ["--secrets", "2", "--keys", "20", *QUICK],
+            1,
+            id="configdeployment_hash",
         ),
         pytest.param(
             reconcile_cost.main,

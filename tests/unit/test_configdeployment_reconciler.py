@@ -364,6 +364,40 @@ def test_a_named_secret_is_read_again_only_when_its_resource_version_changes() -
     assert world.recorder.reasons()[-1] == "RolledOut"
 
 
+def test_the_content_hash_is_computed_again_only_when_a_source_or_the_spec_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hashed: list[sources.Sources] = []
+    content_hash = sources.content_hash
+
+    def counted(wanted: sources.Sources, *args: Any) -> str:
+        hashed.append(wanted)
+        return content_hash(wanted, *args)
+
+    monkeypatch.setattr(sources, "content_hash", counted)
+    world = Harness(with_secret(), config_map(), secret())
+    world.reconcile()
+    world.reconcile()
+    assert len(hashed) == 1, "a steady ConfigDeployment hashes its sources once"
+    world.set_secret(pw="another-value")
+    world.reconcile()
+    assert len(hashed) == 2
+    assert world.recorder.reasons()[-1] == "RolledOut"
+    world.set_data(mode="b")
+    world.reconcile()
+    assert len(hashed) == 3
+    assert world.recorder.reasons()[-1] == "RolledOut"
+    edited = objects.thaw(world.client.get(CONFIG_DEPLOYMENT, NAME, NS))
+    edited["spec"]["secrets"] = [{"name": "db", "keys": ["pw"]}]
+    world.client.update(CONFIG_DEPLOYMENT, edited)
+    world.reconcile()
+    assert len(hashed) == 4, "the spec changed"
+    assert hashed[-1].secrets[0].keys == ("pw",)
+    world.client.delete(CONFIG_DEPLOYMENT, NAME, namespace=NS)
+    world.reconcile()
+    assert world.reconciler._hashes == {}, "a deleted ConfigDeployment's hash is dropped"
+
+
 def test_a_deleted_secret_is_no_longer_kept_and_degrades() -> None:
     world = Harness(with_secret(), config_map(), secret())
     secrets = NamedSecrets(world.client)

@@ -16,7 +16,9 @@ resourceVersion. Later reconciles reuse it while the metadata cache shows the sa
 resourceVersion, so a steady ConfigDeployment costs no request; a change costs one GET
 per changed Secret that a ConfigDeployment names. So only the Secrets some
 ConfigDeployment names are ever read, and only their digests are kept: at most one per
-such Secret, dropped when the informer sees it deleted. docs/security.md says why.
+Secret ever named, dropped when the informer sees it deleted (a Secret no longer named
+keeps its digest until then; the informer holds that Secret's metadata anyway, and the
+schema bounds a ConfigDeployment to 16 Secrets). docs/security.md says why.
 """
 
 from __future__ import annotations

@@ -49,7 +49,6 @@ __all__ = [
     "KEY_DIGESTS",
     "Source",
     "Sources",
-    "canonical_json",
     "content_hash",
     "digest_config_map",
     "digest_secret",
