@@ -84,7 +84,6 @@ LIMITS: Final = Limits(
     max_body_bytes=MAX_BODY_BYTES,
     read_timeout=10.0,  # the API server's timeoutSeconds default; it waits no longer
     write_timeout=30.0,
-    max_connections_per_source=64,  # one address holds at most half the slots
     body_budget_bytes=64 * 1024 * 1024,  # a quarter of the manifest's 256 MiB
     budget_wait=3.0,  # a review waits this long for a busy budget, well within 10 s
 )
