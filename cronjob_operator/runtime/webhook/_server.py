@@ -190,7 +190,7 @@ def _handler_class(
             self.reserve(decode_cost(raw))  # before a byte is decoded
             try:
                 return json.loads(raw)
-            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, deep nesting
+            except ValueError as exc:  # UnicodeDecodeError too; deep nesting: see _answer
                 raise Refused(
                     HTTPStatus.BAD_REQUEST, f"the body is not JSON: {shortened(str(exc))}"
                 ) from None
