@@ -138,14 +138,13 @@ def _handler_class(
 
         def _answer(self) -> tuple[HTTPStatus, Any, int | None]:
             """The status, the answer and the ``Retry-After`` seconds (None: no header)."""
-            path = shortened(self.path)
+            path, path_only = shortened(self.path), self.path.partition("?")[0]
             try:
-                route = routes.get(self.path.partition("?")[0])
+                route = routes.get(path_only)
                 if route is None:
                     raise Refused(
                         HTTPStatus.NOT_FOUND, f"no webhook at {path}; serving {sorted(routes)}"
                     )
-                path_only = self.path.partition("?")[0]
                 if path_only in authenticated and not self._client_certified():
                     raise Refused(
                         HTTPStatus.UNAUTHORIZED,
