@@ -43,7 +43,9 @@ if __package__ in (None, ""):  # run as a file: make the repository root importa
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import _common
+from cronjob_operator.api import batch_v1
 from cronjob_operator.runtime.serving import HttpServer, Limits
+from cronjob_operator.webhooks.cronjob import VALIDATE_PATH
 
 TRICKLE = b"GET /healthz HTTP/1.1\r\nX-Slow: " + b"a" * 10_000
 INTERVAL = 0.05
@@ -147,8 +149,7 @@ wakes (a decode that holds the GIL delays it)."""
 MANIFEST_LIMIT_MIB = 256
 """config/manager's memory limit: the process is OOM-killed above it."""
 
-CRONJOB_V1 = "batch.tutorial.kubebuilder.io/v1"
-VALIDATE_PATH = "/validate-batch-tutorial-kubebuilder-io-v1-cronjob"
+CRONJOB_V1 = batch_v1.CRONJOB.api_version
 
 
 def serve_webhooks(cert_dir: Path) -> int:

@@ -36,7 +36,6 @@ LIMITS = Limits(
     read_timeout=1.0,
     max_body_bytes=1024,
     write_timeout=5.0,
-    max_connections_per_source=4,
 )
 
 
@@ -286,6 +285,7 @@ def test_one_address_cannot_take_every_slot(holding_server: HardenedServer) -> N
     """At its own cap (4 of 8 here), an address's new connection is closed while another
     address is still served."""
     server = holding_server
+    assert server.limits.max_connections_per_source == server.limits.max_connections // 2 == 4
     busy = [hold_in_handler(server.port, "127.0.0.2") for _ in range(4)]
     try:
         wait_until(lambda: server.open_connections() == (4, 0), "4 connections in handlers")

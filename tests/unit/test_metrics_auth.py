@@ -128,6 +128,7 @@ def test_a_denial_is_remembered_only_30_seconds(
     assert authorizer.check("Bearer stranger-token", "get", "/metrics") is not None
     clock.now += 2
     assert authorizer.check("Bearer stranger-token", "get", "/metrics") is None
+    assert reviewer.calls == ["token", "access", "access"]  # the user was still cached
 
 
 def test_a_flood_of_tokens_keeps_the_caches_bounded_and_the_scrapers_token_cached(

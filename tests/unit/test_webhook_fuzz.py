@@ -35,7 +35,8 @@ from hypothesis import strategies as st
 from cronjob_operator.api import apps_v1, batch_v1
 from cronjob_operator.runtime.serving import ECHO_LIMIT
 from cronjob_operator.runtime.webhook import LIMITS, MAX_BODY_BYTES, WebhookServer
-from cronjob_operator.webhooks import configdeployment, cronjob, manifests
+from cronjob_operator.runtime.webhook._server import decode_cost
+from cronjob_operator.webhooks import configdeployment, cronjob, manifests, nesting
 from tests.unit.test_webhooks import a_cronjob, a_review
 
 FUZZ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -240,22 +241,29 @@ def a_conversion_review_of(obj: dict[str, Any]) -> bytes:
 def test_a_token_dense_body_is_refused_before_it_is_decoded(server: WebhookServer) -> None:
     """Issue 35: 16 MiB of ``{},{},...`` took the process from 53 to 471 MiB while it was
     decoded. Under the body cap, 6 MiB of it would still take ~150 MiB: its cost is
-    counted before decoding (80 bytes a token here, over half the 96 MiB budget)."""
+    counted before decoding (80 bytes a token here: over the half of the budget that one
+    request may take, ``LIMITS.max_reservation``)."""
     dense = b"[" + b"{}," * (2 * 1024 * 1024) + b"{}]"
     body = a_conversion_review_of({"spec": {"x": 1}}).replace(b'{"x": 1}', dense)
     assert len(body) < MAX_BODY_BYTES
+    assert len(body) + decode_cost(body) > LIMITS.max_reservation
     status, answer = post(server.port, "/convert", body)
     assert status == 413
     assert "to read and decode" in answer["message"]
 
 
-def test_a_review_nested_900_deep_is_a_400_not_a_500(server: WebhookServer) -> None:
-    """Issue 35: converting this raised RecursionError: a 500 with a traceback."""
+def test_a_review_nested_900_deep_is_answered_and_one_past_the_decoder_is_a_400(
+    server: WebhookServer,
+) -> None:
+    """Issue 35: converting this raised RecursionError: a 500 with a traceback. It is
+    converted, refused by validation (``nesting.MAX_DEPTH``) and defaulted; a body nested
+    past what the JSON decoder takes (1,000 levels) is a 400 that says so."""
     deep: Any = {}
     for _ in range(900):
         deep = {"a": deep}
     obj = a_cronjob()
     obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["affinity"] = deep
+    answers = {}
     for path, body in [
         ("/convert", a_conversion_review_of(obj)),
         (cronjob.VALIDATE_PATH, json.dumps(a_review(obj)).encode()),
@@ -264,6 +272,20 @@ def test_a_review_nested_900_deep_is_a_400_not_a_500(server: WebhookServer) -> N
         status, answer = post(server.port, path, body)
         assert status in (200, 400), (path, answer)
         assert_well_formed(status, answer)
+        answers[path] = answer["response"]
+    assert answers["/convert"]["result"]["status"] == "Success"
+    assert answers[cronjob.VALIDATE_PATH]["allowed"] is False
+    assert (
+        f"nest at most {nesting.MAX_DEPTH} levels"
+        in answers[cronjob.VALIDATE_PATH]["status"]["message"]
+    )
+    assert answers[cronjob.MUTATE_PATH]["allowed"] is True
+    levels = 3000  # json.dumps itself cannot write it: spliced in as bytes
+    too_deep = b'{"a":' * levels + b"1" + b"}" * levels
+    body = a_conversion_review_of({"spec": {"x": 1}}).replace(b'{"x": 1}', too_deep)
+    status, answer = post(server.port, "/convert", body)
+    assert status == 400
+    assert answer["message"] == "the request is nested too deeply to handle; send a real review"
 
 
 @pytest.mark.parametrize(

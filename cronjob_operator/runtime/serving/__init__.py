@@ -34,7 +34,7 @@ from cronjob_operator.runtime.serving._httpserver import (
     Refused,
     TLSContext,
 )
-from cronjob_operator.runtime.serving._malloc import MMAP_THRESHOLD, release_large_allocations
+from cronjob_operator.runtime.serving._malloc import release_large_allocations
 from cronjob_operator.runtime.serving._metrics_auth import (
     ApiReviewer,
     CacheSettings,
@@ -56,7 +56,6 @@ __all__ = [
     "CERT_FILE",
     "ECHO_LIMIT",
     "KEY_FILE",
-    "MMAP_THRESHOLD",
     "TLS12_CIPHERS",
     "ApiReviewer",
     "Authorize",

@@ -76,9 +76,14 @@ class Limits:
     read_timeout: float = 30.0  # Go: ReadTimeout (for the body here)
     max_body_bytes: int = 64 * 1024
     write_timeout: float = 30.0  # Go: WriteTimeout
-    max_connections_per_source: int = 32  # half the slots: one address never takes them all
     body_budget_bytes: int = 1024 * 1024  # every body at once (and what decoding costs)
     budget_wait: float = 2.0  # seconds a request waits for the budget before a 503
+
+    @property
+    def max_connections_per_source(self) -> int:
+        """The most connections one address may hold: half the slots, so it never takes
+        them all."""
+        return self.max_connections // 2
 
     @property
     def max_reservation(self) -> int:

@@ -187,16 +187,17 @@ class _TTLCache(Generic[_K, _V]):
         self._clock = clock
         self._lock = threading.Lock()
 
-    def get(self, key: _K) -> tuple[bool, _V | None]:
+    def get(self, key: _K) -> _V | None:
+        """The unexpired value for ``key``, else None (no value stored is None)."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                return False, None
+                return None
             if entry[0] <= self._clock():
                 del self._entries[key]
-                return False, None
+                return None
             self._entries.move_to_end(key)
-            return True, entry[1]
+            return entry[1]
 
     def put(self, key: _K, value: _V, ttl: float) -> None:
         with self._lock:
@@ -251,46 +252,27 @@ class MetricsAuthorizer:
             return REVIEW_FAILED
 
     def _verdict(self, key: bytes, token: str, verb: str, path: str, source: str) -> Refusal | None:
-        if self._rejected.get(key)[0]:
+        if self._rejected.get(key):
             return TOKEN_REJECTED
-        known = self._cached(key, verb, path)
-        if known is None:
+        user = self._users.get(key)
+        decision = None if user is None else self._decisions.get((user, verb, path))
+        if user is None or decision is None:  # a review is due, within the bound in flight
             if not self._slots.try_take(source):
                 return self._shed(source)
             try:
-                known = self._reviewed(key, token, verb, path)
+                if user is None:
+                    user = self._authenticate(key, token)
+                    if user is None:
+                        return TOKEN_REJECTED
+                    decision = self._decisions.get((user, verb, path))
+                decision = decision or self._authorize(user, verb, path)
             finally:
                 self._slots.give_back(source)
-            if known is None:
-                return TOKEN_REJECTED
-        user, (allowed, reason) = known
+        allowed, reason = decision
         if not allowed:
             log.debug("metrics request by %s denied: %s", user.name, reason)
             return Refusal(HTTPStatus.FORBIDDEN, f"Authorization denied for user {user.name}")
         return None
-
-    def _cached(self, key: bytes, verb: str, path: str) -> tuple[User, tuple[bool, str]] | None:
-        """The token's user and decision, when both are cached."""
-        _, user = self._users.get(key)
-        if user is None:
-            return None
-        _, decision = self._decisions.get((user, verb, path))
-        return None if decision is None else (user, decision)
-
-    def _reviewed(
-        self, key: bytes, token: str, verb: str, path: str
-    ) -> tuple[User, tuple[bool, str]] | None:
-        """The token's user and decision, reviewing what is not cached; None when the
-        token is rejected."""
-        _, user = self._users.get(key)
-        if user is None:
-            user = self._authenticate(key, token)
-            if user is None:
-                return None
-        _, decision = self._decisions.get((user, verb, path))
-        if decision is None:
-            decision = self._authorize(user, verb, path)
-        return user, decision
 
     def _shed(self, source: str) -> Refusal:
         log.debug("metrics request from %s shed: reviews in flight at their bound", source)

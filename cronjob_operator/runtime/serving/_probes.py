@@ -109,7 +109,7 @@ class HttpServer:
                 url = urlsplit(self.path)
                 if authorize is not None:
                     refusal = authorize(
-                        self.headers.get("Authorization"), "get", url.path, self.client_address[0]
+                        self.headers.get("Authorization"), "get", url.path, self.source
                     )
                     if refusal is not None:
                         self._refuse(refusal)

@@ -84,7 +84,6 @@ LIMITS: Final = Limits(
     max_body_bytes=MAX_BODY_BYTES,
     read_timeout=10.0,  # the API server's timeoutSeconds default; it waits no longer
     write_timeout=30.0,
-    max_connections_per_source=64,  # one address holds at most half the slots
     body_budget_bytes=64 * 1024 * 1024,  # a quarter of the manifest's 256 MiB
     budget_wait=3.0,  # a review waits this long for a busy budget, well within 10 s
 )
@@ -139,14 +138,13 @@ def _handler_class(
 
         def _answer(self) -> tuple[HTTPStatus, Any, int | None]:
             """The status, the answer and the ``Retry-After`` seconds (None: no header)."""
-            path = shortened(self.path)
+            path, path_only = shortened(self.path), self.path.partition("?")[0]
             try:
-                route = routes.get(self.path.partition("?")[0])
+                route = routes.get(path_only)
                 if route is None:
                     raise Refused(
                         HTTPStatus.NOT_FOUND, f"no webhook at {path}; serving {sorted(routes)}"
                     )
-                path_only = self.path.partition("?")[0]
                 if path_only in authenticated and not self._client_certified():
                     raise Refused(
                         HTTPStatus.UNAUTHORIZED,
@@ -191,7 +189,7 @@ def _handler_class(
             self.reserve(decode_cost(raw))  # before a byte is decoded
             try:
                 return json.loads(raw)
-            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, deep nesting
+            except ValueError as exc:  # UnicodeDecodeError too; deep nesting: see _answer
                 raise Refused(
                     HTTPStatus.BAD_REQUEST, f"the body is not JSON: {shortened(str(exc))}"
                 ) from None
