@@ -164,3 +164,16 @@ def test_a_value_inside_itself_is_refused_and_a_shared_one_written_twice() -> No
     shared = nested(300)  # beyond orjson's 254 levels, the same object twice
     once = _json.dumps(shared)
     assert _json.dumps([shared, shared]) == b"[" + once + b"," + once + b"]"
+
+
+def test_freeze_and_thaw_refuse_a_value_inside_itself_and_copy_a_shared_one() -> None:
+    cyclic: dict[str, Any] = {"spec": {"affinity": None}}
+    cyclic["spec"]["affinity"] = [cyclic]  # RecursionError on the fast path, then the stack
+    with pytest.raises(ValueError, match="contains itself"):
+        objects.freeze(cyclic)
+    with pytest.raises(ValueError, match="contains itself"):
+        objects.thaw(cyclic)
+    shared = nested(2_000)  # too deep for the fast path, the same object twice
+    once = _json.dumps(shared)
+    for copied in (objects.freeze([shared, shared]), objects.thaw([shared, shared])):
+        assert _json.dumps(copied) == b"[" + once + b"," + once + b"]"
