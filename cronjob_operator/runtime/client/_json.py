@@ -11,11 +11,12 @@ object could make every LIST and WATCH of its kind fail, and one reconcile's req
 body unsendable. ``loads`` and ``dumps`` keep orjson's speed for every real object and
 fall back, only on such a refusal (orjson's depth messages, ``_TOO_DEEP``), to ``_parse``
 and ``_encode``: both walk the document with a list as their stack, so no depth costs a
-Python frame. Any other refusal is orjson's, as it came: a malformed body is never parsed
-twice, and what orjson refuses (a lone surrogate, a number beyond a double, a key that is
-not a string, an integer beyond 64 bits) is refused at any depth of the fast path's. A
-value that contains itself is refused by ``_encode`` too (``ValueError``, as the standard
-library's), not written forever.
+Python frame. Any other refusal is raised as orjson's: a malformed body is never parsed
+twice, and what orjson refuses for another reason (a lone surrogate, a number beyond a
+double, a key that is not a string, an integer beyond 64 bits) stays refused. A value
+that contains itself is refused by ``_encode`` too (``ValueError``, as the standard
+library's), not written forever. The messages are those of the pinned orjson; the deep
+cases of tests/unit/test_deep_objects.py fail if they change.
 """
 
 from __future__ import annotations
