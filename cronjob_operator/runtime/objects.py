@@ -12,7 +12,7 @@ deep, mutable copy), which is what controller-runtime pays on every read.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
 __all__ = [
@@ -131,13 +131,19 @@ def _freeze_iteratively(value: Any) -> Any:
     Each container becomes a shell (a ``FrozenDict`` filled in place, or a list that
     becomes a tuple) whose nested containers are pushed; once every shell exists, they
     are finished in reverse order of creation, so each child is final (a tuple) before
-    its parent takes it.
+    its parent takes it. A container inside itself raises ``ValueError`` (``_Path``).
     """
     root: list[Any] = [None]
-    pending: list[tuple[Any, Any, Any]] = [(root, 0, value)]
+    pending: list[Any] = [(root, 0, value)]
     shells: list[tuple[Any, Any, Any]] = []
+    path = _Path()
     while pending:
-        holder, slot, source = pending.pop()
+        entry = pending.pop()
+        if path.left(entry):
+            continue
+        holder, slot, source = entry
+        if isinstance(source, dict | list | tuple):
+            path.enter(source, pending)
         shells.append((holder, slot, _frozen_shell(source, pending)))
     for holder, slot, shell in reversed(shells):
         final = tuple(shell) if type(shell) is list else shell
@@ -148,7 +154,7 @@ def _freeze_iteratively(value: Any) -> Any:
     return root[0]
 
 
-def _frozen_shell(source: Any, pending: list[tuple[Any, Any, Any]]) -> Any:
+def _frozen_shell(source: Any, pending: list[Any]) -> Any:
     """``source``'s frozen copy with its scalars in place; each nested container is left
     as None and pushed to ``pending`` as (shell, slot, container)."""
     if isinstance(source, FrozenDict) or not isinstance(source, dict | list | tuple):
@@ -166,7 +172,7 @@ def _frozen_shell(source: Any, pending: list[tuple[Any, Any, Any]]) -> Any:
     return items
 
 
-def _frozen_scalar(item: Any, shell: Any, slot: Any, pending: list[tuple[Any, Any, Any]]) -> Any:
+def _frozen_scalar(item: Any, shell: Any, slot: Any, pending: list[Any]) -> Any:
     """``item`` frozen if it is a scalar (or frozen already); else None, and it is pushed."""
     cls = type(item)
     if cls is str:
@@ -175,6 +181,41 @@ def _frozen_scalar(item: Any, shell: Any, slot: Any, pending: list[tuple[Any, An
         return item
     pending.append((shell, slot, item))
     return None
+
+
+class _Leave:
+    """Pushed by ``_Path.enter`` under a container's children: popped after them."""
+
+    __slots__ = ("container",)
+
+    def __init__(self, container: int) -> None:
+        self.container = container
+
+
+class _Path:
+    """The containers an iterative copy is inside. One met again while it is open
+    contains itself: ``ValueError``, where the copy would otherwise never end (the
+    recursive path's ``RecursionError`` is what sends such a value here)."""
+
+    __slots__ = ("_open",)
+
+    def __init__(self) -> None:
+        self._open: set[int] = set()
+
+    def enter(self, container: object, pending: list[Any]) -> None:
+        """Open ``container`` until the marker pushed now is popped, after everything
+        pushed later (its children)."""
+        if id(container) in self._open:
+            raise ValueError(f"cannot copy a {type(container).__name__} that contains itself")
+        self._open.add(id(container))
+        pending.append(_Leave(id(container)))
+
+    def left(self, entry: object) -> bool:
+        """Whether ``entry`` is a marker (its container is closed now) rather than work."""
+        if type(entry) is not _Leave:
+            return False
+        self._open.remove(entry.container)
+        return True
 
 
 def thaw(value: Any) -> Any:
@@ -202,21 +243,28 @@ def _thaw_recursively(value: Any) -> Any:
 
 
 def _thaw_iteratively(value: Any) -> Any:
-    """``thaw`` without recursion: the copies are mutable, so each is filled in place."""
+    """``thaw`` without recursion: the copies are mutable, so each is filled in place. A
+    container inside itself raises ``ValueError`` (``_Path``)."""
     root: list[Any] = [value]
-    pending: list[tuple[Any, Any]] = [(root, 0)]
+    pending: list[Any] = [(root, 0)]
+    path = _Path()
     while pending:
-        holder, slot = pending.pop()
+        entry = pending.pop()
+        if path.left(entry):
+            continue
+        holder, slot = entry
         source = holder[slot]
         copy: Any
         if isinstance(source, Mapping):
             copy = dict(source)
-            pending.extend((copy, key) for key in copy)
+            slots: Iterable[Any] = copy
         elif isinstance(source, list | tuple):
             copy = list(source)
-            pending.extend((copy, index) for index in range(len(copy)))
+            slots = range(len(copy))
         else:
             continue
+        path.enter(source, pending)
+        pending.extend((copy, child) for child in slots)
         holder[slot] = copy
     return root[0]
 

@@ -136,3 +136,44 @@ def test_the_deployment_of_a_config_deployment_5000_deep_is_built() -> None:
     )
     deployment = decide.desired_deployment(config_deployment, "hash")  # its spec hash recursed
     assert deployment["metadata"]["annotations"][decide.SPEC_HASH_ANNOTATION]
+
+
+def test_what_orjson_refuses_for_anything_but_depth_stays_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for refused in ['["\\ud800"]', "[1e999]"]:  # a lone surrogate; beyond a double
+        with pytest.raises(orjson.JSONDecodeError):
+            _json.loads(refused)
+    for unencodable in [{1: "key not a string"}, [2**70]]:
+        with pytest.raises(orjson.JSONEncodeError):
+            _json.dumps(unencodable)
+
+    def parse_again(text: str) -> Any:
+        raise AssertionError(f"a malformed body is parsed a second time: {text!r}")
+
+    monkeypatch.setattr(_json, "_parse", parse_again)
+    with pytest.raises(orjson.JSONDecodeError):
+        _json.loads('{"a":1')
+
+
+def test_a_value_inside_itself_is_refused_and_a_shared_one_written_twice() -> None:
+    cyclic: list[Any] = [{"affinity": None}]
+    cyclic[0]["affinity"] = cyclic  # beyond orjson's depth at once: the fallback's case
+    with pytest.raises(ValueError, match="Circular reference"):
+        _json.dumps(cyclic)
+    shared = nested(300)  # beyond orjson's 254 levels, the same object twice
+    once = _json.dumps(shared)
+    assert _json.dumps([shared, shared]) == b"[" + once + b"," + once + b"]"
+
+
+def test_freeze_and_thaw_refuse_a_value_inside_itself_and_copy_a_shared_one() -> None:
+    cyclic: dict[str, Any] = {"spec": {"affinity": None}}
+    cyclic["spec"]["affinity"] = [cyclic]  # RecursionError on the fast path, then the stack
+    with pytest.raises(ValueError, match="contains itself"):
+        objects.freeze(cyclic)
+    with pytest.raises(ValueError, match="contains itself"):
+        objects.thaw(cyclic)
+    shared = nested(2_000)  # too deep for the fast path, the same object twice
+    once = _json.dumps(shared)
+    for copied in (objects.freeze([shared, shared]), objects.thaw([shared, shared])):
+        assert _json.dumps(copied) == b"[" + once + b"," + once + b"]"

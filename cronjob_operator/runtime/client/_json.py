@@ -9,8 +9,14 @@ stores free-form fields (``x-kubernetes-preserve-unknown-fields``, such as a pod
 template's ``affinity`` in a CustomResource) nested up to 10,000 levels, so one stored
 object could make every LIST and WATCH of its kind fail, and one reconcile's request
 body unsendable. ``loads`` and ``dumps`` keep orjson's speed for every real object and
-fall back, only on such a refusal, to ``_parse`` and ``_encode``: both walk the document
-with a list as their stack, so no depth costs a Python frame.
+fall back, only on such a refusal (orjson's depth messages, ``_TOO_DEEP``), to ``_parse``
+and ``_encode``: both walk the document with a list as their stack, so no depth costs a
+Python frame. Any other refusal is raised as orjson's: a malformed body is never parsed
+twice, and what orjson refuses for another reason (a lone surrogate, a number beyond a
+double, a key that is not a string, an integer beyond 64 bits) stays refused. A value
+that contains itself is refused by ``_encode`` too (``ValueError``, as the standard
+library's), not written forever. The messages are those of the pinned orjson; the deep
+cases of tests/unit/test_deep_objects.py fail if they change.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import json
 import json.decoder
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from json.encoder import encode_basestring
 from json.scanner import NUMBER_RE
 from typing import Any
@@ -30,6 +37,9 @@ _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # 
 """The standard library's C string scanner (not in its type stubs): the string after an
 opening quote, and the index after the closing one."""
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
+_TOO_DEEP = ("depth limit exceeded", "Recursion limit reached")
+"""How orjson's refusals for nesting alone begin (to parse; to encode): the only ones
+``loads`` and ``dumps`` fall back on."""
 
 
 def _skip_space(text: str, index: int) -> int:
@@ -45,6 +55,8 @@ def loads(data: bytes | str) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as refused:
+        if not str(refused).startswith(_TOO_DEEP):
+            raise
         try:
             return _parse(data.decode() if isinstance(data, bytes) else data)
         except (ValueError, IndexError):
@@ -55,7 +67,9 @@ def dumps(value: Any) -> bytes:
     """Encode ``value`` as orjson does; a value nested beyond orjson's limit all the same."""
     try:
         return orjson.dumps(value)
-    except orjson.JSONEncodeError:
+    except orjson.JSONEncodeError as refused:
+        if not str(refused).startswith(_TOO_DEEP):
+            raise
         return _encode(value).encode()
 
 
@@ -151,31 +165,57 @@ class _Punctuation(str):
     __slots__ = ()
 
 
+@dataclass(frozen=True, slots=True)
+class _Closing:
+    """The bracket that ends a container ``_encode`` is writing, and the container's id:
+    it is open until then, and a container met again while open contains itself."""
+
+    bracket: str
+    container: int
+
+
 def _encode(value: Any, *, sort_keys: bool = False) -> str:
     """Compact JSON of ``value`` with an explicit stack of what is still to write; each
-    scalar as the standard library writes it (``ensure_ascii=False``)."""
+    scalar as the standard library writes it (``ensure_ascii=False``). A container inside
+    itself raises ``ValueError``, as the standard library's encoder does."""
     parts: list[str] = []
     todo: list[Any] = [value]
+    open_containers: set[int] = set()
     while todo:
         item = todo.pop()
         if type(item) is _Punctuation:
             parts.append(item)
-        elif isinstance(item, dict):
-            todo.append(_Punctuation("}"))
-            entries = sorted(item.items()) if sort_keys else list(item.items())
-            for position, (key, child) in enumerate(reversed(entries)):
-                if position:
-                    todo.append(_Punctuation(","))
-                todo.append(child)
-                todo.append(_Punctuation(encode_basestring(str(key)) + ":"))
-            todo.append(_Punctuation("{"))
-        elif isinstance(item, list | tuple):
-            todo.append(_Punctuation("]"))
-            for position, child in enumerate(reversed(item)):
-                if position:
-                    todo.append(_Punctuation(","))
-                todo.append(child)
-            todo.append(_Punctuation("["))
+        elif type(item) is _Closing:
+            parts.append(item.bracket)
+            open_containers.remove(item.container)
+        elif isinstance(item, dict | list | tuple):
+            if id(item) in open_containers:
+                raise ValueError("Circular reference detected")
+            open_containers.add(id(item))
+            _push_container(item, todo, sort_keys=sort_keys)
         else:
             parts.append(json.dumps(item, ensure_ascii=False))
     return "".join(parts)
+
+
+def _push_container(
+    container: dict[Any, Any] | list[Any] | tuple[Any, ...], todo: list[Any], *, sort_keys: bool
+) -> None:
+    """Push what writes ``container`` onto ``todo``, last part first: its opening bracket,
+    its entries between commas (each key before its value), its ``_Closing``."""
+    if isinstance(container, dict):
+        todo.append(_Closing("}", id(container)))
+        entries = sorted(container.items()) if sort_keys else list(container.items())
+        for position, (key, child) in enumerate(reversed(entries)):
+            if position:
+                todo.append(_Punctuation(","))
+            todo.append(child)
+            todo.append(_Punctuation(encode_basestring(str(key)) + ":"))
+        todo.append(_Punctuation("{"))
+        return
+    todo.append(_Closing("]", id(container)))
+    for position, child in enumerate(reversed(container)):
+        if position:
+            todo.append(_Punctuation(","))
+        todo.append(child)
+    todo.append(_Punctuation("["))

@@ -475,6 +475,7 @@ def _remaining(ctx: context.Context, deadline: float) -> float:
 
 
 _LOST = (urllib3.exceptions.ProtocolError, ConnectionResetError, BrokenPipeError)
+"""What a connection that broke mid-request raises (``_transport_error``)."""
 
 
 def _transport_error(message: str, exc: BaseException) -> errors.TransportError:
@@ -485,9 +486,7 @@ def _transport_error(message: str, exc: BaseException) -> errors.TransportError:
     (client-go's ``IsConnectionReset``/``IsProbableEOF``). A refused connection
     (``NewConnectionError``) and timeouts are neither.
     """
-    lost = isinstance(
-        exc, urllib3.exceptions.ProtocolError | ConnectionResetError | BrokenPipeError
-    )
+    lost = isinstance(exc, _LOST)
     if isinstance(exc, urllib3.exceptions.SSLError):
         lost = any(isinstance(arg, ssl.SSLEOFError | ssl.SSLZeroReturnError) for arg in exc.args)
     return errors.ConnectionLost(message) if lost else errors.TransportError(message)
