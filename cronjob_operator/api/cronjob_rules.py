@@ -141,7 +141,8 @@ MAX_REQUEST_LENGTH: Final = 1024
 RFC 3339 times fit several times over; a longer value is refused before it is parsed."""
 TIMES_MEMO_SIZE: Final = 64
 """How many requests' times are remembered (at most ``MAX_BACKFILL`` + 1 each, about
-56 KiB at most): more backfills running at once than this walk their times again."""
+56 KiB, so about 3.5 MiB in all): more backfills running at once than this walk their
+times again."""
 
 
 @dataclass(frozen=True)
@@ -201,11 +202,6 @@ def times_of(schedule: schedules.AnySchedule, request: Request) -> tuple[datetim
 def _remembered_times(
     schedule: schedules.AnySchedule, start: datetime, end: datetime
 ) -> tuple[datetime, ...]:
-    return _walk(schedule, start, end)
-
-
-def _walk(schedule: schedules.AnySchedule, start: datetime, end: datetime) -> tuple[datetime, ...]:
-    """The schedule evaluation itself (what :func:`times_of` remembers)."""
     return tuple(
         schedules.times_between(schedule, start - _TINY, end - _TINY, limit=MAX_BACKFILL + 1)
     )
