@@ -176,7 +176,7 @@ def parse_request(raw: Any) -> Request | str:
         return (
             f"[{rfc3339(start)}, {rfc3339(end)}) must lie within [{rfc3339(FIRST_JOB_TIME)}, "
             f"{rfc3339(END_OF_JOB_TIMES)}): a Job is named by its scheduled time in Unix "
-            "seconds, which must be 0 to 10 digits; move the range"
+            f"seconds, which must be 0 to {JOB_TIME_DIGITS} digits; move the range"
         )
     return Request(token, start, end)
 
