@@ -141,7 +141,8 @@ MAX_REQUEST_LENGTH: Final = 1024
 RFC 3339 times fit several times over; a longer value is refused before it is parsed."""
 TIMES_MEMO_SIZE: Final = 64
 """How many requests' times are remembered (at most ``MAX_BACKFILL`` + 1 each, about
-56 KiB at most): more backfills running at once than this walk their times again."""
+56 KiB, so about 3.5 MiB in all): more backfills running at once than this walk their
+times again."""
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ def parse_request(raw: Any) -> Request | str:
         return (
             f"[{rfc3339(start)}, {rfc3339(end)}) must lie within [{rfc3339(FIRST_JOB_TIME)}, "
             f"{rfc3339(END_OF_JOB_TIMES)}): a Job is named by its scheduled time in Unix "
-            "seconds, which must be 0 to 10 digits; move the range"
+            f"seconds, which must be 0 to {JOB_TIME_DIGITS} digits; move the range"
         )
     return Request(token, start, end)
 
@@ -201,11 +202,6 @@ def times_of(schedule: schedules.AnySchedule, request: Request) -> tuple[datetim
 def _remembered_times(
     schedule: schedules.AnySchedule, start: datetime, end: datetime
 ) -> tuple[datetime, ...]:
-    return _walk(schedule, start, end)
-
-
-def _walk(schedule: schedules.AnySchedule, start: datetime, end: datetime) -> tuple[datetime, ...]:
-    """The schedule evaluation itself (what :func:`times_of` remembers)."""
     return tuple(
         schedules.times_between(schedule, start - _TINY, end - _TINY, limit=MAX_BACKFILL + 1)
     )

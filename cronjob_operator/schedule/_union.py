@@ -45,17 +45,21 @@ class ScheduleUnion:
         """The members' expressions joined by ``"; "``, as status and messages show it."""
         return SEPARATOR.join(member.expression for member in self.members)
 
+    @property
+    def walked(self) -> tuple[Schedule, ...]:
+        """The members each once, in listed order: what every walk of the union walks, so
+        that a schedule listed ten times costs what it does once."""
+        return tuple(dict.fromkeys(self.members))
+
     def next_after(self, t: datetime) -> datetime | None:
         """The first time of any member strictly after ``t``, or None if none is left."""
-        found = [moment for member in self.members if (moment := member.next_after(t))]
+        found = [moment for member in self.walked if (moment := member.next_after(t))]
         return min(found, default=None)
 
     def times_after(self, t: datetime) -> Iterator[datetime]:
-        """The union's times strictly after ``t``, ascending, each once. A member listed
-        twice is walked once (ten copies of one schedule cost what one does)."""
+        """The union's times strictly after ``t``, ascending, each once."""
         t = as_utc(t, "t")
-        members = dict.fromkeys(self.members)
-        return distinct(heapq.merge(*(member.times_after(t) for member in members)))
+        return distinct(heapq.merge(*(member.times_after(t) for member in self.walked)))
 
 
 AnySchedule = Schedule | ScheduleUnion
@@ -81,7 +85,7 @@ def most_recent_due(
         _due.most_recent_due(
             member, earliest=earliest, now=now, starting_deadline_seconds=starting_deadline_seconds
         )
-        for member in schedule.members
+        for member in schedule.walked
     ]
     # The distinct times among each member's newest MAX_MISSED + 1: when the union has
     # more than that many, so has this set (and the count stops there either way).
@@ -113,7 +117,7 @@ def missed_times(
 ) -> tuple[datetime, ...]:
     """:func:`_catchup.missed_times` over one schedule or a union: the newest ``limit``
     distinct times in reach, oldest first."""
-    members = schedule.members if isinstance(schedule, ScheduleUnion) else (schedule,)
+    members = schedule.walked if isinstance(schedule, ScheduleUnion) else (schedule,)
     found = {
         moment
         for member in members

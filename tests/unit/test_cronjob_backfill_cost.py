@@ -18,7 +18,7 @@ import pytest
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, MAX_BACKFILL
-from cronjob_operator.api.cronjob_rules import END_OF_JOB_TIMES, FIRST_JOB_TIME
+from cronjob_operator.api.cronjob_rules import END_OF_JOB_TIMES, FIRST_JOB_TIME, JOB_TIME_DIGITS
 from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.webhooks import cronjob as webhook
@@ -144,6 +144,7 @@ def test_a_range_a_job_name_cannot_carry_is_refused_with_the_field(
     assert problem.startswith(f"{FIELD}: ")
     assert rfc3339(FIRST_JOB_TIME) in problem
     assert rfc3339(END_OF_JOB_TIMES) in problem
+    assert f"0 to {JOB_TIME_DIGITS} digits" in problem
     (error,) = webhook.validate_create(_cronjob("0 * * * *", request("t", start, end)))
     assert str(error).startswith(f"{FIELD}: Invalid value:")
     assert "move the range" in str(error)

@@ -7,15 +7,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from cronjob_operator.api.cronjob_rules import MAX_HISTORY_LIMIT
 from cronjob_operator.controllers.cronjob.history import capped_limits, to_prune
-from cronjob_operator.controllers.cronjob.jobs import JobSets
+from cronjob_operator.controllers.cronjob.jobs import JobSets, build_job, job_name
 from cronjob_operator.controllers.cronjob.view import job_times_of
 from cronjob_operator.runtime.controllerutil import rfc3339
+from cronjob_operator.runtime.fake import RecordedEvent
+from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.webhooks import cronjob as webhook
+from tests.unit import test_cronjob_reconciler as reconciler
+from tests.unit.cronjob_harness import Harness
 from tests.unit.test_cronjob_history import job
 
 START = datetime(2016, 5, 19, tzinfo=UTC)
@@ -44,6 +49,37 @@ def test_the_cap_is_reported_only_when_it_prunes_what_the_limit_would_keep() -> 
     assert capped_limits(spec, JobSets(successful=finished(MAX_HISTORY_LIMIT))) == []
     within = {"successfulJobsHistoryLimit": MAX_HISTORY_LIMIT}
     assert capped_limits(within, JobSets(successful=finished(MAX_HISTORY_LIMIT + 1))) == []
+
+
+def test_a_reconcile_over_the_cap_prunes_to_it_and_warns_naming_the_field() -> None:
+    """A stored limit above the cap (from before the bound): the reconcile keeps the
+    newest ``MAX_HISTORY_LIMIT`` finished Jobs and says why with a Warning event."""
+    world = reconciler.harness(reconciler.cronjob(successfulJobsHistoryLimit=5000))
+    owner, zone = world.cronjob(), ZoneInfo("UTC")
+    times = [reconciler.CREATED + n * timedelta(seconds=1) for n in range(MAX_HISTORY_LIMIT + 2)]
+    for moment in times:
+        world.client.create(JOB, build_job(owner, moment, zone))
+        world.finish(job_name(reconciler.NAME, moment), at=moment)
+    # The first reconcile records the runs, the second prunes (a Job is deleted only
+    # after the status write that records its run).
+    for seconds in (0, 1):
+        world.reconcile_at(reconciler.CREATED + timedelta(minutes=2, seconds=seconds))
+    kept = world.jobs()
+    assert len(kept) == MAX_HISTORY_LIMIT
+    assert not {job_name(reconciler.NAME, moment) for moment in times[:2]} & set(kept)
+    warnings = capped_warnings(world)
+    assert warnings
+    assert {e.type for e in warnings} == {"Warning"}
+    assert {e.message.partition(": at most")[0] for e in warnings} == {
+        "spec.successfulJobsHistoryLimit: 5000"
+    }
+    world.reconcile_at(reconciler.CREATED + timedelta(minutes=3))
+    assert capped_warnings(world) == warnings, "warned again once the cap no longer prunes"
+
+
+def capped_warnings(world: Harness) -> list[RecordedEvent]:
+    """The ``HistoryLimitCapped`` events recorded so far."""
+    return [e for e in world.recorder.events if e.reason == "HistoryLimitCapped"]
 
 
 @pytest.mark.parametrize("field", ["successfulJobsHistoryLimit", "failedJobsHistoryLimit"])

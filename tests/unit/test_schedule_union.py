@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +14,8 @@ from cronjob_operator import schedule
 from cronjob_operator.api.cronjob_rules import shortest_gap, stagger_problem
 from cronjob_operator.schedule import (
     ScheduleError,
+    _catchup,
+    _due,
     missed_times,
     most_recent_due,
     parse_schedule,
@@ -129,3 +133,42 @@ def test_the_union_is_the_sorted_set_of_the_members_times(
     due = most_recent_due(union, earliest=start, now=end, starting_deadline_seconds=None)
     assert due.scheduled == (expected[-1] if expected else None)
     assert due.missed == min(len(expected), schedule.MAX_MISSED + 1)
+
+
+def test_every_walk_of_a_union_walks_a_schedule_listed_ten_times_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The due time, the missed times and the next time of nine copies of one schedule
+    and another walk each distinct member once, and answer as the two listed once."""
+    calls: list[tuple[str, str]] = []
+
+    def counted(walk: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(member: schedule.Schedule, *args: Any, **kwargs: Any) -> Any:
+            calls.append((walk, member.expression))
+            return real(member, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(_due, "most_recent_due", counted("due", _due.most_recent_due))
+    monkeypatch.setattr(_catchup, "missed_times", counted("missed", _catchup.missed_times))
+    monkeypatch.setattr(
+        schedule.Schedule, "next_after", counted("next", schedule.Schedule.next_after)
+    )
+    listed = ["* * * * *"] * 9 + ["*/2 * * * *"]
+    copies, once = (parse_schedules(x, "America/New_York") for x in (listed, listed[-2:]))
+    window: dict[str, Any] = {
+        "earliest": utc(2026, 3, 8, 6),
+        "now": utc(2026, 3, 8, 8),
+        "starting_deadline_seconds": 600,
+    }
+    walks: list[Callable[[schedule.AnySchedule], object]] = [
+        lambda union: most_recent_due(union, **window),
+        lambda union: missed_times(union, **window),
+        lambda union: union.next_after(utc(2026, 3, 8, 7)),
+    ]
+    for walk in walks:
+        expected = walk(once)
+        calls.clear()
+        assert walk(copies) == expected
+        assert sorted(calls) == sorted(set(calls)), f"a copy walked again: {sorted(calls)}"
+        assert {expression for _, expression in calls} == set(listed)

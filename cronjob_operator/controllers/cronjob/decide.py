@@ -269,23 +269,19 @@ class _Decision:
             schedule = rules.parse_spec_schedule(view.spec)
         except schedules.ScheduleError:
             return None, None  # reported by the scheduling step
-        # The state first: a recorded request was checked when it started, and one that
-        # is done needs no schedule times (its cost must not outlive it).
         request = rules.parse_request(raw)
         if isinstance(request, str):
-            problem: str | None = f"{rules.BACKFILL_FIELD}: {request}"
-        elif backfill.recorded(progress, request):
-            if not running:
-                return None, None
-            problem = None
-        else:
-            problem = rules.count_problem(schedule, request)
+            return self._backfill_refused(f"{rules.BACKFILL_FIELD}: {request}")
+        # The state first: a recorded request was checked when it started, and one that
+        # is done needs no schedule times (its cost must not outlive it).
+        recorded = backfill.recorded(progress, request)
+        if recorded and not running:
+            return None, None
+        problem = None if recorded else rules.count_problem(schedule, request)
         if problem is not None:
-            self.steps.event("Warning", "InvalidBackfill", problem)
-            return Problem("InvalidBackfill", problem, stops_schedule=False), None
-        assert isinstance(request, rules.Request)
+            return self._backfill_refused(problem)
         times = rules.times_of(schedule, request)
-        if not backfill.recorded(progress, request):
+        if not recorded:
             if running:
                 backfill.cancel(status["backfill"])
                 self.steps.event("Normal", "BackfillCancelled", _backfill_message(status))
@@ -311,6 +307,11 @@ class _Decision:
         return (None if failed is None else dataclasses.replace(failed, stops_schedule=False)), (
             _SOON
         )
+
+    def _backfill_refused(self, problem: str) -> tuple[Problem, None]:
+        """An unusable backfill request's Warning event and problem (nothing to requeue)."""
+        self.steps.event("Warning", "InvalidBackfill", problem)
+        return Problem("InvalidBackfill", problem, stops_schedule=False), None
 
     # --- due runs -------------------------------------------------------------------
 
