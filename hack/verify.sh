@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The quick check, with no cluster and no Go build: lint (ruff check), format (ruff
 # format --check), types (mypy, strict), dead code (vulture, configured in pyproject.toml)
-# and every test not marked `cluster` (the unit tests), in a minute or so once .venv exists. hack/test.sh runs these same stages, then
-# the cluster suite. Exits non-zero when any stage fails (pytest's "no tests collected",
-# exit 5, included) and prints how long each stage took. Arguments go to pytest, after
-# `-m "not cluster"` (`hack/verify.sh tests/unit/test_schedule.py`, `hack/verify.sh -k cron`).
+# and every test not marked `cluster` (the unit tests), in a minute or so once .venv
+# exists. hack/test.sh runs these same stages, then the cluster suite. Exits non-zero when
+# any stage fails (pytest's "no tests collected", exit 5, included) and prints how long
+# each stage took. Arguments go to pytest, after `-m "not cluster"`
+# (`hack/verify.sh tests/unit/test_schedule.py`, `hack/verify.sh -k cron`).
 set -euo pipefail
 
 # shellcheck source=lib.sh

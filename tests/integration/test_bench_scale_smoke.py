@@ -92,5 +92,7 @@ def test_fire_closes_with_the_per_run_cpu_ratio(capsys: pytest.CaptureFixture[st
     for side in ("operator", "bare client"):
         row = next(r for r in rows if r.startswith(f"| {side} "))
         assert re.search(r"\|\s*4 \|", row), row
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        assert cells[fire.HEADERS.index("Jobs")] == "4", row  # not another column's 4
     closing = out.split("Per-run CPU ratio against the bare client")[1]
     assert re.search(r"\| CPU per run ms\s*\|.*\|\s*[0-9.]+x \|", closing), out

@@ -154,6 +154,13 @@ def skipped(manager: Manager) -> dict[str, float]:
     }
 
 
+def assert_config_deployment_served_whole(manager: Manager, namespace: str) -> None:
+    """The poison ConfigDeployment is in ``manager``'s cache, its template as created."""
+    cached = objects.thaw(manager.cache.get(CONFIG_DEPLOYMENT, "poison", namespace))
+    sent = poison_config_deployment(namespace)["spec"]["template"]["spec"]["affinity"]
+    assert cached["spec"]["template"]["spec"]["affinity"] == sent, "the poison, whole"
+
+
 def test_a_poison_object_stops_no_other_namespace_running_or_after_a_restart(
     control_plane: ControlPlane,
     namespace: str,
@@ -174,6 +181,7 @@ def test_a_poison_object_stops_no_other_namespace_running_or_after_a_restart(
         bystander.deployment_of("first")
         cached = objects.thaw(running.manager.cache.get(CRONJOB, "poison", namespace))
         assert affinity_of(cached) == affinity_of(poison), "the poison is served, whole"
+        assert_config_deployment_served_whole(running.manager, namespace)
         assert skipped(running.manager) == {}, "decoded, not skipped"
     print(f"\nbystander CronJob run with the poison watched: {lateness:.1f}s after its time")
 
@@ -181,6 +189,9 @@ def test_a_poison_object_stops_no_other_namespace_running_or_after_a_restart(
         created = bystander.create("second")
         lateness = bystander.run_after("second", created)
         bystander.deployment_of("second")
+        cached = objects.thaw(running.manager.cache.get(CRONJOB, "poison", namespace))
+        assert affinity_of(cached) == affinity_of(poison), "synced again, whole"
+        assert_config_deployment_served_whole(running.manager, namespace)
         assert skipped(running.manager) == {}
     print(f"bystander CronJob run after a restart with the poison: {lateness:.1f}s late")
 

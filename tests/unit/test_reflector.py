@@ -110,12 +110,19 @@ def test_backoff_doubles_to_its_cap_and_resets_after_quiet(
 ) -> None:
     # Jitter multiplies the capped delay by 1.0-2.0 (client-go's reflector backoff, jitter
     # 1.0, on top of its 30 s cap: [30, 60) s); pinning it to either end makes every delay exact.
-    monkeypatch.setattr(random, "uniform", lambda low, high: jitter)
+    bounds: list[tuple[float, float]] = []
+
+    def uniform(low: float, high: float) -> float:
+        bounds.append((low, high))
+        return jitter
+
+    monkeypatch.setattr(random, "uniform", uniform)
     now = [10_000.0]  # a monotonic clock is far from 0: quiet is a difference of readings
     backoff = Backoff(initial=0.8, maximum=30.0, reset_after=120.0, clock=lambda: now[0])
     delays = [backoff.next_delay() for _ in range(8)]
     doubling = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]
     assert delays == pytest.approx([d * jitter for d in doubling])
+    assert set(bounds) == {(1.0, 2.0)}, "the jitter is drawn from [1, 2), client-go's 1.0"
     now[0] += 119.0
     assert backoff.next_delay() == pytest.approx(30.0 * jitter), "failures 119 s apart: no reset"
     now[0] += 121.0

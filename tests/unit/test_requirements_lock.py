@@ -60,7 +60,8 @@ def test_every_locked_requirement_is_pinned_with_a_hash() -> None:
 
 
 def test_a_pin_changed_without_relocking_is_found() -> None:
-    """The check above can fail: a bumped, an added and an unhashed pin are each caught."""
+    """The checks above can fail: a bumped, an added, an unhashed and a wrongly hashed pin
+    are each caught."""
     entries = lock_entries(RUNTIME_LOCK)
     pins = lock_pins(entries)
     assert pins_missing_from_lock(["orjson==0.0.1", "not-locked==1.0"], pins) == [
@@ -70,4 +71,19 @@ def test_a_pin_changed_without_relocking_is_found() -> None:
     assert unhashed_or_unpinned(["orjson==3.13.0", "orjson>=3 --hash=sha256:" + "0" * 64]) == [
         "orjson==3.13.0",
         "orjson>=3 --hash=sha256:" + "0" * 64,
+    ]
+    # Each option must be a whole sha256 hash: a short, a non-sha256 or a non-hash option
+    # is caught, and a well-formed entry is not.
+    sha256 = "--hash=sha256:" + "0" * 64
+    assert unhashed_or_unpinned(
+        [
+            f"orjson==3.13.0 {sha256} --hash=sha256:abc",
+            "orjson==3.13.0 --hash=md5:" + "0" * 32,
+            f"orjson==3.13.0 {sha256} --pre",
+            f"orjson==3.13.0 {sha256} {sha256.replace('0', '1')}",
+        ]
+    ) == [
+        f"orjson==3.13.0 {sha256} --hash=sha256:abc",
+        "orjson==3.13.0 --hash=md5:" + "0" * 32,
+        f"orjson==3.13.0 {sha256} --pre",
     ]
