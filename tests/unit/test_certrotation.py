@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cronjob_operator import cli
+from cronjob_operator.envtest import wait_for
 from cronjob_operator.runtime import errors, kinds
 from cronjob_operator.runtime.certrotation import (
     CUSTOM_RESOURCE_DEFINITION,
@@ -305,9 +306,13 @@ def test_readiness_waits_for_every_target_to_trust_the_served_certificate(
 
 
 def test_run_stops_when_asked(api: FakeClient, replicas: list[Replica]) -> None:
+    leader = replicas[0]
     stop = threading.Event()
-    thread = threading.Thread(target=replicas[0].rotator.run, args=(stop,))
+    thread = threading.Thread(target=leader.rotator.run, args=(stop,))
     thread.start()
+    # Stopped only once the first sync is done: the loop is then in its 60 s wait.
+    wait_for(lambda: api.writes_of("create", kinds.SECRET), 10, message="the first sync")
+    assert leader.rotator.config.resync == 60
     stop.set()
     thread.join(5)
     assert not thread.is_alive()
