@@ -30,6 +30,7 @@ from cronjob_operator.runtime.certrotation import (
     trusts,
     why_renew,
 )
+from cronjob_operator.runtime.certrotation._rotator import RETRY_SECONDS
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.fake import FakeClient
 from cronjob_operator.runtime.webhook import WebhookServer
@@ -238,6 +239,17 @@ def test_rotation_keeps_the_old_ca_trusted_until_every_replica_switched(
     follower.rotator.sync()
     assert (follower.rotator.config.cert_dir / "tls.crt").read_bytes() == new["tls.crt"]
     assert follower.rotator.ready() is None
+
+
+def test_a_follower_waits_for_the_leader_to_renew_a_due_certificate_without_spinning(
+    api: FakeClient, replicas: list[Replica], clock: FakeClock
+) -> None:
+    leader, follower = replicas
+    leader.rotator.sync()
+    assert follower.rotator.sync() == 60  # the resync: renewal is 243 days away
+    clock.advance(timedelta(days=250))  # due, and the leader has not renewed it yet
+    assert follower.rotator.sync() == RETRY_SECONDS
+    assert not api.writes_of("update", kinds.SECRET)
 
 
 def test_a_deleted_secret_is_made_again_trusting_the_ca_still_served(

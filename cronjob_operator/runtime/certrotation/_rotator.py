@@ -6,7 +6,8 @@ one Secret of its own namespace and the CA bundle in the objects the API server 
 webhook through (``Target``: the webhook configurations, a CRD's conversion webhook).
 
 Every replica, on each ``sync`` (at once when the Secret changes, which a watch on it
-reports; otherwise every ``resync`` seconds, and at the renewal time of the certificate):
+reports; otherwise every ``resync`` seconds, and at the renewal time of the certificate;
+every ``RETRY_SECONDS`` while the Secret is missing or its certificate due):
 
 1. reads the Secret and the targets;
 2. the leader only, writing through the fenced client so a replica that lost the Lease
@@ -286,10 +287,12 @@ class CertRotator:
         return new
 
     def _next_delay(self, pair: ServingPair | None, now: datetime) -> float:
+        """The resync, or sooner the renewal time; ``RETRY_SECONDS`` while there is no
+        pair or it is due (a follower waiting for the leader, never a loop without a wait)."""
         due = renewal_time(pair.cert) if pair is not None else None
-        if due is None:
+        if due is None or due <= now:
             return min(self.config.resync, RETRY_SECONDS)
-        return max(0.0, min(self.config.resync, (due - now).total_seconds()))
+        return min(self.config.resync, (due - now).total_seconds())
 
     def _get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj | None:
         try:
