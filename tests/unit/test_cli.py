@@ -36,6 +36,12 @@ RUN_FLAGS = (
     "--graceful-shutdown-timeout",
     "--kube-api-qps",
     "--kube-api-burst",
+    "--shutdown-delay",
+    "--webhook-client-ca",
+    "--webhook-cert-secret",
+    "--webhook-service",
+    "--inject-ca-bundle",
+    "--webhook-cert-validity",
 )
 
 
@@ -75,6 +81,10 @@ def test_run_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> No
             ["run", "--sharded", "--leader-elect", "--no-cronjob-controller"],
             "--sharded shards the CronJob controller",
         ),
+        (["run", "--shutdown-delay=-5s"], "more than 0"),
+        (["run", "--webhook-cert-validity", "365d"], "not a duration such as 8760h"),
+        (["run", "--inject-ca-bundle", "secret/x"], "is not KIND/NAME with KIND one of"),
+        (["run", "--webhook-cert-secret", "s", "--webhook-port", "0"], "--webhook-port is 0"),
         (["launch"], "invalid choice"),
     ],
 )
