@@ -358,14 +358,22 @@ def _add_migrate_storage(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def migrate_storage(args: argparse.Namespace) -> int:
-    """Run the storage move; print each page's progress and the figures at the end."""
+    """Run the storage move; print each page's progress and the figures at the end, or
+    the one line saying why it stopped (exit status 1)."""
     from cronjob_operator import migrate
-    from cronjob_operator.runtime import RestClient, load_configuration
+    from cronjob_operator.runtime import RestClient, errors, load_configuration
 
     def progress(migrated: int, token: str | None) -> None:
         print(f"{migrated} rewritten; resume with --continue {token or '(done)'}", file=sys.stderr)
 
-    rest = RestClient(load_configuration(args.kubeconfig), user_agent=USER_AGENT)
+    try:
+        rest = RestClient(load_configuration(args.kubeconfig), user_agent=USER_AGENT)
+    except Exception as exc:
+        print(
+            f"migrate-storage: cannot load a Kubernetes client configuration: {exc}",
+            file=sys.stderr,
+        )
+        return 1
     try:
         result = migrate.migrate_storage(
             rest,
@@ -375,6 +383,9 @@ def migrate_storage(args: argparse.Namespace) -> int:
             max_pages=args.pages,
             on_page=progress,
         )
+    except (migrate.MigrationError, errors.ApiError, errors.TransportError) as exc:
+        print(f"migrate-storage: {exc}", file=sys.stderr)
+        return 1
     finally:
         rest.close()
     state = f"stopped; resume with --continue {result.continue_token}"

@@ -33,6 +33,7 @@ from cronjob_operator.runtime.kinds import Kind
 __all__ = [
     "DEFAULT_PAGE_SIZE",
     "VERSIONS",
+    "MigrationError",
     "MigrationResult",
     "migrate_storage",
     "storage_version_hash",
@@ -51,6 +52,10 @@ STORAGE_SWITCH_TIMEOUT: Final = 60.0
 """Seconds to wait for discovery to report the new storage version after the flip."""
 MAX_CONFLICTS: Final = 10
 """Re-reads of one object that keeps changing before the walk gives up on it."""
+
+
+class MigrationError(Exception):
+    """The move cannot go on; the message names the object and what to do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +83,7 @@ def _storage_patch(crd: dict[str, Any], to: str) -> list[dict[str, Any]]:
     versions = crd["spec"]["versions"]
     names = [v["name"] for v in versions]
     if to not in names:
-        raise ValueError(f"CRD {crd['metadata']['name']} has no version {to!r}: it has {names}")
+        raise MigrationError(f"CRD {crd['metadata']['name']} has no version {to!r}: it has {names}")
     patch: list[dict[str, Any]] = [
         {
             "op": "test",
@@ -88,7 +93,7 @@ def _storage_patch(crd: dict[str, Any], to: str) -> list[dict[str, Any]]:
     ]
     for index, version in enumerate(versions):
         if not version.get("served", False) and version["name"] == to:
-            raise ValueError(
+            raise MigrationError(
                 f"CRD {crd['metadata']['name']}: version {to} is not served; serve it "
                 "(spec.versions[].served, with the conversion webhook) before moving storage"
             )
@@ -119,7 +124,7 @@ def switch_storage(rest: RestClient, to: str, *, timeout: float = STORAGE_SWITCH
     deadline = time.monotonic() + timeout
     while _discovered_hash(rest, kind) != expected:
         if time.monotonic() > deadline:
-            raise TimeoutError(
+            raise MigrationError(
                 f"discovery of {kind.plural}.{kind.group}/{to} did not report storage version "
                 f"{to} within {timeout:.0f}s; rerun the command"
             )
@@ -162,7 +167,7 @@ def rewrite(rest: RestClient, kind: Kind, obj: dict[str, Any]) -> bool:
                 obj = rest.request("GET", path)
             except errors.NotFound:
                 return False
-    raise RuntimeError(
+    raise MigrationError(
         f"CronJob {obj['metadata']['namespace']}/{obj['metadata']['name']} changed "
         f"{MAX_CONFLICTS} times while being rewritten; rerun the command to retry it"
     )

@@ -122,14 +122,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def test_config_default_rolls_out_a_ready_manager_with_its_own_certificate(
     cluster: Cluster,
 ) -> None:
-    started = time.monotonic()
-    cluster.plane.kubectl("apply", "-k", str(cluster.overlay), check=True, timeout=120)
-    cluster.plane.kubectl(
-        "rollout", "status", f"deployment/{DEPLOYMENT}", "-n", SYSTEM,
-        f"--timeout={ROLLOUT_TIMEOUT:.0f}s", check=True, timeout=ROLLOUT_TIMEOUT + 10,
-    )  # fmt: skip
-    print(f"\nrollout of config/default (webhooks on, certificate made) took "
-          f"{time.monotonic() - started:.1f}s")  # fmt: skip
+    seconds = cluster.roll_out_overlay()
+    print(f"\nrollout of config/default (webhooks on, certificate made) took {seconds:.1f}s")
     (pod,) = cluster.manager_pods()
     assert is_ready(pod)
     assert pod["spec"]["nodeName"] == REAL_NODE_NAME

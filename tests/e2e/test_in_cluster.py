@@ -149,6 +149,16 @@ class Cluster:
     def apply(self, obj: dict[str, Any]) -> None:
         self.plane.kubectl("apply", "-f", "-", input=json.dumps(obj), check=True)
 
+    def roll_out_overlay(self) -> float:
+        """Apply the overlay and wait for the manager's rollout; the seconds it took."""
+        started = time.monotonic()
+        self.plane.kubectl("apply", "-k", str(self.overlay), check=True, timeout=120)
+        self.plane.kubectl(
+            "rollout", "status", f"deployment/{DEPLOYMENT}", "-n", SYSTEM,
+            f"--timeout={ROLLOUT_TIMEOUT:.0f}s", check=True, timeout=ROLLOUT_TIMEOUT + 10,
+        )  # fmt: skip
+        return time.monotonic() - started
+
     def manager_pods(self, selector: str = MANAGER_LABELS) -> list[dict[str, Any]]:
         pods: list[dict[str, Any]] = self.get("pods", "-n", SYSTEM, "-l", selector)["items"]
         return [pod for pod in pods if "deletionTimestamp" not in pod["metadata"]]
@@ -233,13 +243,7 @@ def namespace(cluster: Cluster) -> str:
 
 
 def test_deploy_rolls_out_one_ready_manager(cluster: Cluster) -> None:
-    started = time.monotonic()
-    cluster.plane.kubectl("apply", "-k", str(cluster.overlay), check=True, timeout=120)
-    cluster.plane.kubectl(
-        "rollout", "status", f"deployment/{DEPLOYMENT}", "-n", SYSTEM,
-        f"--timeout={ROLLOUT_TIMEOUT:.0f}s", check=True, timeout=ROLLOUT_TIMEOUT + 10,
-    )  # fmt: skip
-    print(f"rollout took {time.monotonic() - started:.1f}s")
+    print(f"rollout took {cluster.roll_out_overlay():.1f}s")
     (pod,) = cluster.manager_pods()
     assert is_ready(pod)
     assert pod["spec"]["nodeName"] == REAL_NODE_NAME

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cronjob_operator import cli
+from cronjob_operator.envtest import wait_for
 from cronjob_operator.runtime import errors, kinds
 from cronjob_operator.runtime.certrotation import (
     CUSTOM_RESOURCE_DEFINITION,
@@ -29,6 +30,7 @@ from cronjob_operator.runtime.certrotation import (
     trusts,
     why_renew,
 )
+from cronjob_operator.runtime.certrotation._rotator import RETRY_SECONDS
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.fake import FakeClient
 from cronjob_operator.runtime.webhook import WebhookServer
@@ -225,9 +227,12 @@ def test_rotation_keeps_the_old_ca_trusted_until_every_replica_switched(
 ) -> None:
     leader, follower = replicas
     leader.rotator.sync()
-    follower.rotator.sync()
+    assert follower.rotator.sync() == 60  # the resync: renewal is 243 days away
     old = stored_pair(api)
     clock.advance(timedelta(days=250))
+    # Due, and the leader has not renewed it yet: the follower waits, never a loop.
+    assert follower.rotator.sync() == RETRY_SECONDS
+    assert not api.writes_of("update", kinds.SECRET)
     leader.rotator.sync()
     new = stored_pair(api)
     assert new["tls.crt"] != old["tls.crt"]
@@ -305,9 +310,13 @@ def test_readiness_waits_for_every_target_to_trust_the_served_certificate(
 
 
 def test_run_stops_when_asked(api: FakeClient, replicas: list[Replica]) -> None:
+    leader = replicas[0]
     stop = threading.Event()
-    thread = threading.Thread(target=replicas[0].rotator.run, args=(stop,))
+    thread = threading.Thread(target=leader.rotator.run, args=(stop,))
     thread.start()
+    # Stopped only once the first sync is done: the loop is then in its 60 s wait.
+    wait_for(lambda: api.writes_of("create", kinds.SECRET), 10, message="the first sync")
+    assert leader.rotator.config.resync == 60
     stop.set()
     thread.join(5)
     assert not thread.is_alive()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -34,6 +36,12 @@ RUN_FLAGS = (
     "--graceful-shutdown-timeout",
     "--kube-api-qps",
     "--kube-api-burst",
+    "--shutdown-delay",
+    "--webhook-client-ca",
+    "--webhook-cert-secret",
+    "--webhook-service",
+    "--inject-ca-bundle",
+    "--webhook-cert-validity",
 )
 
 
@@ -73,6 +81,10 @@ def test_run_help_documents_every_flag(capsys: pytest.CaptureFixture[str]) -> No
             ["run", "--sharded", "--leader-elect", "--no-cronjob-controller"],
             "--sharded shards the CronJob controller",
         ),
+        (["run", "--shutdown-delay=-5s"], "more than 0"),
+        (["run", "--webhook-cert-validity", "365d"], "not a duration such as 8760h"),
+        (["run", "--inject-ca-bundle", "secret/x"], "is not KIND/NAME with KIND one of"),
+        (["run", "--webhook-cert-secret", "s", "--webhook-port", "0"], "--webhook-port is 0"),
         (["launch"], "invalid choice"),
     ],
 )
@@ -155,3 +167,47 @@ def test_migrate_storage_refuses_a_version_the_crd_does_not_have(
         cli.main(["migrate-storage", "--to", "v3"])
     assert exited.value.code == 2
     assert "argument --to: invalid choice: 'v3'" in capsys.readouterr().err
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.mark.parametrize(
+    ("server", "needle"),
+    [
+        (None, "cannot load a Kubernetes client configuration"),
+        ("https://127.0.0.1:{port}", "127.0.0.1"),
+    ],
+    ids=["missing-kubeconfig", "unreachable-api-server"],
+)
+def test_migrate_storage_fails_with_one_line_and_status_1(
+    server: str | None, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    if server is not None:
+        cluster = {"server": server.format(port=closed_port()), "insecure-skip-tls-verify": True}
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "c", "cluster": cluster}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                    "current-context": "x",
+                }
+            )
+        )
+    code = cli.main(["migrate-storage", "--to", "v2", "--kubeconfig", str(kubeconfig)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("migrate-storage: ")
+    assert needle in lines[0]

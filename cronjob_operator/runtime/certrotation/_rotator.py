@@ -6,7 +6,8 @@ one Secret of its own namespace and the CA bundle in the objects the API server 
 webhook through (``Target``: the webhook configurations, a CRD's conversion webhook).
 
 Every replica, on each ``sync`` (at once when the Secret changes, which a watch on it
-reports; otherwise every ``resync`` seconds, and at the renewal time of the certificate):
+reports; otherwise every ``resync`` seconds, and at the renewal time of the certificate;
+every ``RETRY_SECONDS`` while the Secret is missing or its certificate due):
 
 1. reads the Secret and the targets;
 2. the leader only, writing through the fenced client so a replica that lost the Lease
@@ -262,8 +263,9 @@ class CertRotator:
         now: datetime,
         stop: threading.Event,
     ) -> ServingPair:
-        """The leader's part: the pair renewed when it must be, else its bundle
-        re-injected wherever it is missing; returns the pair now stored."""
+        """The leader's part: the pair renewed when it must be (a new pair made, its
+        bundle injected, a wait for the API server, then the Secret written), else its
+        bundle re-injected wherever it is missing; returns the pair now stored."""
         problem = (
             why_renew(pair, self.config.dns_names, now=now)
             if pair is not None
@@ -273,13 +275,24 @@ class CertRotator:
             self._inject(found, pair.ca_bundle)
             return pair
         log.info("renewing the webhook certificate in %s: %s", self.config.secret, problem)
-        return self._renew(secret, pair, found, now, stop)
+        previous = (
+            first_certificate(pair.ca_bundle) if pair is not None else self._injected_ca(found)
+        )
+        new = make_pair(
+            self.config.dns_names, now=now, validity=self.config.validity, previous_ca=previous
+        )
+        self._inject(found, new.ca_bundle)
+        stop.wait(self.config.propagation_delay)
+        self._store(secret, new)
+        return new
 
     def _next_delay(self, pair: ServingPair | None, now: datetime) -> float:
+        """The resync, or sooner the renewal time; ``RETRY_SECONDS`` while there is no
+        pair or it is due (a follower waiting for the leader, never a loop without a wait)."""
         due = renewal_time(pair.cert) if pair is not None else None
-        if due is None:
+        if due is None or due <= now:
             return min(self.config.resync, RETRY_SECONDS)
-        return max(0.0, min(self.config.resync, (due - now).total_seconds()))
+        return min(self.config.resync, (due - now).total_seconds())
 
     def _get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj | None:
         try:
@@ -287,38 +300,15 @@ class CertRotator:
         except errors.NotFound:
             return None
 
-    def _renew(
-        self,
-        secret: objects.Obj | None,
-        old: ServingPair | None,
-        found: dict[Target, objects.Obj | None],
-        now: datetime,
-        stop: threading.Event,
-    ) -> ServingPair:
-        """Make a pair, inject its bundle, wait for the API server, then store it."""
-        previous = first_certificate(old.ca_bundle) if old is not None else self._injected_ca(found)
-        pair = make_pair(
-            self.config.dns_names, now=now, validity=self.config.validity, previous_ca=previous
-        )
-        self._inject(found, pair.ca_bundle)
-        stop.wait(self.config.propagation_delay)
-        data = {
-            CA_FILE: pair.ca_bundle,
-            CERT_FILE: pair.cert,
-            KEY_FILE: pair.key,
-        }
+    def _store(self, secret: objects.Obj | None, pair: ServingPair) -> None:
+        """Write ``pair`` into the Secret (created when ``secret`` is None, else updated
+        with the resourceVersion read)."""
+        data = {CA_FILE: pair.ca_bundle, CERT_FILE: pair.cert, KEY_FILE: pair.key}
         encoded = {key: base64.b64encode(value).decode() for key, value in data.items()}
         if secret is None:
+            metadata = {"name": self.config.secret_name, "namespace": self.config.namespace}
             self._writer.create(
-                SECRET,
-                {
-                    "metadata": {
-                        "name": self.config.secret_name,
-                        "namespace": self.config.namespace,
-                    },
-                    "type": SECRET_TYPE,
-                    "data": encoded,
-                },
+                SECRET, {"metadata": metadata, "type": SECRET_TYPE, "data": encoded}
             )
         else:
             self._writer.update(SECRET, {**objects.thaw(secret), "data": encoded})
@@ -327,10 +317,6 @@ class CertRotator:
             self.config.secret,
             extra={"renew_at": str(renewal_time(pair.cert)), "dns_names": self.config.dns_names},
         )
-        return pair
-
-    def _secret_metadata(self) -> dict[str, str]:
-        return {"name": self.config.secret_name, "namespace": self.config.namespace}
 
     def _injected_ca(self, found: Mapping[Target, objects.Obj | None]) -> bytes:
         """The first CA the targets trust now (what old replicas may still serve under)."""
