@@ -12,8 +12,9 @@
 # same versions; builds of different versions run side by side.
 #
 # --compat builds the oldest supported release instead (COMPAT_KUBERNETES_VERSION and
-# COMPAT_ETCD_VERSION in versions.env) and only what the compatibility tests run against
-# it: etcd, kube-apiserver and kubectl; no kwok, no tools.
+# COMPAT_ETCD_VERSION in versions.env): the same control plane (the controllers'
+# integration tests need kube-controller-manager, kube-scheduler and kwok's nodes) but
+# not the tools, which only the default release's tests use.
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,15 +23,13 @@ source "${HACK_DIR}/lib.sh"
 # shellcheck source=versions.env
 source "${HACK_DIR}/versions.env"
 
-K8S_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
-WITH_KWOK_AND_TOOLS=1
+WITH_TOOLS=1
 case "${1:-}" in
   "") ;;
   --compat)
     KUBERNETES_VERSION="${COMPAT_KUBERNETES_VERSION}"
     ETCD_VERSION="${COMPAT_ETCD_VERSION}"
-    K8S_BINARIES=(kube-apiserver kubectl)
-    WITH_KWOK_AND_TOOLS=0
+    WITH_TOOLS=0
     ;;
   *) echo "usage: $0 [--compat]" >&2; exit 2 ;;
 esac
@@ -127,22 +126,18 @@ main() {
   exec 9>"${CACHE_ROOT}/build-${KEY}.lock"
   flock 9
   local k8s_missing=() name
-  for name in "${K8S_BINARIES[@]}"; do
+  for name in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     verify "${name}" || adopt_prebuilt "${name}" || k8s_missing+=("${name}")
   done
   ((${#k8s_missing[@]} == 0)) || build_kubernetes "${k8s_missing[@]}"
   verify etcd || adopt_prebuilt etcd || build_etcd
-  local built=(etcd "${K8S_BINARIES[@]}")
-  if ((WITH_KWOK_AND_TOOLS)); then
-    verify kwok || adopt_prebuilt kwok || build_kwok
-    [[ -d "${OUT}/stages" ]] || copy_kwok_stages
-    built+=(kwok)
-  fi
-  for name in "${built[@]}"; do
+  verify kwok || adopt_prebuilt kwok || build_kwok
+  [[ -d "${OUT}/stages" ]] || copy_kwok_stages
+  for name in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
     verify "${name}" || { log "${OUT}/${name} does not report the pinned version"; exit 1; }
   done
   flock -u 9
-  ((WITH_KWOK_AND_TOOLS == 0)) || "${HACK_DIR}/build-tools.sh" >/dev/null
+  ((WITH_TOOLS == 0)) || "${HACK_DIR}/build-tools.sh" >/dev/null
   echo "${OUT}"
 }
 

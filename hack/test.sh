@@ -7,11 +7,29 @@
 # cluster suite's default of the whole tests/ tree (`hack/test.sh tests/e2e/test_image.py`);
 # options alone keep it (`hack/test.sh -k cron -x`, since pyproject's testpaths is tests/).
 # For the quick check alone, run hack/verify.sh.
+# Without arguments, the compatibility subset (COMPAT_TESTS) then runs again against the
+# oldest supported release (COMPAT_KUBERNETES_VERSION in versions.env, built by
+# `build-binaries.sh --compat`).
 set -euo pipefail
 
 # shellcheck source=verify.sh
 source "$(dirname "${BASH_SOURCE[0]}")/verify.sh"
 cd "${REPO_ROOT}"
+
+# What could differ on the oldest supported release: the CRDs (CEL rules, printer columns
+# in `kubectl get`), the streamed initial sync and its paged-LIST fallback, server-side
+# apply, config/policy's ValidatingAdmissionPolicy, the webhooks and conversion, and both
+# controllers against the real API server.
+COMPAT_TESTS=(
+  tests/integration/test_bad_input.py
+  tests/integration/test_cronjob_features.py::test_next_schedule_time_advances_as_runs_happen_and_shows_in_kubectl_get
+  tests/integration/test_streaming_sync.py
+  tests/integration/test_server_side_apply.py
+  tests/integration/test_least_privilege.py::test_only_the_manager_may_touch_the_sharding_labels
+  tests/integration/test_webhooks.py
+  tests/integration/test_cronjob_controller.py
+  tests/integration/test_configdeployment.py
+)
 
 # use_binaries: build or reuse the control plane's binaries and the tools (helm,
 # prometheus, promtool) for the test fixtures.
@@ -34,6 +52,13 @@ use_images() {
   export CRONJOB_OPERATOR_IMAGE CRONJOB_OPERATOR_IMAGE_ARCHIVE CRONJOB_OPERATOR_NODE_BIN_DIR
 }
 
+# compat_tests: COMPAT_TESTS against the oldest supported release's control plane.
+compat_tests() {
+  local bin_dir
+  bin_dir="$("${REPO_ROOT}/hack/build-binaries.sh" --compat | tail -1)" || return 1
+  CRONJOB_OPERATOR_BIN_DIR="${bin_dir}" "${VENV}/bin/pytest" "${COMPAT_TESTS[@]}"
+}
+
 main() {
   stage venv ensure_venv
   [[ ${#FAILED[@]} -eq 0 ]] || finish
@@ -42,6 +67,7 @@ main() {
   stage binaries use_binaries
   [[ ${#FAILED[@]} -eq ${failed_before} ]] && stage images use_images
   [[ ${#FAILED[@]} -eq ${failed_before} ]] && stage cluster "${VENV}/bin/pytest" -m cluster "$@"
+  (($# > 0)) || [[ ${#FAILED[@]} -ne ${failed_before} ]] || stage compat compat_tests
   finish
 }
 

@@ -183,6 +183,10 @@ def _argv(
             f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
+            # Nothing keeps the `kubernetes` Service's endpoints: a loopback address may
+            # not be one (1.36 logs that every 10 s, 1.37 exits at start), and pods on the
+            # real node reach the API server through KUBERNETES_SERVICE_HOST instead.
+            "--endpoint-reconciler-type=none",
             f"--secure-port={ports.apiserver}",
             f"--cert-dir={state / 'apiserver'}",
             f"--tls-cert-file={pki.serving_cert}",

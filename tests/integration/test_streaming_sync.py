@@ -1,10 +1,11 @@
 """The informer's initial sync on a real API server, streamed and, when refused, listed.
 
-kube-apiserver v1.36 serves streaming lists (KEP-3157, feature gate ``WatchList``, on by
-default), so the session's control plane covers the streamed path. A second control
-plane started with ``--feature-gates=WatchList=false`` refuses them, which covers the
-fallback to a paged LIST. Either way the cache must equal the server and keep following
-it afterwards.
+Every supported kube-apiserver (1.34 to 1.37) serves streaming lists by default (KEP-3157,
+feature gate ``WatchList``: beta and on since 1.34; 1.32 had it on, 1.33 off), so the
+session's control plane covers the streamed path. A second control plane started with
+``--feature-gates=WatchList=false`` refuses them, as 1.33 does, which covers the
+fallback to a paged LIST. hack/test.sh runs both on the oldest and the newest release.
+Either way the cache must equal the server and keep following it afterwards.
 """
 
 from __future__ import annotations

@@ -153,11 +153,24 @@ def test_the_release_is_parsed_from_what_providers_report(
     assert (found.major, found.minor) == expected
 
 
-def test_the_oldest_supported_release_is_the_one_the_compatibility_tests_pin() -> None:
+def pinned_release(name: str) -> ServerVersion:
+    """The release ``hack/versions.env`` pins as ``name``."""
     pins = dict(
         line.split("=", 1)
         for line in (REPO / "hack" / "versions.env").read_text().splitlines()
         if line and not line.startswith("#")
     )
-    compat = ServerVersion.parse({"gitVersion": pins["COMPAT_KUBERNETES_VERSION"]})
+    return ServerVersion.parse({"gitVersion": pins[name]})
+
+
+def test_the_oldest_supported_release_is_the_one_the_compatibility_tests_pin() -> None:
+    compat = pinned_release("COMPAT_KUBERNETES_VERSION")
     assert (compat.major, compat.minor) == cli.OLDEST_SUPPORTED_RELEASE
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/install.md"])
+def test_the_docs_state_the_tested_range(doc: str) -> None:
+    oldest = pinned_release("COMPAT_KUBERNETES_VERSION")
+    newest = pinned_release("KUBERNETES_VERSION")
+    text = " ".join((REPO / doc).read_text().split())
+    assert f"Supported Kubernetes: {oldest.release} to {newest.release}" in text
