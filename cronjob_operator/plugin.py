@@ -116,22 +116,24 @@ def _parser() -> argparse.ArgumentParser:
         "it exists. Arguments after -- replace the container's args.",
     )
     run.add_argument("name", metavar="NAME")
-    run.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        type=_env_pair,
-        metavar="NAME=VALUE",
-        help="set a variable for this run, in every container (or -c's); repeatable",
+    repeatable: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (
+        ("--env", _env_pair, "NAME=VALUE", "a variable, in every container (or -c's)"),
+        (
+            "--image",
+            _image_pair,
+            "[CONTAINER=]IMAGE",
+            "CONTAINER's image (default -c's, else the first)",
+        ),
     )
-    run.add_argument(
-        "--image",
-        action="append",
-        default=[],
-        type=_image_pair,
-        metavar="[CONTAINER=]IMAGE",
-        help="the image of CONTAINER (default: -c's, else the first) for this run; repeatable",
-    )
+    for flag, parse, metavar, help_ in repeatable:
+        run.add_argument(
+            flag,
+            action="append",
+            default=[],
+            type=parse,
+            metavar=metavar,
+            help=f"{help_}, for this run only; repeatable",
+        )
     run.add_argument(
         "-c",
         "--container",

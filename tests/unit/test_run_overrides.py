@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cronjob_operator import plugin
-from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
+from cronjob_operator.api.batch_v1 import RUN_ANNOTATION
 from cronjob_operator.api.cronjob_rules import TOKEN_FIELD, manual_job_name
 from cronjob_operator.api.run_overrides import (
     MAX_RUN_REQUEST_LENGTH,
@@ -36,6 +36,7 @@ from cronjob_operator.runtime.objects import freeze, thaw
 from cronjob_operator.webhooks import cronjob as webhook
 from tests.unit import cronjob_harness
 from tests.unit.cronjob_harness import Harness
+from tests.unit.test_cronjob_requests_and_conditions import reconcile, request_run
 
 CREATED = datetime(2016, 5, 19, 9, 59, tzinfo=UTC)
 
@@ -188,36 +189,21 @@ def test_the_summary_shows_what_changed_without_values() -> None:
 # --- the decision, on the fake client -------------------------------------------------
 
 
-@pytest.fixture
-def cluster() -> Harness:
-    return Harness(start=CREATED, namespace="ns", name="cj")
-
-
-def add_cronjob(cluster: Harness, **spec: Any) -> None:
-    cluster.client.add(
-        CRONJOB,
-        cronjob_harness.cronjob(
-            cluster.name,
-            cluster.namespace,
-            created=CREATED,
-            spec={"schedule": "0 * * * *", **spec},
-            containers=[dict(c) for c in CONTAINERS],
-            annotations={},
-        ),
+def harness(**spec: Any) -> Harness:
+    """The reconciler of ``ns/cj``, an hourly CronJob with ``CONTAINERS`` and ``spec``."""
+    cronjob = cronjob_harness.cronjob(
+        "cj",
+        "ns",
+        created=CREATED,
+        spec={"schedule": "0 * * * *", **spec},
+        containers=[dict(c) for c in CONTAINERS],
+        annotations={},
     )
+    return Harness(cronjob, start=CREATED, namespace="ns", name="cj")
 
 
-def request_run(cluster: Harness, value: str) -> None:
-    cluster.edit(lambda cronjob: cronjob["metadata"]["annotations"].update({RUN_ANNOTATION: value}))
-
-
-def reconcile(cluster: Harness, now: datetime) -> dict[str, Any]:
-    cluster.reconcile_at(now)
-    return thaw(cluster.status())
-
-
-def test_a_request_with_overrides_creates_its_job_with_them_recorded(cluster: Harness) -> None:
-    add_cronjob(cluster, suspend=True)
+def test_a_request_with_overrides_creates_its_job_with_them_recorded() -> None:
+    cluster = harness(suspend=True)
     reconcile(cluster, CREATED)
     request_run(cluster, request_json("t1", FULL))
     status = reconcile(cluster, CREATED + timedelta(seconds=5))
@@ -244,10 +230,8 @@ def test_a_request_with_overrides_creates_its_job_with_them_recorded(cluster: Ha
         ),
     ],
 )
-def test_a_bad_request_is_degraded_with_an_event_and_runs_nothing(
-    cluster: Harness, value: str, names: str
-) -> None:
-    add_cronjob(cluster)
+def test_a_bad_request_is_degraded_with_an_event_and_runs_nothing(value: str, names: str) -> None:
+    cluster = harness()
     request_run(cluster, value)
     result = cluster.reconcile_at(CREATED)
     status = thaw(cluster.status())
@@ -264,10 +248,8 @@ def test_a_bad_request_is_degraded_with_an_event_and_runs_nothing(
     assert result.requeue_after > 60, "no hot requeue: the next scheduled time"
 
 
-def test_a_request_with_overrides_waits_under_forbid_and_runs_with_them(
-    cluster: Harness,
-) -> None:
-    add_cronjob(cluster, concurrencyPolicy="Forbid")
+def test_a_request_with_overrides_waits_under_forbid_and_runs_with_them() -> None:
+    cluster = harness(concurrencyPolicy="Forbid")
     ten = CREATED + timedelta(minutes=1)
     reconcile(cluster, ten + timedelta(seconds=1))
     request_run(cluster, request_json("now", FULL))
