@@ -322,7 +322,10 @@ def requested_overrides(
     containers = ((job_spec.get("template") or {}).get("spec") or {}).get("containers") or ()
     target = args.container or (containers[0].get("name") if containers else None)
     if target is None:
-        raise PluginError(f"cronjob {args.name} has no container to override")
+        raise PluginError(
+            f"cronjob {args.name}: spec.jobTemplate.spec.template.spec.containers is empty, "
+            "so there is no container to override; add one to the template"
+        )
     images = {container or target: image for container, image in args.image}
     names = [*images, *([target] if args.container or command is not None else [])]
     env = tuple(args.env)

@@ -110,16 +110,16 @@ def parse_run_request(raw: str) -> RunRequest | str:
     a plain token."""
     if not raw.lstrip().startswith("{"):
         return token_problem(raw) or RunRequest(raw)
+    if len(raw) > MAX_RUN_REQUEST_LENGTH:  # before the memo, which holds at most 64 x 32 KiB
+        return (
+            f"{TOKEN_FIELD}: the run request is {len(raw)} characters, at most "
+            f"{MAX_RUN_REQUEST_LENGTH} are allowed; override fewer or shorter values"
+        )
     return _parse_json_request(raw)
 
 
 @functools.lru_cache(maxsize=_PARSE_MEMO_SIZE)
 def _parse_json_request(raw: str) -> RunRequest | str:
-    if len(raw) > MAX_RUN_REQUEST_LENGTH:
-        return (
-            f"{TOKEN_FIELD}: the run request is {len(raw)} characters, at most "
-            f"{MAX_RUN_REQUEST_LENGTH} are allowed; override fewer or shorter values"
-        )
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cronjob_operator import plugin
+from cronjob_operator.api import run_overrides
 from cronjob_operator.api.batch_v1 import RUN_ANNOTATION
 from cronjob_operator.api.cronjob_rules import TOKEN_FIELD, manual_job_name
 from cronjob_operator.api.run_overrides import (
@@ -147,6 +148,14 @@ def test_the_size_bound_is_checked_before_parsing() -> None:
     padding = " " * (MAX_RUN_REQUEST_LENGTH - len('{"token": "t"}') + 1)
     assert f"at most {MAX_RUN_REQUEST_LENGTH}" in problem_of('{"token": "t"}' + padding)
     assert parse_run_request('{"token": "t"}' + padding[1:]) == RunRequest("t")
+
+
+def test_an_oversized_value_is_not_remembered() -> None:
+    """The memo of parsed requests holds only values within the bound (64 x 32 KiB)."""
+    before = run_overrides._parse_json_request.cache_info().currsize
+    for size in (10**6, 10**6 + 1):
+        problem_of('{"token": "t"}' + " " * size)
+    assert run_overrides._parse_json_request.cache_info().currsize == before
 
 
 def test_containers_must_be_the_templates() -> None:
@@ -315,13 +324,17 @@ def test_the_webhook_refuses_a_bad_request_naming_the_field() -> None:
 # --- the plugin's flags ---------------------------------------------------------------
 
 
-def overrides_of(monkeypatch: pytest.MonkeyPatch, *argv: str) -> Overrides | None:
-    """The overrides ``kubectl cjt run cj ARGV`` asks for, parsed as ``main`` parses it
-    (``--`` included), against ``JOB_SPEC``."""
+def run_args(monkeypatch: pytest.MonkeyPatch, *argv: str) -> argparse.Namespace:
+    """``kubectl cjt run cj ARGV`` parsed as ``main`` parses it (``--`` included)."""
     captured: list[argparse.Namespace] = []
     monkeypatch.setattr(plugin, "run", lambda args, _out: captured.append(args))
     assert plugin.main(["run", "cj", *argv]) == 0
-    return plugin.requested_overrides(captured[0], JOB_SPEC)
+    return captured[0]
+
+
+def overrides_of(monkeypatch: pytest.MonkeyPatch, *argv: str) -> Overrides | None:
+    """The overrides ``kubectl cjt run cj ARGV`` asks for against ``JOB_SPEC``."""
+    return plugin.requested_overrides(run_args(monkeypatch, *argv), JOB_SPEC)
 
 
 def test_the_plugin_flags_map_to_overrides_as_kubectl_does(
@@ -346,6 +359,13 @@ def test_the_plugin_flags_map_to_overrides_as_kubectl_does(
             ContainerOverride("side", args=(), env=(("A", "1"),)),
         )
     )
+
+
+def test_the_plugin_refuses_overrides_for_a_template_without_containers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(plugin.PluginError, match="containers is empty"):
+        plugin.requested_overrides(run_args(monkeypatch, "--env", "A=1"), {})
 
 
 @pytest.mark.parametrize(
