@@ -4,15 +4,21 @@ kubectl runs any ``kubectl-<name>`` on PATH as ``kubectl <name>``, passing the a
 on. The verbs do what the built-in CronJob's users do by hand, and what kubectl cannot do
 for a custom resource:
 
-- ``run NAME``: ask for a manual run (the run-now annotation, a fresh token) and wait
-  until the controller has created the Job, then print its name.
+- ``run NAME [--env K=V]... [--image [CONTAINER=]IMAGE]... [-c CONTAINER] [-- ARG...]``:
+  ask for a manual run (the run-now annotation, a fresh token, and the overrides of
+  that run as ``api.run_overrides`` reads them) and wait until the controller has
+  created the Job, then print its name. ``--env`` sets a variable in every container
+  (``kubectl set env``'s default), or in ``-c``'s only; ``--image`` and the arguments
+  after ``--`` (``kubectl run``'s convention) replace those of ``-c``'s container, else
+  of the first.
 - ``next SCHEDULE [--time-zone Z] [--count N]``: the next times of a schedule, with the
   DST transitions between them marked; no cluster needed, and the same schedule code as
   the controller, so a schedule can be checked before it is applied. ``next NAME``: a
   CronJob's next times (after its stagger); ``next`` alone (or with ``-A``): each
   CronJob's next scheduled time.
 - ``suspend NAME`` / ``resume NAME``: set ``spec.suspend``.
-- ``history NAME``: the CronJob's Jobs, newest first, with outcome and duration.
+- ``history NAME``: the CronJob's Jobs, newest first, with outcome, duration and the
+  overrides of a manual run.
 - ``backfill NAME --from T1 --to T2 [--wait]``: ask for every scheduled time in [T1, T2)
   to run once (the backfill annotation, a fresh token), after counting them with the
   controller's schedule code (more than the bound is refused here already);
@@ -39,6 +45,7 @@ from zoneinfo import ZoneInfo
 from cronjob_operator import schedule as schedules
 from cronjob_operator._flags import positive_int
 from cronjob_operator.api import cronjob_rules as rules
+from cronjob_operator.api import run_overrides as overrides_
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
 from cronjob_operator.api.cronjob_rules import (
     INSTANTIATE_ANNOTATION,
@@ -103,8 +110,35 @@ def _parser() -> argparse.ArgumentParser:
         _connection_flags(sub, suppress=True)
         return sub
 
-    run = verb("run", "Start a manual run now and print the Job's name once it exists.")
+    run = verb(
+        "run",
+        "Start a manual run now, optionally with overrides, and print the Job's name once "
+        "it exists. Arguments after -- replace the container's args.",
+    )
     run.add_argument("name", metavar="NAME")
+    repeatable: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (
+        ("--env", _env_pair, "NAME=VALUE", "a variable, in every container (or -c's)"),
+        (
+            "--image",
+            _image_pair,
+            "[CONTAINER=]IMAGE",
+            "CONTAINER's image (default -c's, else the first)",
+        ),
+    )
+    for flag, parse, metavar, help_ in repeatable:
+        run.add_argument(
+            flag,
+            action="append",
+            default=[],
+            type=parse,
+            metavar=metavar,
+            help=f"{help_}, for this run only; repeatable",
+        )
+    run.add_argument(
+        "-c",
+        "--container",
+        help="the container --env, --image and the args apply to (default: see each)",
+    )
     run.add_argument(
         "--timeout", type=float, default=RUN_WAIT_SECONDS, help="seconds to wait for the Job"
     )
@@ -146,6 +180,21 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=600.0, help="seconds --wait waits (default 600)"
     )
     return parser
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
+
+
+def _image_pair(text: str) -> tuple[str | None, str]:
+    """``CONTAINER=IMAGE`` or ``IMAGE`` (an image reference never holds ``=``)."""
+    container, equals, image = text.rpartition("=")
+    if (equals and not container) or not image:
+        raise argparse.ArgumentTypeError(f"{text!r} is not [CONTAINER=]IMAGE")
+    return (container if equals else None), image
 
 
 def _instant(text: str) -> datetime:
@@ -232,9 +281,15 @@ def _call(fn: Callable[[], _T], what: str) -> _T:
 
 def run(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     cluster = Cluster(args)
-    cluster.cronjob(args.name)  # a clear NotFound before anything is written
+    item = cluster.cronjob(args.name)  # a clear NotFound before anything is written
     token = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    cluster.patch_cronjob(args.name, {"metadata": {"annotations": {RUN_ANNOTATION: token}}})
+    job_spec = ((item.get("spec") or {}).get("jobTemplate") or {}).get("spec") or {}
+    overrides = requested_overrides(args, job_spec)
+    value = token if overrides is None else overrides_.request_json(token, overrides)
+    problem = overrides_.request_problem(value, job_spec)
+    if problem is not None:
+        raise PluginError(f"cronjob {cluster.namespace}/{args.name}: {problem}")
+    cluster.patch_cronjob(args.name, {"metadata": {"annotations": {RUN_ANNOTATION: value}}})
     job = manual_job_name(args.name, token)
     deadline = time.monotonic() + args.timeout
     pending_said = False
@@ -253,6 +308,38 @@ def run(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     raise PluginError(
         f"cronjob {cluster.namespace}/{args.name}: no Job after {args.timeout:g}s (is the "
         f"operator running? kubectl describe cronjobs.{CRONJOB.group} {args.name})"
+    )
+
+
+def requested_overrides(
+    args: argparse.Namespace, job_spec: Mapping[str, Any]
+) -> overrides_.Overrides | None:
+    """The overrides ``run``'s flags ask for (None: none), every container named: the
+    request's JSON names them, so ``-c``'s or the template's first is resolved here."""
+    command: list[str] | None = args.command
+    if not (args.env or args.image or command is not None or args.container):
+        return None
+    containers = ((job_spec.get("template") or {}).get("spec") or {}).get("containers") or ()
+    target = args.container or (containers[0].get("name") if containers else None)
+    if target is None:
+        raise PluginError(
+            f"cronjob {args.name}: spec.jobTemplate.spec.template.spec.containers is empty, "
+            "so there is no container to override; add one to the template"
+        )
+    images = {container or target: image for container, image in args.image}
+    names = [*images, *([target] if args.container or command is not None else [])]
+    env = tuple(args.env)
+    return overrides_.Overrides(
+        env=() if args.container else env,
+        containers=tuple(
+            overrides_.ContainerOverride(
+                name=name,
+                image=images.get(name),
+                args=None if command is None or name != target else tuple(command),
+                env=env if args.container and name == target else (),
+            )
+            for name in dict.fromkeys(names)
+        ),
     )
 
 
@@ -373,7 +460,7 @@ def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     namespace = None if cluster.all_namespaces else cluster.namespace
     jobs = [job for job in cluster.jobs(namespace) if _owner_uid(job) in owners]
     jobs.sort(key=lambda job: job["metadata"].get("creationTimestamp") or "", reverse=True)
-    rows = [("NAMESPACE", "JOB", "KIND", "OUTCOME", "STARTED", "DURATION")]
+    rows = [("NAMESPACE", "JOB", "KIND", "OUTCOME", "STARTED", "DURATION", "OVERRIDES")]
     now = datetime.now(UTC)
     for job in jobs:
         meta = job["metadata"]
@@ -387,6 +474,7 @@ def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
                 outcome,
                 meta.get("creationTimestamp") or "",
                 _duration(started, ended or now) if started else "-",
+                _overrides_shown(meta.get("annotations") or {}),
             )
         )
     if len(rows) == 1:
@@ -403,6 +491,14 @@ def _kind(annotations: Mapping[str, Any]) -> str:
     if rules.BACKFILL_TOKEN_ANNOTATION in annotations:
         return "backfill"
     return "scheduled"
+
+
+def _overrides_shown(annotations: Mapping[str, Any]) -> str:
+    """A manual run's overrides in one table cell (``-``: none); the whole JSON is the
+    Job's annotation ``OVERRIDES_ANNOTATION``."""
+    raw = annotations.get(overrides_.OVERRIDES_ANNOTATION)
+    parsed = overrides_.parse_overrides_json(raw) if isinstance(raw, str) else None
+    return "-" if parsed is None else overrides_.overrides_summary(parsed)
 
 
 def _owner_uid(job: Obj) -> str | None:
@@ -502,7 +598,16 @@ def _wait_for_backfill(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one verb; 0 on success, 1 with one line on stderr on error, 2 on bad usage."""
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = None
+    if "--" in argv:  # kubectl's convention: what follows is the container's args
+        command = argv[argv.index("--") + 1 :]
+        argv = argv[: argv.index("--")]
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if command is not None and args.verb != "run":
+        parser.error(f"arguments after -- are for run, not {args.verb}")
+    args.command = command
 
     def out(line: str) -> None:
         print(line, flush=True)

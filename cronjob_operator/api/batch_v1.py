@@ -127,7 +127,8 @@ _TIME_ZONE_RULES = (
 
 RUN_ANNOTATION = "batch.tutorial.kubebuilder.io/run-requested-at"
 """On a CronJob: a request token (any string, conventionally the time of the request)
-asking for one manual run; ``status.lastHandledRunRequest`` records the last one handled."""
+asking for one manual run, or a JSON request with a token and that run's overrides
+(``api.run_overrides``); ``status.lastHandledRunRequest`` records the last token handled."""
 MAX_RUN_TOKEN_LENGTH = 256
 """The longest run request token accepted."""
 

@@ -31,7 +31,7 @@ from typing import Any, Final
 from pydantic_core import PydanticUndefined
 
 from cronjob_operator import schedule
-from cronjob_operator.api import batch_v1
+from cronjob_operator.api import batch_v1, run_overrides
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.cronjob_rules import (
     HISTORY_LIMITS,
@@ -41,7 +41,6 @@ from cronjob_operator.api.cronjob_rules import (
     TOKEN_FIELD,
     parse_spec_schedule,
     stagger_problem,
-    token_problem,
 )
 from cronjob_operator.runtime import objects, webhook
 from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
@@ -296,16 +295,30 @@ def _failure_policy_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     ]
 
 
-def _run_request_errors(cronjob: Mapping[str, Any]) -> list[FieldError]:
-    annotations = (cronjob.get("metadata") or {}).get("annotations") or {}
-    token = annotations.get(batch_v1.RUN_ANNOTATION)
-    if not isinstance(token, str):
+def _run_request(cronjob: Mapping[str, Any] | None) -> Any:
+    annotations = ((cronjob or {}).get("metadata") or {}).get("annotations") or {}
+    return annotations.get(batch_v1.RUN_ANNOTATION)
+
+
+def _run_request_errors(
+    cronjob: Mapping[str, Any], spec: Mapping[str, Any], old: Mapping[str, Any] | None
+) -> list[FieldError]:
+    """The run request annotation: its token and overrides, and, when it is new or
+    changed, that the containers it names are the template's (a template edit that drops
+    one is not refused for an old request: the controller reports it if it runs)."""
+    raw = _run_request(cronjob)
+    if not isinstance(raw, str):
         return []
-    problem = token_problem(token)
+    job_template = spec.get("jobTemplate")
+    job_spec = job_template.get("spec") if isinstance(job_template, Mapping) else None
+    unchanged = old is not None and _run_request(old) == raw
+    problem = run_overrides.request_problem(
+        raw, None if unchanged or not isinstance(job_spec, Mapping) else job_spec
+    )
     if problem is None:
         return []
-    detail = problem.partition(": ")[2]
-    return [webhook.invalid(TOKEN_FIELD, f"<{len(token)} characters>", detail)]
+    shown = raw if len(raw) <= 200 else f"<{len(raw)} characters>"
+    return [webhook.invalid(TOKEN_FIELD, shown, problem.partition(": ")[2])]
 
 
 def _backfill_request(cronjob: Mapping[str, Any] | None) -> Any:
@@ -347,7 +360,7 @@ def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
     return (
         nesting_errors(cronjob, old)
         + _spec_errors(spec, None if old is None else _spec(old))
-        + _run_request_errors(cronjob)
+        + _run_request_errors(cronjob, spec, old)
         + _backfill_errors(cronjob, spec, old)
     )
 

@@ -224,14 +224,14 @@ class _Decision:
     def _run_requested(self) -> Problem | None:
         """Run now: create the Job an unhandled run request asks for (even if suspended)."""
         view, status = self.view, self.status
-        token = requests.run_request(view.obj)
-        if token is None or view.deleting:
+        request = requests.run_request(view.obj)
+        if request is None or view.deleting:
             status.pop("pendingRunRequest", None)
             return None
-        problem = rules.token_problem(token)
-        if problem is not None:
-            self.steps.event("Warning", "InvalidRunRequest", problem)
-            return Problem("InvalidRunRequest", problem, stops_schedule=False)
+        if isinstance(request, str):
+            self.steps.event("Warning", "InvalidRunRequest", request)
+            return Problem("InvalidRunRequest", request, stops_schedule=False)
+        token = request.token
         name = rules.manual_job_name(view.name, token)
         owned = {objects.name_of(job) for job in view.jobs.owned()}
         if name not in owned:
@@ -245,7 +245,7 @@ class _Decision:
                     )
                 status["pendingRunRequest"] = token
                 return None
-            failed = self._create(jobs.build_manual_job(view.obj, token), track=False)
+            failed = self._create(jobs.build_manual_job(view.obj, request), track=False)
             if failed is not None:
                 return dataclasses.replace(failed, stops_schedule=False)
         status.pop("pendingRunRequest", None)
