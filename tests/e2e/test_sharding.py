@@ -39,7 +39,7 @@ import itertools
 import signal
 import time
 import urllib.request
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -372,9 +372,18 @@ def test_chaos(
         def members(processes: list[OperatorProcess]) -> set[str]:
             return {str(member_of(process)) for process in processes}
 
+        def placement() -> str:
+            per_owner = Counter(owners(plane, namespace).values())
+            return f"members {sorted(members(running))}, CronJobs per owner {dict(per_owner)}"
+
         running = [spawn() for _ in range(3)]
         apply_all(plane, [cronjob_manifest(name, namespace, **KEEP) for name in names])
-        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="3 shares")
+        wait_for(
+            lambda: settled_on(plane, namespace, members(running)),
+            90,
+            message="3 shares",
+            detail=placement,
+        )
         first_kill = time.monotonic() + KILL_EVERY
         for kill in range(KILLS):
             # On a fixed cadence: a replacement's start (slow on a loaded machine) comes out
@@ -386,14 +395,29 @@ def test_chaos(
             running.remove(victim)
             running.append(spawn())
             report(f"SIGKILLed {victim.name} (leader: {was_leader}), started {running[-1].name}")
-        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="settled")
+        wait_for(
+            lambda: settled_on(plane, namespace, members(running)),
+            90,
+            message="settled",
+            detail=placement,
+        )
         running.append(spawn())
-        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="4 shares")
+        wait_for(
+            lambda: settled_on(plane, namespace, members(running)),
+            90,
+            message="4 shares",
+            detail=placement,
+        )
         report("a 4th member got its share")
         leaving = running.pop(0)
         leaving.signal(signal.SIGTERM)
         assert leaving.wait(60) == 0
-        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="3 again")
+        wait_for(
+            lambda: settled_on(plane, namespace, members(running)),
+            90,
+            message="3 again",
+            detail=placement,
+        )
         report(f"{leaving.name} left with SIGTERM (exit 0); its CronJobs moved")
 
         tick = wait_for_next_minute(report, "the last move")
