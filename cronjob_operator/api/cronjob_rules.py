@@ -36,7 +36,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
-from cronjob_operator.api.batch_v1 import (
+from cronjob_operator.api.batch_v1_constants import (
     BACKFILL_ANNOTATION,
     MAX_BACKFILL,
     MAX_RUN_TOKEN_LENGTH,
