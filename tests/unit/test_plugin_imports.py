@@ -20,9 +20,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from cronjob_operator import _lazy
-from cronjob_operator.runtime import kinds
-
 HEAVY = (
     "cronjob_operator.controllers",
     "cronjob_operator.runtime.client",
@@ -101,19 +98,3 @@ def test_the_check_sees_a_heavy_module() -> None:
 def test_the_cronjob_webhook_loads_no_controller() -> None:
     loaded = modules_after("import cronjob_operator.webhooks.cronjob")
     assert [name for name in loaded if name.startswith("cronjob_operator.controllers")] == []
-
-
-def test_a_facade_whose_lists_differ_is_refused_at_import() -> None:
-    namespace = {"__name__": "cronjob_operator.runtime", "__all__": ["Kind", "Manager"]}
-    with pytest.raises(ImportError, match=r"\['Manager'\]; list each name in both"):
-        _lazy.exports(namespace, {"kinds": ("Kind",)})
-
-
-def test_a_facade_answers_an_unknown_name_with_attribute_error() -> None:
-    namespace = {"__name__": "cronjob_operator.runtime", "__all__": ["Kind"]}
-    attribute, names = _lazy.exports(namespace, {"kinds": ("Kind",)})
-    with pytest.raises(AttributeError, match="has no attribute 'Knd'"):
-        attribute("Knd")
-    assert attribute("Kind") is kinds.Kind
-    assert "Kind" in namespace  # the second lookup is a plain attribute
-    assert "Kind" in names()
