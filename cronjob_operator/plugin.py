@@ -39,25 +39,27 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import islice
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator._flags import positive_int
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api import run_overrides as overrides_
-from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
+from cronjob_operator.api.batch_v1_constants import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
 from cronjob_operator.api.cronjob_rules import (
     INSTANTIATE_ANNOTATION,
     manual_job_name,
     parse_spec_schedule,
     stagger_offset,
 )
-from cronjob_operator.runtime import Obj, RestClient, errors, load_configuration
-from cronjob_operator.runtime.client import LiveReader, Writer
+from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 from cronjob_operator.runtime.kinds import JOB
-from cronjob_operator.runtime.sharding import SHARD_LABEL
+from cronjob_operator.runtime.objects import Obj
+
+if TYPE_CHECKING:
+    from cronjob_operator.runtime.client import LiveReader, Writer
 
 __all__ = ["main"]
 
@@ -218,7 +220,16 @@ class Cluster:
     credentials, exec plugins)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from kubernetes import config as k8s_config  # read a kubeconfig: load it only here
+        # The client and the kubeconfig reader load only for a verb that needs the
+        # cluster: ``--help`` and ``next SCHEDULE`` start without them (bench/plugin_start.py).
+        from kubernetes import config as k8s_config
+
+        from cronjob_operator.runtime.client import (
+            LiveReader,
+            RestClient,
+            Writer,
+            load_configuration,
+        )
 
         try:
             contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
@@ -238,8 +249,8 @@ class Cluster:
         )
         self.all_namespaces: bool = args.all_namespaces
         rest = RestClient(configuration, pool_size=2, user_agent="kubectl-cjt")
-        self._reader = LiveReader(rest)
-        self._writer = Writer(rest)
+        self._reader: LiveReader = LiveReader(rest)
+        self._writer: Writer = Writer(rest)
 
     def cronjob(self, name: str) -> Obj:
         return _call(
@@ -418,6 +429,8 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         raise PluginError("--time-zone applies to a SCHEDULE; a CronJob NAME has its own")
     cluster = Cluster(args)
     if target is None:
+        from cronjob_operator.runtime.sharding import SHARD_LABEL  # it loads the manager
+
         rows = [("NAMESPACE", "NAME", "NEXT SCHEDULE", "SCHEDULE", "SHARD")]
         for item in cluster.cronjobs():
             meta, status = item["metadata"], item.get("status") or {}

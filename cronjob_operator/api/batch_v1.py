@@ -29,6 +29,14 @@ from pydantic import (
     model_validator,
 )
 
+from cronjob_operator.api.batch_v1_constants import (
+    BACKFILL_ANNOTATION,
+    CRONJOB,
+    MAX_BACKFILL,
+    MAX_RUN_TOKEN_LENGTH,
+    MAX_STAGGER_SECONDS,
+    RUN_ANNOTATION,
+)
 from cronjob_operator.api.core import JobTemplateSpec
 from cronjob_operator.api.markers import PrinterColumn, Resource, ValidationRule
 from cronjob_operator.api.meta import (
@@ -40,7 +48,6 @@ from cronjob_operator.api.meta import (
     ObjectReference,
     PositiveInt32,
 )
-from cronjob_operator.runtime.kinds import Kind
 
 __all__ = [
     "BACKFILL_ANNOTATION",
@@ -69,8 +76,6 @@ __all__ = [
     "SkippedRuns",
     "read_settings",
 ]
-
-CRONJOB = Kind("batch.tutorial.kubebuilder.io", "v1", "CronJob", "cronjobs")
 
 MAX_NAME_LENGTH = 52
 """Longest CronJob name: a Job is named ``<name>-<unix seconds>`` (11 more characters)
@@ -123,24 +128,6 @@ _TIME_ZONE_RULES = (
         "timeZone: must be a time zone name from the IANA database, such as UTC or Europe/Berlin",
     ),
 )
-
-
-RUN_ANNOTATION = "batch.tutorial.kubebuilder.io/run-requested-at"
-"""On a CronJob: a request token (any string, conventionally the time of the request)
-asking for one manual run, or a JSON request with a token and that run's overrides
-(``api.run_overrides``); ``status.lastHandledRunRequest`` records the last token handled."""
-MAX_RUN_TOKEN_LENGTH = 256
-"""The longest run request token accepted."""
-
-BACKFILL_ANNOTATION = "batch.tutorial.kubebuilder.io/backfill"
-"""On a CronJob: a backfill request, JSON ``{"token": ..., "from": T1, "to": T2}`` (RFC 3339
-times), asking to run every scheduled time in [T1, T2) once; ``status.backfill`` shows
-its progress. A new token starts a new backfill; removing the annotation cancels one."""
-MAX_BACKFILL = 1000
-"""The most scheduled times one backfill request may cover."""
-
-MAX_STAGGER_SECONDS = 3600
-"""The largest staggerSeconds the schema accepts (an hour)."""
 
 
 def _cel(rules: tuple[tuple[str, str], ...]) -> dict[str, Any]:

@@ -3,7 +3,8 @@ plugin checks and the controller applies, with no I/O and no clock.
 
 One place, below all three users: the admission webhook (``webhooks/cronjob.py``) and the
 kubectl plugin (``plugin.py``) import these rules without loading the controllers, the
-manager or prometheus_client, and the CronJob controller (``controllers/cronjob/``)
+manager, prometheus_client or pydantic (the constants they need are in
+``batch_v1_constants``), and the CronJob controller (``controllers/cronjob/``)
 imports the same ones. By concept:
 
 * Job times: a scheduled Job is named by its time in Unix seconds, so only
@@ -36,7 +37,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
-from cronjob_operator.api.batch_v1 import (
+from cronjob_operator.api.batch_v1_constants import (
     BACKFILL_ANNOTATION,
     MAX_BACKFILL,
     MAX_RUN_TOKEN_LENGTH,

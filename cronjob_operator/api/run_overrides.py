@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from cronjob_operator.api.batch_v1 import MAX_RUN_TOKEN_LENGTH
+from cronjob_operator.api.batch_v1_constants import MAX_RUN_TOKEN_LENGTH
 from cronjob_operator.api.cronjob_rules import TOKEN_FIELD, token_problem
 
 __all__ = [
