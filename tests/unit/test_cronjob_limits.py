@@ -252,3 +252,25 @@ def test_window_problems_name_the_field(
     spec: dict[str, Any], problem: tuple[str, Any, str]
 ) -> None:
     assert rules.window_problems(spec) == [problem]
+
+
+def test_excluded_dates_are_passed_a_day_at_a_time() -> None:
+    """A month of excluded days under an every-minute schedule: 43,200 excluded times,
+    passed in 30 steps (the walk's bound is 200), so the next time is the 31st's first."""
+    window = rules.parse_spec_window(
+        {"exclusions": {"dates": [f"2026-01-{day:02d}" for day in range(1, 31)]}}
+    )
+    assert window is not None
+    schedule = schedules.parse_schedule("* * * * *")
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    assert window.next_after(schedule, start) == datetime(2026, 1, 31, tzinfo=UTC)
+
+
+def test_more_excluded_times_in_a_row_than_the_bound_show_no_next_time() -> None:
+    window = rules.parse_spec_window({"exclusions": {"schedules": ["* 0-11 * * *"]}})
+    assert window is not None
+    schedule = schedules.parse_schedule("* * * * *")
+    assert window.next_after(schedule, datetime(2026, 1, 1, tzinfo=UTC)) is None  # 720 in a row
+    assert window.next_after(schedule, datetime(2026, 1, 1, 9, tzinfo=UTC)) == datetime(
+        2026, 1, 1, 12, tzinfo=UTC
+    )

@@ -21,6 +21,7 @@ clock); ``decide.py`` asks them in its scheduling step, and does nothing new whe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -33,6 +34,7 @@ from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
+    "NEXT_RUN_MEMO_SIZE",
     "RUN_LIMIT_REACHED",
     "WINDOW_ENDED",
     "bounds",
@@ -41,6 +43,8 @@ __all__ = [
     "stopped",
 ]
 
+NEXT_RUN_MEMO_SIZE: Final = 256
+"""How many next-time walks past excluded times are remembered (a few hundred bytes each)."""
 RUN_LIMIT_REACHED: Final = "RunLimitReached"
 WINDOW_ENDED: Final = "WindowEnded"
 
@@ -120,8 +124,16 @@ def next_run(
     from the schedule's next time on; None when none will."""
     moment = due.next_time
     if window is not None and moment is not None and not window.runs(moment):
-        moment = window.next_after(schedule, moment)
+        moment = _first_run_after(window, schedule, moment)
     return None if moment is None else moment + offset
+
+
+@functools.lru_cache(maxsize=NEXT_RUN_MEMO_SIZE)
+def _first_run_after(
+    window: schedules.Window, schedule: schedules.AnySchedule, moment: datetime
+) -> datetime | None:
+    """``window.next_after``, remembered: every reconcile between two times asks the same."""
+    return window.next_after(schedule, moment)
 
 
 def stopped(
