@@ -8,7 +8,6 @@ are read back as a user would; the CRD's schema and CEL rules refuse bad values.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +15,8 @@ import pytest
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controllerutil import rfc3339
-from tests.integration.support import RunningManager, apply, install_crds, refused_by_rule
+from tests.integration import test_cronjob_policies as policies
+from tests.integration.support import RunningManager, apply, refused_by_rule
 from tests.integration.test_cronjob_controller import (
     World,
     created_at,
@@ -27,26 +27,9 @@ from tests.integration.test_cronjob_controller import (
 from tests.integration.test_cronjob_features import kubectl_cjt
 from tests.integration.test_cronjob_policies import job_of, manager, scheduled_jobs
 
-
-@pytest.fixture(scope="module", autouse=True)
-def crds(control_plane: ControlPlane) -> None:
-    install_crds(control_plane)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def operator(control_plane: ControlPlane, clock: FakeClock) -> Iterator[RunningManager]:
-    with manager(control_plane, clock) as running:
-        yield running
-
-
-@pytest.fixture
-def world(control_plane: ControlPlane, namespace: str) -> World:
-    return World(control_plane, namespace)
+# The fixtures (the CRDs, a fake clock, the manager on it, the World) are the policies
+# tests': this module drives the same manager the same way.
+crds, clock, operator, world = policies.crds, policies.clock, policies.operator, policies.world
 
 
 def reason_of(world: World, name: str, type_: str) -> str | None:
