@@ -151,6 +151,18 @@ def test_raising_the_limit_resumes_scheduling() -> None:
     assert world.status()["scheduledRuns"]["remaining"] == 0
 
 
+def test_a_buffered_time_past_a_lowered_limit_does_not_start() -> None:
+    world = world_of(maxScheduledRuns=3, concurrencyPolicy="BufferOne")
+    hourly(world, range(1, 3))  # 01:00 runs (and stays active), 02:00 waits
+    assert world.status()["bufferedRun"] == rfc3339(at(2))
+    world.edit(lambda body: body["spec"].update(maxScheduledRuns=1))
+    world.finish(job_name(NAME, at(1)), at=at(2.5))
+    settle(world, at(2.5))
+    assert created_order(world) == [job_name(NAME, at(1))]
+    assert "bufferedRun" not in world.status()
+    assert world.condition("Available")["reason"] == "RunLimitReached"
+
+
 def test_manual_runs_do_not_count() -> None:
     world = world_of(maxScheduledRuns=1)
     world.edit(

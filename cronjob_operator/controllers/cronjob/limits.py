@@ -13,8 +13,9 @@ clock); ``decide.py`` asks them in its scheduling step, and does nothing new whe
   next reconcile and counted then: no run is lost and none is counted twice.
 * ``bounds``: counts the runs, then returns the spec's ``schedule.Window``, closed right
   after the last counted run once the limit is reached (no later time is a run: none
-  starts, none is counted as skipped, and nextScheduleTime is unset); ``next_run`` is
-  the next time it lets run.
+  starts, none is counted as skipped, and nextScheduleTime is unset), and drops a
+  BufferOne time waiting in ``status.bufferedRun`` that it no longer lets run (the limit
+  was lowered, an exclusion added); ``next_run`` is the next time it lets run.
 * ``stopped``: why scheduling stopped for good (``RunLimitReached``, ``WindowEnded``), for
   the Available condition.
 """
@@ -106,12 +107,16 @@ def bounds(status: dict[str, Any], view: CronJobView) -> schedules.Window | None
     stored_last = time_at(view.stored, "lastScheduleTime")
     count_runs(status, spec, view.name, view.jobs, stored_last=stored_last)
     window = rules.parse_spec_window(spec)
-    if not _limit_reached(spec, status):
-        return window
-    if window is None:
-        window = schedules.Window(schedules.parse_schedule("@daily", spec.get("timeZone")).zone)
-    last = time_at(status.get("scheduledRuns"), "countedThrough")
-    return window.ending_at(last or datetime.min.replace(tzinfo=window.zone))
+    if _limit_reached(spec, status):
+        if window is None:
+            zone = schedules.parse_schedule("@daily", spec.get("timeZone")).zone
+            window = schedules.Window(zone)
+        last = time_at(status.get("scheduledRuns"), "countedThrough")
+        window = window.ending_at(last or datetime.min.replace(tzinfo=window.zone))
+    buffered = time_at(status, "bufferedRun")
+    if window is not None and buffered is not None and not window.runs(buffered):
+        status.pop("bufferedRun")  # the spec changed while it waited: it is no run now
+    return window
 
 
 def next_run(
