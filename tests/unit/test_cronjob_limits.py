@@ -65,6 +65,19 @@ def test_no_run_outside_the_window_and_none_counted_as_skipped() -> None:
     assert "spec.window.end 2016-05-19T04:00:00Z has passed" in available["message"]
 
 
+def test_a_staggered_run_of_the_last_time_in_the_window_is_still_due_after_its_end() -> None:
+    """01:00 is inside the window (end 01:00:01); staggered, it is due at 01:27:27."""
+    offset = rules.stagger_offset(NS, NAME, 1800)
+    assert offset == timedelta(minutes=27, seconds=27)
+    world = world_of(staggerSeconds=1800, window={"end": rfc3339(at(1) + timedelta(seconds=1))})
+    settle(world, at(1.25))
+    assert world.status()["nextScheduleTime"] == rfc3339(at(1) + offset)
+    assert world.condition("Available")["status"] == "True"
+    settle(world, at(1.5))
+    assert created_order(world) == [job_name(NAME, at(0)), job_name(NAME, at(1))]
+    assert world.condition("Available")["reason"] == "WindowEnded"
+
+
 def test_a_window_start_between_two_times_runs_the_first_time_after_it() -> None:
     world = world_of(window={"start": rfc3339(at(1.5))})
     hourly(world, range(1, 3))

@@ -158,10 +158,12 @@ def stopped(
         window = rules.parse_spec_window(spec)
     except rules.WindowError:
         return None  # reported by the scheduling step
-    if window is not None and window.end is not None and window.ended(now):
-        return (
-            WINDOW_ENDED,
-            f"{rules.WINDOW_FIELD}.end {rfc3339(window.end)} has passed: no scheduled run "
-            f"starts; move or remove {rules.WINDOW_FIELD}.end to resume",
-        )
-    return None
+    if window is None or window.end is None or not window.ended(now):
+        return None
+    if status.get("nextScheduleTime"):  # a staggered run of its last time is still due
+        return None
+    return (
+        WINDOW_ENDED,
+        f"{rules.WINDOW_FIELD}.end {rfc3339(window.end)} has passed: no scheduled run "
+        f"starts; move or remove {rules.WINDOW_FIELD}.end to resume",
+    )
