@@ -14,7 +14,8 @@ for a custom resource:
 - ``next SCHEDULE [--time-zone Z] [--count N]``: the next times of a schedule, with the
   DST transitions between them marked; no cluster needed, and the same schedule code as
   the controller, so a schedule can be checked before it is applied. ``next NAME``: a
-  CronJob's next times (after its stagger); ``next`` alone (or with ``-A``): each
+  CronJob's next times that run (after its stagger; inside ``spec.window``, not
+  excluded, at most the runs its limit leaves); ``next`` alone (or with ``-A``): each
   CronJob's next scheduled time.
 - ``suspend NAME`` / ``resume NAME``: set ``spec.suspend``.
 - ``history NAME``: the CronJob's Jobs, newest first, with outcome, duration and the
@@ -49,8 +50,10 @@ from cronjob_operator.api import run_overrides as overrides_
 from cronjob_operator.api.batch_v1_constants import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
 from cronjob_operator.api.cronjob_rules import (
     INSTANTIATE_ANNOTATION,
+    WindowError,
     manual_job_name,
     parse_spec_schedule,
+    parse_spec_window,
     stagger_offset,
 )
 from cronjob_operator.runtime import errors
@@ -457,9 +460,30 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     )
     if spec.get("suspend"):
         out("# suspended: these times will not run until resumed")
-    times = list(islice(next_times(spec_schedule, now, offset), args.count))
+    times = list(islice(_runnable_times(item, spec_schedule, now, offset), args.count))
     for line in format_times(times, spec_schedule.zone):
         out(line)
+
+
+def _runnable_times(
+    item: Obj, schedule: schedules.AnySchedule, now: datetime, offset: timedelta
+) -> Iterator[datetime]:
+    """A CronJob's next times that run, as the controller decides: inside spec.window,
+    not excluded by spec.exclusions, no more than status.scheduledRuns.remaining."""
+    spec = item.get("spec") or {}
+    try:
+        window = parse_spec_window(spec)
+    except WindowError as exc:
+        raise PluginError(str(exc)) from None
+    times = (
+        next_times(schedule, now, offset)
+        if window is None
+        else (t + offset for t in window.times_after(schedule, now - offset))
+    )
+    remaining = ((item.get("status") or {}).get("scheduledRuns") or {}).get("remaining")
+    if spec.get("maxScheduledRuns") and isinstance(remaining, int):
+        return islice(times, remaining)
+    return times
 
 
 def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import zoneinfo
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Self
 
@@ -56,6 +56,7 @@ __all__ = [
     "CRONJOB_RESOURCE",
     "MAX_BACKFILL",
     "MAX_CATCH_UP",
+    "MAX_EXCLUDED_DATES",
     "MAX_NAME_LENGTH",
     "MAX_RUN_TOKEN_LENGTH",
     "MAX_SCHEDULES",
@@ -70,8 +71,11 @@ __all__ = [
     "CronJobSettings",
     "CronJobSpec",
     "CronJobStatus",
+    "Exclusions",
     "FailurePolicy",
     "ObservedSchedule",
+    "RunWindow",
+    "ScheduledRuns",
     "SkipReason",
     "SkippedRuns",
     "read_settings",
@@ -179,6 +183,7 @@ class SkipReason(StrEnum):
     PAUSED_AFTER_FAILURES = "PausedAfterFailures"
     CATCH_UP_BOUND = "CatchUpBound"
     BUFFER_FULL = "BufferFull"
+    EXCLUDED = "Excluded"
 
     @property
     def status_key(self) -> str:
@@ -193,6 +198,82 @@ class FailurePolicy(KubeModel):
     """Pause the CronJob after this many consecutive failed runs: no new scheduled run
     starts and Available is False (reason PausedAfterFailures) until the spec is edited
     (a new generation) or a manual run succeeds. Unset: never pause."""
+
+
+MAX_EXCLUDED_DATES = 366
+"""The most dates spec.exclusions.dates lists (a year of days)."""
+_DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_EXCLUSION_RULES = (
+    (
+        "self.all(s, !s.startsWith('TZ=') && !s.startsWith('CRON_TZ='))",
+        "exclusions.schedules: a TZ= or CRON_TZ= prefix is not supported; they are read in "
+        "spec.timeZone",
+    ),
+    (
+        "self.all(s, s != '@reboot' && !s.startsWith('@every'))",
+        "exclusions.schedules: @reboot and @every are not supported (they are no times); "
+        "exclude cron times such as '* * 25 12 *'",
+    ),
+)
+_WINDOW_RULE = (
+    "!has(self.start) || !has(self.end) || self.start < self.end",
+    "window: start must be before end",
+)
+
+
+class RunWindow(KubeModel):
+    """When scheduled runs may start: only scheduled times in [start, end)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [{"rule": _WINDOW_RULE[0], "message": _WINDOW_RULE[1]}]
+        }
+    )
+
+    start: datetime | None = None
+    """The first instant (RFC 3339, inclusive) a scheduled time may run; unset: no bound."""
+    end: datetime | None = None
+    """The instant (RFC 3339, exclusive) from which no scheduled time runs: the CronJob
+    then stops scheduling (Available False, reason WindowEnded); unset: no bound."""
+
+    @model_validator(mode="after")
+    def _start_before_end(self) -> Self:
+        if self.start is not None and self.end is not None and self.start >= self.end:
+            raise ValueError(_WINDOW_RULE[1])
+        return self
+
+
+class Exclusions(KubeModel):
+    """Scheduled times that are skipped (holidays, maintenance days), in spec.timeZone;
+    each is counted in status.skippedRuns.excluded."""
+
+    dates: list[Annotated[str, StringConstraints(pattern=_DATE_PATTERN)]] | None = Field(
+        default=None,
+        max_length=MAX_EXCLUDED_DATES,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    """Dates (YYYY-MM-DD) on which no scheduled time runs, read in spec.timeZone. At most
+    366."""
+    schedules: list[Annotated[str, StringConstraints(min_length=1, max_length=1024)]] | None = (
+        Field(
+            default=None,
+            min_length=1,
+            max_length=MAX_SCHEDULES,
+            json_schema_extra={**_cel(_EXCLUSION_RULES), "x-kubernetes-list-type": "atomic"},
+        )
+    )
+    """Cron schedules (as spec.schedules) whose times do not run, e.g. "* * 25 12 *" for
+    every time on December 25th or "0 9 * * 1" for Monday's 09:00 only. At most 10."""
+
+    @field_validator("dates")
+    @classmethod
+    def _dates_exist(cls, dates: list[str] | None) -> list[str] | None:
+        for value in dates or ():
+            try:
+                date.fromisoformat(value)
+            except ValueError:
+                raise ValueError(f"exclusions.dates: {value!r} is no calendar date") from None
+        return dates
 
 
 class CronJobSpec(KubeModel):
@@ -276,6 +357,17 @@ class CronJobSpec(KubeModel):
     within startingDeadlineSeconds, as the built-in) or "All" (every one within
     startingDeadlineSeconds, oldest first, each once, at most the newest 100). A schedule
     edit never starts a run for a time before the edit, with either."""
+    window: RunWindow | None = None
+    """Only scheduled times in [window.start, window.end) run; nextScheduleTime honours
+    it. Unset: no bound."""
+    max_scheduled_runs: PositiveInt32 | None = None
+    """At most this many scheduled runs (each scheduled time's Job counts once, across
+    restarts and replicas; manual runs do not count); then the CronJob stops scheduling
+    (Available False, reason RunLimitReached). status.scheduledRuns shows the count and
+    what is left. Unset: no limit."""
+    exclusions: Exclusions | None = None
+    """Scheduled times that are skipped (dates and cron schedules in spec.timeZone), each
+    counted in status.skippedRuns.excluded."""
 
     @field_validator("schedule")
     @classmethod
@@ -363,6 +455,20 @@ class SkippedRuns(KubeModel):
     buffer_full: NonNegativeInt64 | None = None
     """Times that came while a run was active and another already waited
     (concurrencyPolicy BufferOne)."""
+    excluded: NonNegativeInt64 | None = None
+    """Times excluded by spec.exclusions (a date or an exclusion schedule)."""
+
+
+class ScheduledRuns(KubeModel):
+    """The scheduled runs counted against spec.maxScheduledRuns (kept while it is set)."""
+
+    count: NonNegativeInt64
+    """Scheduled runs so far: each scheduled time whose Job was created counts once."""
+    counted_through: datetime | None = None
+    """The newest scheduled time counted; a Job of a time at or before it is never counted
+    again (Jobs are named by their scheduled time, so a retried create is the same Job)."""
+    remaining: NonNegativeInt64
+    """How many scheduled runs are left before the limit."""
 
 
 class BackfillState(StrEnum):
@@ -448,6 +554,8 @@ class CronJobStatus(KubeModel):
     """Scheduled times that did not run, by reason, each counted once."""
     backfill: Backfill | None = None
     """The progress of the latest backfill request."""
+    scheduled_runs: ScheduledRuns | None = None
+    """The scheduled runs counted against spec.maxScheduledRuns, and what is left."""
 
 
 class CronJob(KubeModel):

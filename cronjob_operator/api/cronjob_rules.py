@@ -21,6 +21,10 @@ imports the same ones. By concept:
   ``stagger_problem`` refuses a stagger not below the schedule's shortest gap.
 * The schedule of a spec (``parse_spec_schedule``), the failure pause's field
   (``PAUSE_FIELD``) and the history limits' bound (``MAX_HISTORY_LIMIT``).
+* Run window, run limit and exclusions (docs/beyond-builtin.md): ``window_problems``
+  lists what is wrong with ``spec.window``, ``spec.maxScheduledRuns`` and
+  ``spec.exclusions`` by field, ``parse_spec_window`` reads
+  them as a ``schedule.Window`` (None when neither is set: nothing changes).
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ import functools
 import hashlib
 import itertools
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
@@ -50,28 +55,34 @@ __all__ = [
     "BACKFILL_FIELD",
     "BACKFILL_TOKEN_ANNOTATION",
     "END_OF_JOB_TIMES",
+    "EXCLUSIONS_FIELD",
     "FIRST_JOB_TIME",
     "GAP_SCAN_LIMIT",
     "HISTORY_LIMITS",
     "INSTANTIATE_ANNOTATION",
     "JOB_TIME_DIGITS",
+    "LIMIT_FIELD",
     "MAX_HISTORY_LIMIT",
     "MAX_REQUEST_LENGTH",
     "PAUSE_FIELD",
     "STAGGER_FIELD",
     "TIMES_MEMO_SIZE",
     "TOKEN_FIELD",
+    "WINDOW_FIELD",
     "Request",
+    "WindowError",
     "count_problem",
     "manual_job_name",
     "parse_request",
     "parse_spec_schedule",
+    "parse_spec_window",
     "request_problem",
     "shortest_gap",
     "stagger_offset",
     "stagger_problem",
     "times_of",
     "token_problem",
+    "window_problems",
 ]
 
 # --- Job times and names -----------------------------------------------------------
@@ -120,6 +131,130 @@ def token_problem(token: str) -> str | None:
             f"{MAX_RUN_TOKEN_LENGTH} are allowed; use a shorter token such as the current time"
         )
     return None
+
+
+WINDOW_FIELD: Final = "spec.window"
+EXCLUSIONS_FIELD: Final = "spec.exclusions"
+LIMIT_FIELD: Final = "spec.maxScheduledRuns"
+
+
+_QUOTED_VALUE: Final = re.compile(r'[^"]*"(?:[^"\\]|\\.)*": (.*)', re.DOTALL)
+"""A schedule message, ``<field>: "<value>": <detail>``: its detail."""
+
+
+class WindowError(ValueError):
+    """A stored ``spec.window`` or ``spec.exclusions`` the controller cannot use; the
+    message names the field and the value."""
+
+    reason: Final = "InvalidWindow"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def window_problems(spec: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    """Every problem of ``spec.window``, ``spec.maxScheduledRuns`` and
+    ``spec.exclusions``: (field, value, detail)."""
+    problems: list[tuple[str, Any, str]] = []
+    limit = spec.get("maxScheduledRuns")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        problems.append(
+            (LIMIT_FIELD, limit, "must be a whole number of at least 1, or unset for no limit")
+        )
+    window = spec.get("window")
+    if window is not None and not isinstance(window, Mapping):
+        problems.append((WINDOW_FIELD, window, "must be an object with start and/or end"))
+        window = None
+    bounds: dict[str, datetime] = {}
+    for key in ("start", "end"):
+        value = (window or {}).get(key)
+        if value is None:
+            continue
+        moment = _time(value)
+        if moment is None:
+            problems.append(
+                (
+                    f"{WINDOW_FIELD}.{key}",
+                    value,
+                    "must be an RFC 3339 time such as 2026-01-01T00:00:00Z",
+                )
+            )
+        else:
+            bounds[key] = moment
+    if len(bounds) == 2 and bounds["start"] >= bounds["end"]:
+        problems.append(
+            (f"{WINDOW_FIELD}.end", (window or {}).get("end"), "must be after spec.window.start")
+        )
+    exclusions = spec.get("exclusions")
+    if exclusions is None:
+        return problems
+    if not isinstance(exclusions, Mapping):
+        return [
+            *problems,
+            (EXCLUSIONS_FIELD, exclusions, "must be an object with dates and/or schedules"),
+        ]
+    for index, value in enumerate(exclusions.get("dates") or ()):
+        if _date(value) is None:
+            problems.append(
+                (f"{EXCLUSIONS_FIELD}.dates[{index}]", value, "must be a calendar date YYYY-MM-DD")
+            )
+    for index, expression in enumerate(exclusions.get("schedules") or ()):
+        try:
+            _exclusion_schedule(index, expression, spec.get("timeZone"))
+        except schedules.ScheduleError as exc:
+            found = _QUOTED_VALUE.match(str(exc))
+            problems.append((exc.field, expression, found.group(1) if found else str(exc)))
+    return problems
+
+
+def parse_spec_window(spec: Mapping[str, Any]) -> schedules.Window | None:
+    """``spec.window`` and ``spec.exclusions`` in ``spec.timeZone``; None when neither is
+    set. Raises ``ScheduleError`` naming the field for a value stored past validation."""
+    window, exclusions = spec.get("window"), spec.get("exclusions")
+    if window is None and exclusions is None:
+        return None
+    problems = window_problems(spec)
+    if problems:
+        field, value, detail = problems[0]
+        raise WindowError(field, f"{field}: {value!r}: {detail}")
+    zone = schedules.parse_schedule("@daily", spec.get("timeZone")).zone
+    window, exclusions = window or {}, exclusions or {}
+    return schedules.Window(
+        zone,
+        start=_time(window.get("start")),
+        end=_time(window.get("end")),
+        dates=frozenset(
+            moment for value in exclusions.get("dates") or () if (moment := _date(value))
+        ),
+        schedules=tuple(
+            _exclusion_schedule(index, expression, spec.get("timeZone"))
+            for index, expression in enumerate(exclusions.get("schedules") or ())
+        ),
+    )
+
+
+def _date(value: Any) -> date | None:
+    try:
+        return date.fromisoformat(value) if isinstance(value, str) and len(value) == 10 else None
+    except ValueError:
+        return None
+
+
+def _exclusion_schedule(index: int, expression: Any, time_zone: Any) -> schedules.Schedule:
+    """One exclusion schedule, its errors naming ``spec.exclusions.schedules[index]``."""
+    field = f"{EXCLUSIONS_FIELD}.schedules[{index}]"
+    if str(expression).startswith("@every"):
+        message = (
+            f'{field}: "{expression}": @every is a delay from the last run, not times; '
+            "exclude cron times (such as * * 25 12 *) instead"
+        )
+        raise schedules.ScheduleError("UnparseableSchedule", field, message)
+    try:
+        return schedules.parse_schedules([str(expression)], time_zone).members[0]
+    except schedules.ScheduleError as exc:
+        message = str(exc).replace(f"{schedules.SCHEDULES_FIELD}[0]", field, 1)
+        raise schedules.ScheduleError(exc.reason, field, message) from None
 
 
 def parse_spec_schedule(spec: Mapping[str, Any]) -> schedules.AnySchedule:

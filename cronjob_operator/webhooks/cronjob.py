@@ -41,6 +41,7 @@ from cronjob_operator.api.cronjob_rules import (
     TOKEN_FIELD,
     parse_spec_schedule,
     stagger_problem,
+    window_problems,
 )
 from cronjob_operator.runtime import objects, webhook
 from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
@@ -261,7 +262,8 @@ def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) ->
         errors.append(
             webhook.required("spec.jobTemplate", "the Job to create at each scheduled time")
         )
-    return errors + _stagger_errors(spec) + _failure_policy_errors(spec)
+    window = [webhook.invalid(*problem) for problem in window_problems(spec)]
+    return errors + _stagger_errors(spec) + _failure_policy_errors(spec) + window
 
 
 def _stagger_errors(spec: Mapping[str, Any]) -> list[FieldError]:

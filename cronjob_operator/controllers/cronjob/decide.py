@@ -10,8 +10,9 @@ its concept's module and this one only sequences them:
    recorded;
 2. requests (``requests.py``, ``backfill.py``): a run request, then a backfill's next
    time (both before the suspend and pause checks);
-3. due runs (``runs.py``, ``policies.py``, ``concurrency.py``, and the stagger of
-   ``api/cronjob_rules.py``): the scheduled run due now, skip accounting, BufferOne;
+3. due runs (``runs.py``, ``policies.py``, ``concurrency.py``, ``limits.py``, and the
+   stagger of ``api/cronjob_rules.py``): the scheduled run due now, skip accounting,
+   BufferOne, the run window, run limit and exclusions;
 4. conditions and next time (``conditions.py``).
 
 Jobs first: a decision that creates a Job returns ``follow_up`` without writing status
@@ -43,6 +44,7 @@ from cronjob_operator.controllers.cronjob import (
     conditions,
     history,
     jobs,
+    limits,
     policies,
     requests,
     runs,
@@ -330,8 +332,9 @@ class _Decision:
         # Suspended or paused: nothing starts, but the times that come are accounted for.
         holding = bool(spec.get("suspend")) or conditions.paused(spec, status)
         try:
-            schedule = rules.parse_spec_schedule(spec)
-        except schedules.ScheduleError as exc:
+            # The run limit's count first (limits.py), then which times may run.
+            window, schedule = limits.bounds(status, view), rules.parse_spec_schedule(spec)
+        except (schedules.ScheduleError, rules.WindowError) as exc:
             if holding:
                 return None, None, None
             self.steps.event("Warning", exc.reason, str(exc))
@@ -368,6 +371,7 @@ class _Decision:
             earliest=earliest,
             now=shifted,
             starting_deadline_seconds=deadline,
+            window=window,
         )
         reach = schedules.reach_of(shifted, deadline)
         ran = runs.ran(name, view.jobs, status)
@@ -395,6 +399,7 @@ class _Decision:
             ran=ran if buffered is None else {*ran, buffered},
             pending=pending,
             block=block,
+            window=window,
         )
         if buffer_skip is not None:  # counted in status by buffer, reported with the rest
             accounting = policies.with_skip(accounting, SkipReason.DEADLINE_PASSED, buffer_skip)
@@ -405,9 +410,7 @@ class _Decision:
             requeue = _SOON
         if holding:
             return requeue, None, accounting
-        conditions.set_next_schedule_time(
-            status, None if due.next_time is None else due.next_time + offset
-        )
+        conditions.set_next_schedule_time(status, limits.next_run(window, schedule, due, offset))
         if target is None:
             if due.scheduled is None and due.next_time is None:
                 field = "spec.schedule" if spec.get("schedule") is not None else "spec.schedules"
@@ -545,6 +548,8 @@ class _Decision:
         else:
             condition("Degraded", False, "AsExpected", "")
         available, reason, message = conditions.availability(self.view.obj, status, problem)
+        if available and (halt := limits.stopped(self.view.spec, status, self.now)) is not None:
+            available, (reason, message) = False, halt
         condition("Available", available, reason, message)
         if reason == conditions.PAUSED_REASON and not was_paused:
             self.steps.event("Warning", conditions.PAUSED_REASON, message)

@@ -54,6 +54,7 @@ STATUS_TIMES: Final[Mapping[str | None, tuple[str, ...]]] = {
     "observedSchedule": ("since",),
     "skippedRuns": ("accountedThrough",),
     "backfill": ("from", "to", "next"),
+    "scheduledRuns": ("countedThrough",),
 }
 """The status's timestamps the decision reads and writes: by the field that holds them
 (None: status itself). Conditions' ``lastTransitionTime`` stay strings: the runtime's
