@@ -58,15 +58,18 @@ __all__ = [
     "Backfill",
     "BackfillState",
     "CatchUpPolicy",
+    "ConcurrencyGroupRef",
     "ConcurrencyPolicy",
     "CronJob",
     "CronJobSettings",
     "CronJobSpec",
     "CronJobStatus",
     "FailurePolicy",
+    "GroupWait",
     "ObservedSchedule",
     "SkipReason",
     "SkippedRuns",
+    "WhenGroupFull",
     "read_settings",
 ]
 
@@ -191,6 +194,7 @@ class SkipReason(StrEnum):
     PAUSED_AFTER_FAILURES = "PausedAfterFailures"
     CATCH_UP_BOUND = "CatchUpBound"
     BUFFER_FULL = "BufferFull"
+    GROUP_FULL = "GroupFull"
 
     @property
     def status_key(self) -> str:
@@ -205,6 +209,27 @@ class FailurePolicy(KubeModel):
     """Pause the CronJob after this many consecutive failed runs: no new scheduled run
     starts and Available is False (reason PausedAfterFailures) until the spec is edited
     (a new generation) or a manual run succeeds. Unset: never pause."""
+
+
+class WhenGroupFull(StrEnum):
+    """What a run does when its concurrency group has no free slot. Valid values are:
+
+    - "Wait" (the default): it starts when a slot frees, the waiting runs of the group
+      in scheduled-time order, while its startingDeadlineSeconds has not passed;
+    - "Skip": it does not run, and is counted in status.skippedRuns.groupFull"""
+
+    WAIT = "Wait"
+    SKIP = "Skip"
+
+
+class ConcurrencyGroupRef(KubeModel):
+    """The ConcurrencyGroup whose slots this CronJob's runs take."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    """The name of a ConcurrencyGroup in the CronJob's namespace."""
+    when_full: WhenGroupFull | None = None
+    """What a scheduled run does when every slot of the group is taken: "Wait" (unset)
+    or "Skip"."""
 
 
 class CronJobSpec(KubeModel):
@@ -288,6 +313,11 @@ class CronJobSpec(KubeModel):
     within startingDeadlineSeconds, as the built-in) or "All" (every one within
     startingDeadlineSeconds, oldest first, each once, at most the newest 100). A schedule
     edit never starts a run for a time before the edit, with either."""
+    concurrency_group: ConcurrencyGroupRef | None = None
+    """A limit shared with other CronJobs of the namespace: every Job of this CronJob
+    (scheduled, requested or backfilled) first takes a slot of this ConcurrencyGroup,
+    which holds at most spec.limit Jobs at once across all its CronJobs. Unset: no
+    shared limit."""
 
     @field_validator("schedule")
     @classmethod
@@ -375,6 +405,8 @@ class SkippedRuns(KubeModel):
     buffer_full: NonNegativeInt64 | None = None
     """Times that came while a run was active and another already waited
     (concurrencyPolicy BufferOne)."""
+    group_full: NonNegativeInt64 | None = None
+    """Times that found every slot of spec.concurrencyGroup taken (whenFull Skip)."""
 
 
 class BackfillState(StrEnum):
@@ -405,6 +437,15 @@ class Backfill(KubeModel):
     """The next time it runs (unset once Complete or Cancelled)."""
     state: BackfillState
     """Running, Complete or Cancelled."""
+
+
+class GroupWait(KubeModel):
+    """A scheduled run waiting for a slot of its concurrency group."""
+
+    group: str
+    """The ConcurrencyGroup's name."""
+    scheduled_time: datetime
+    """The scheduled time of the run that waits."""
 
 
 class CronJobStatus(KubeModel):
@@ -460,6 +501,9 @@ class CronJobStatus(KubeModel):
     """Scheduled times that did not run, by reason, each counted once."""
     backfill: Backfill | None = None
     """The progress of the latest backfill request."""
+    waiting_for_group: GroupWait | None = None
+    """The scheduled run waiting for a slot of spec.concurrencyGroup (whenFull Wait);
+    unset when none waits."""
 
 
 class CronJob(KubeModel):
@@ -497,6 +541,7 @@ class CronJobSettings(KubeModel):
     successful_jobs_history_limit: int | None = 3
     failed_jobs_history_limit: int | None = 1
     catch_up_policy: CatchUpPolicy | None = None
+    concurrency_group: ConcurrencyGroupRef | None = None
 
 
 def read_settings(cronjob: Mapping[str, Any]) -> CronJobSettings:
