@@ -24,7 +24,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from cronjob_operator.api.batch_v1 import SkipReason
 from cronjob_operator.controllers.cronjob.jobs import FINISHED_CONDITIONS
 
-__all__ = ["GROUP_SLOT_STATES", "CronJobMetrics", "job_creation_skew"]
+__all__ = [
+    "GROUP_IN_USE",
+    "GROUP_LIMIT",
+    "GROUP_SLOT_STATES",
+    "CronJobMetrics",
+    "job_creation_skew",
+]
 
 
 def job_creation_skew(registry: CollectorRegistry | None) -> Histogram:
@@ -39,7 +45,9 @@ def job_creation_skew(registry: CollectorRegistry | None) -> Histogram:
 
 
 _CRONJOB_LABELS = ("namespace", "cronjob")
-GROUP_SLOT_STATES = ("inUse", "limit")
+GROUP_IN_USE = "inUse"
+GROUP_LIMIT = "limit"
+GROUP_SLOT_STATES = (GROUP_IN_USE, GROUP_LIMIT)
 """The ``state`` label values of cronjob_operator_concurrency_group_slots."""
 
 

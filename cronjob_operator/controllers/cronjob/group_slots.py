@@ -21,7 +21,7 @@ from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
 from cronjob_operator.controllers.cronjob import groups, jobs
 from cronjob_operator.controllers.cronjob.plan import Create, GroupFull, Outcome, Plan
 from cronjob_operator.controllers.cronjob.view import CronJobView, group_status_of
-from cronjob_operator.controllers.metrics import CronJobMetrics
+from cronjob_operator.controllers.metrics import GROUP_IN_USE, GROUP_LIMIT, CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import ClientInterface
 from cronjob_operator.runtime.clock import Clock
@@ -121,8 +121,8 @@ class GroupSlots:
                     raise
                 return False
         gauge = self._metrics.group_slots
-        gauge.labels(metadata["namespace"], metadata["name"], "inUse").set(status["inUse"])
-        gauge.labels(metadata["namespace"], metadata["name"], "limit").set(_limit(obj))
+        gauge.labels(metadata["namespace"], metadata["name"], GROUP_IN_USE).set(status["inUse"])
+        gauge.labels(metadata["namespace"], metadata["name"], GROUP_LIMIT).set(_limit(obj))
         return True
 
 
