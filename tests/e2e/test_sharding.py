@@ -247,6 +247,11 @@ def all_ran(plane: ControlPlane, namespace: str, names: list[str], tick: datetim
     return run.lost == 0
 
 
+def sharded_in(namespace: str) -> dict[str, Any]:
+    """``operator_process`` arguments of a sharded replica watching ``namespace``."""
+    return {"namespace": namespace, "leader_election_namespace": namespace, "args": FAST_LEASE}
+
+
 def metrics_args(port: int) -> tuple[str, ...]:
     """FAST_LEASE, with plain-HTTP /metrics on ``port``."""
     return (*FAST_LEASE, f"--metrics-bind-address=127.0.0.1:{port}", "--no-metrics-secure")
@@ -352,11 +357,7 @@ def test_chaos(
     plane: ControlPlane, namespace: str, tmp_path: Path, report: Callable[[str], None]
 ) -> None:
     started = time.monotonic()
-    common: dict[str, Any] = {
-        "namespace": namespace,
-        "leader_election_namespace": namespace,
-        "args": FAST_LEASE,
-    }
+    common = sharded_in(namespace)
     names = [f"chaos-{i:02d}" for i in range(60)]
     spawned = 0
 
@@ -484,11 +485,7 @@ def test_chaos_group_limit_holds_across_replicas(
     every minute) spread over 3 replicas, one SIGKILLed and replaced every 30 s: never
     more than 2 Jobs active at once, and in the end every slot is held by a running Job."""
     started = time.monotonic()
-    common: dict[str, Any] = {
-        "namespace": namespace,
-        "leader_election_namespace": namespace,
-        "args": FAST_LEASE,
-    }
+    common = sharded_in(namespace)
     names = [f"grouped-{i}" for i in range(8)]
     group = {
         "apiVersion": "batch.tutorial.kubebuilder.io/v1",
