@@ -152,8 +152,9 @@ class World:
             .build()
         )
         self.registry = CollectorRegistry()
+        self.recorder = FakeRecorder()
         self.reconciler = CronJobReconciler(
-            self.client, FakeRecorder(), clock=self.clock, metrics=CronJobMetrics(self.registry)
+            self.client, self.recorder, clock=self.clock, metrics=CronJobMetrics(self.registry)
         )
 
     def reconcile(self, name: str, moment: datetime) -> None:
@@ -220,6 +221,14 @@ def test_three_cronjobs_limit_one_run_one_at_a_time_in_scheduled_order() -> None
     world.reconcile("b", at(4))
     assert world.running() == [job("b", at(2))]
     assert [h["job"] for h in world.group()["holders"]] == [job("b", at(2))]
+
+
+def test_a_waiting_run_is_announced_once_however_often_it_asks_again() -> None:
+    world = World(1, ("a", grouped("0 * * * *")), ("b", grouped("1 * * * *")))
+    world.reconcile("a", at(0))
+    for poll in range(4):
+        world.reconcile("b", at(1) + poll * groups.WAIT_POLL)
+    assert world.recorder.reasons().count("WaitingForGroup") == 1
 
 
 def test_skip_counts_the_run_skipped_with_its_own_reason_and_never_runs_it() -> None:

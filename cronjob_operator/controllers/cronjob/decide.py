@@ -490,7 +490,7 @@ class _Decision:
             raise outcome.error
         if isinstance(outcome, GroupFull):
             self.group_skipped = groups.skipped_time(outcome, scheduled)
-            return groups.on_full(self.status, outcome, scheduled, self.steps)
+            return groups.on_full(self.status, self.view.stored, outcome, scheduled, self.steps)
         if isinstance(outcome, Foreign):
             message = f"Job {name} exists and is not controlled by this CronJob; not touching it"
             self.steps.event("Warning", "UnexpectedJob", message)

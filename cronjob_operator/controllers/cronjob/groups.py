@@ -159,13 +159,18 @@ def release(status: Mapping[str, Any], finished: set[str]) -> dict[str, Any]:
 
 
 def on_full(
-    status: dict[str, Any], full: GroupFull, scheduled: datetime | None, steps: Steps
+    status: dict[str, Any],
+    stored: Mapping[str, Any],
+    full: GroupFull,
+    scheduled: datetime | None,
+    steps: Steps,
 ) -> Problem | None:
     """What a run that did not get a slot does to the CronJob's status: a scheduled run
     waits (``status.waitingForGroup``) or is counted skipped (GroupFull, and the skip
     accounting's watermark passes it so it never runs); a requested or backfilled run is
     retried, reported as a problem that leaves the schedule going. A missing group stops
-    every run until it exists."""
+    every run until it exists. ``stored``: the status as stored (a run already waiting
+    is not announced again)."""
     if full.missing:
         message = (
             f"spec.concurrencyGroup.name: ConcurrencyGroup {full.group!r} does not exist in "
@@ -181,7 +186,7 @@ def on_full(
         return Problem("WaitingForGroup", message, stops_schedule=False)
     if full.queued:
         waiting = {"group": full.group, "scheduledTime": stamp(scheduled)}
-        if status.get("waitingForGroup") != waiting:
+        if dict(stored.get("waitingForGroup") or {}) != waiting:
             steps.event(
                 "Normal",
                 "WaitingForGroup",
