@@ -334,7 +334,7 @@ def test_three_cronjobs_with_limit_one_never_run_two_jobs_at_once(
     for name in names:
         apply(
             control_plane,
-            grouped_cronjob(name, world.ns, run="3s", concurrencyGroup={"name": "nightly"}),
+            grouped_cronjob(name, world.ns, run="10s", concurrencyGroup={"name": "nightly"}),
         )
     wait_for(lambda: all(world.condition(n, "Available") for n in names), 30, message="reconciled")
     tick = next_minute(now)

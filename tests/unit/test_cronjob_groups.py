@@ -307,12 +307,12 @@ def test_two_replicas_deciding_at_once_on_the_last_slot_start_one_job() -> None:
     world.reconcile("b", at(0.1))
     assert world.running() == [job("b", at(0))]
     assert world.status("a")["waitingForGroup"]["group"] == "g"
-    conflicts = [
+    group_writes = [
         write
         for write in world.client.writes
         if write.kind == CONCURRENCY_GROUP and write.subresource == "status"
     ]
-    assert len(conflicts) >= 3  # b's write, a's refused one, a's place among the waiting
+    assert len(group_writes) >= 3  # b's slot, a's refused one (409), a's place among the waiting
 
 
 def test_a_missing_group_stops_runs_and_names_the_field() -> None:
