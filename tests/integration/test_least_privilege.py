@@ -6,8 +6,9 @@ sharding labels and annotations of a CronJob, and a Job's bucket label, with the
 message; the manager's ServiceAccount (impersonated too, with its own RBAC) may, and the
 tenant's other edits go through. config/namespaced: the manager with ``--namespace``
 runs both controllers with a token of its ServiceAccount, bound only to Roles; a Secret
-change still rolls a ConfigDeployment, a CronJob's run takes a ConcurrencyGroup's slot, any RBAC denial the manager logs fails the test,
-and the same account may read Secrets and write Deployments and Jobs nowhere else.
+change still rolls a ConfigDeployment, a CronJob's run takes a ConcurrencyGroup's slot,
+any RBAC denial the manager logs fails the test, and the same account may read Secrets
+and write Deployments and Jobs nowhere else.
 
 Each test applies its overlay's render without the CRDs (the session installed them and
 other tests need them) and the Deployment (the manager runs here), and deletes it after.
