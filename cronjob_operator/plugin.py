@@ -24,6 +24,8 @@ for a custom resource:
   to run once (the backfill annotation, a fresh token), after counting them with the
   controller's schedule code (more than the bound is refused here already);
   ``backfill NAME``: its progress; ``backfill NAME --cancel``: stop it.
+- ``groups``: the ConcurrencyGroups (spec.concurrencyGroup), each with its limit, the
+  Jobs holding its slots and the runs waiting for one, oldest first.
 
 ``--kubeconfig``, ``--context``, ``-n/--namespace`` and ``-A/--all-namespaces`` mean what
 they mean to kubectl, before or after the verb. ``-n`` is always the namespace, so the
@@ -47,7 +49,12 @@ from cronjob_operator import schedule as schedules
 from cronjob_operator._flags import positive_int
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api import run_overrides as overrides_
-from cronjob_operator.api.batch_v1_constants import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
+from cronjob_operator.api.batch_v1_constants import (
+    BACKFILL_ANNOTATION,
+    CONCURRENCY_GROUP,
+    CRONJOB,
+    RUN_ANNOTATION,
+)
 from cronjob_operator.api.cronjob_rules import (
     INSTANTIATE_ANNOTATION,
     WindowError,
@@ -170,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
         verb(name, help_).add_argument("name", metavar="NAME")
     history = verb("history", "List a CronJob's Jobs, newest first, with outcome and duration.")
     history.add_argument("name", metavar="NAME", nargs="?")
+    verb("groups", "List the ConcurrencyGroups: limit, slots in use, holders, waiting runs.")
     backfill = verb(
         "backfill",
         "Run every scheduled time in [--from, --to) once; without them, show the progress.",
@@ -272,6 +280,13 @@ class Cluster:
         return _call(
             lambda: self._writer.patch(CRONJOB, name, patch, namespace=self.namespace),
             f"cronjob {self.namespace}/{name}",
+        )
+
+    def groups(self) -> list[Obj]:
+        namespace = None if self.all_namespaces else self.namespace
+        return _call(
+            lambda: self._reader.list(CONCURRENCY_GROUP, namespace=namespace),
+            f"concurrencygroups in {namespace or 'all namespaces'}",
         )
 
     def jobs(self, namespace: str | None) -> list[Obj]:
@@ -521,6 +536,32 @@ def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         out(line)
 
 
+def groups(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    rows = [("NAMESPACE", "GROUP", "LIMIT", "IN USE", "HOLDERS", "WAITING")]
+    for group in Cluster(args).groups():
+        meta, status = group["metadata"], group.get("status") or {}
+        holders = [str(holder.get("job")) for holder in status.get("holders") or ()]
+        waiting = sorted(
+            (str(w.get("scheduledTime")), str(w.get("cronJob")))
+            for w in status.get("waiting") or ()
+        )
+        rows.append(
+            (
+                meta["namespace"],
+                meta["name"],
+                str((group.get("spec") or {}).get("limit", "")),
+                str(len(holders)),
+                ",".join(holders) or "-",
+                ",".join(f"{name}@{scheduled}" for scheduled, name in waiting) or "-",
+            )
+        )
+    if len(rows) == 1:
+        out("No concurrency groups found.")
+        return
+    for line in _table(rows):
+        out(line)
+
+
 def _kind(annotations: Mapping[str, Any]) -> str:
     """manual (run now), backfill, or scheduled."""
     if annotations.get(INSTANTIATE_ANNOTATION) == "manual":
@@ -656,6 +697,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "resume": lambda a, o: set_suspend(a, o, suspend=False),
         "history": history,
         "backfill": backfill,
+        "groups": groups,
     }
     try:
         verbs[args.verb](args, out)

@@ -66,6 +66,7 @@ __all__ = [
     "Backfill",
     "BackfillState",
     "CatchUpPolicy",
+    "ConcurrencyGroupRef",
     "ConcurrencyPolicy",
     "CronJob",
     "CronJobSettings",
@@ -73,11 +74,13 @@ __all__ = [
     "CronJobStatus",
     "Exclusions",
     "FailurePolicy",
+    "GroupWait",
     "ObservedSchedule",
     "RunWindow",
     "ScheduledRuns",
     "SkipReason",
     "SkippedRuns",
+    "WhenGroupFull",
     "read_settings",
 ]
 
@@ -184,6 +187,7 @@ class SkipReason(StrEnum):
     CATCH_UP_BOUND = "CatchUpBound"
     BUFFER_FULL = "BufferFull"
     EXCLUDED = "Excluded"
+    GROUP_FULL = "GroupFull"
 
     @property
     def status_key(self) -> str:
@@ -274,6 +278,27 @@ class Exclusions(KubeModel):
             except ValueError:
                 raise ValueError(f"exclusions.dates: {value!r} is no calendar date") from None
         return dates
+
+
+class WhenGroupFull(StrEnum):
+    """What a run does when its concurrency group has no free slot. Valid values are:
+
+    - "Wait" (the default): it starts when a slot frees, the waiting runs of the group
+      in scheduled-time order, while its startingDeadlineSeconds has not passed;
+    - "Skip": it does not run, and is counted in status.skippedRuns.groupFull"""
+
+    WAIT = "Wait"
+    SKIP = "Skip"
+
+
+class ConcurrencyGroupRef(KubeModel):
+    """The ConcurrencyGroup whose slots this CronJob's runs take."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    """The name of a ConcurrencyGroup in the CronJob's namespace."""
+    when_full: WhenGroupFull | None = None
+    """What a scheduled run does when every slot of the group is taken: "Wait" (unset)
+    or "Skip"."""
 
 
 class CronJobSpec(KubeModel):
@@ -368,6 +393,11 @@ class CronJobSpec(KubeModel):
     exclusions: Exclusions | None = None
     """Scheduled times that are skipped (dates and cron schedules in spec.timeZone), each
     counted in status.skippedRuns.excluded."""
+    concurrency_group: ConcurrencyGroupRef | None = None
+    """A limit shared with other CronJobs of the namespace: every Job of this CronJob
+    (scheduled, requested or backfilled) first takes a slot of this ConcurrencyGroup,
+    which holds at most spec.limit Jobs at once across all its CronJobs. Unset: no
+    shared limit."""
 
     @field_validator("schedule")
     @classmethod
@@ -470,6 +500,9 @@ class ScheduledRuns(KubeModel):
     remaining: NonNegativeInt64
     """How many scheduled runs are left before the limit."""
 
+    group_full: NonNegativeInt64 | None = None
+    """Times that found every slot of spec.concurrencyGroup taken (whenFull Skip)."""
+
 
 class BackfillState(StrEnum):
     """Where a backfill is: Running (times still to run), Complete, or Cancelled (its
@@ -499,6 +532,15 @@ class Backfill(KubeModel):
     """The next time it runs (unset once Complete or Cancelled)."""
     state: BackfillState
     """Running, Complete or Cancelled."""
+
+
+class GroupWait(KubeModel):
+    """A scheduled run waiting for a slot of its concurrency group."""
+
+    group: str
+    """The ConcurrencyGroup's name."""
+    scheduled_time: datetime
+    """The scheduled time of the run that waits."""
 
 
 class CronJobStatus(KubeModel):
@@ -556,6 +598,9 @@ class CronJobStatus(KubeModel):
     """The progress of the latest backfill request."""
     scheduled_runs: ScheduledRuns | None = None
     """The scheduled runs counted against spec.maxScheduledRuns, and what is left."""
+    waiting_for_group: GroupWait | None = None
+    """The scheduled run waiting for a slot of spec.concurrencyGroup (whenFull Wait);
+    unset when none waits."""
 
 
 class CronJob(KubeModel):
@@ -593,6 +638,7 @@ class CronJobSettings(KubeModel):
     successful_jobs_history_limit: int | None = 3
     failed_jobs_history_limit: int | None = 1
     catch_up_policy: CatchUpPolicy | None = None
+    concurrency_group: ConcurrencyGroupRef | None = None
 
 
 def read_settings(cronjob: Mapping[str, Any]) -> CronJobSettings:

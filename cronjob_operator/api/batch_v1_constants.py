@@ -1,5 +1,6 @@
-"""The CronJob API's constants that need no model: its ``Kind``, its annotations, and the
-bounds its schema and its rules share.
+"""The batch/v1 API's constants that need no model: the CronJob's and the
+ConcurrencyGroup's ``Kind``, the CronJob's annotations, and the bounds its schema and its
+rules share.
 
 They are ``batch_v1``'s (which re-exports them and builds its schema with them), kept
 apart from its pydantic models so that the rules (``cronjob_rules``), the admission
@@ -13,6 +14,7 @@ from cronjob_operator.runtime.kinds import Kind
 
 __all__ = [
     "BACKFILL_ANNOTATION",
+    "CONCURRENCY_GROUP",
     "CRONJOB",
     "MAX_BACKFILL",
     "MAX_RUN_TOKEN_LENGTH",
@@ -21,6 +23,9 @@ __all__ = [
 ]
 
 CRONJOB = Kind("batch.tutorial.kubebuilder.io", "v1", "CronJob", "cronjobs")
+CONCURRENCY_GROUP = Kind(
+    "batch.tutorial.kubebuilder.io", "v1", "ConcurrencyGroup", "concurrencygroups"
+)
 
 RUN_ANNOTATION = "batch.tutorial.kubebuilder.io/run-requested-at"
 """On a CronJob: a request token (any string, conventionally the time of the request)

@@ -263,7 +263,9 @@ def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) ->
             webhook.required("spec.jobTemplate", "the Job to create at each scheduled time")
         )
     window = [webhook.invalid(*problem) for problem in window_problems(spec)]
-    return errors + _stagger_errors(spec) + _failure_policy_errors(spec) + window
+    return (
+        errors + _stagger_errors(spec) + _failure_policy_errors(spec) + _group_errors(spec) + window
+    )
 
 
 def _stagger_errors(spec: Mapping[str, Any]) -> list[FieldError]:
@@ -295,6 +297,28 @@ def _failure_policy_errors(spec: Mapping[str, Any]) -> list[FieldError]:
             "row), or unset to never pause",
         )
     ]
+
+
+def _group_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    """spec.concurrencyGroup: a group name, and whenFull Wait or Skip."""
+    ref = spec.get("concurrencyGroup")
+    if ref is None:
+        return []
+    if not isinstance(ref, Mapping):
+        return [webhook.invalid("spec.concurrencyGroup", ref, "must be an object")]
+    name = ref.get("name")
+    errors = []
+    if not isinstance(name, str) or not name:
+        errors.append(
+            webhook.required(
+                "spec.concurrencyGroup.name", "the ConcurrencyGroup whose slots the runs take"
+            )
+        )
+    when_full = ref.get("whenFull")
+    choices = [choice.value for choice in batch_v1.WhenGroupFull]
+    if when_full is not None and when_full not in choices:
+        errors.append(webhook.not_supported("spec.concurrencyGroup.whenFull", when_full, choices))
+    return errors
 
 
 def _run_request(cronjob: Mapping[str, Any] | None) -> Any:

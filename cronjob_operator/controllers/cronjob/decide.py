@@ -42,6 +42,7 @@ from cronjob_operator.controllers.cronjob import (
     backfill,
     concurrency,
     conditions,
+    groups,
     history,
     jobs,
     limits,
@@ -53,6 +54,7 @@ from cronjob_operator.controllers.cronjob.plan import (
     Create,
     Created,
     Foreign,
+    GroupFull,
     Outcome,
     Pending,
     Plan,
@@ -144,6 +146,7 @@ class _Decision:
         self.walks = walks
         self.status: dict[str, Any] = objects.thaw(view.stored)
         self.started: list[objects.Obj] = []
+        self.group_skipped: datetime | None = None  # a scheduled run skipped, its group full
 
     def _plan(self, status: dict[str, Any] | None = None, **fields: Any) -> Plan:
         """The Plan, its status (if any) rendered for the API."""
@@ -158,12 +161,15 @@ class _Decision:
         try:
             manual = self._run_requested()
             filled, filling = self._backfill()
+            status.pop("waitingForGroup", None)  # set again while a run still waits
             requeue, problem, accounting = self._schedule()
+            accounting = groups.with_group_skip(accounting, self.group_skipped)
         except errors.ApiError as exc:
             # Keep what this reconcile learned, but not its skip accounting: the retry
             # does it again and reports it with the write that records it.
             _restore(status, stored, "skippedRuns")
             _restore(status, stored, "bufferedRun")  # a dropped one is counted again
+            _restore(status, stored, "waitingForGroup")
             return self._plan(status=status, notices=tuple(notices), error=exc)
         if problem is None:
             problem = self._stored_problem() or manual or filled
@@ -485,6 +491,9 @@ class _Decision:
         outcome = self.steps.perform(Create(job, due=due))
         if isinstance(outcome, Unknown):
             raise outcome.error
+        if isinstance(outcome, GroupFull):
+            self.group_skipped = groups.skipped_time(outcome, scheduled)
+            return groups.on_full(self.status, self.view.stored, outcome, scheduled, self.steps)
         if isinstance(outcome, Foreign):
             message = f"Job {name} exists and is not controlled by this CronJob; not touching it"
             self.steps.event("Warning", "UnexpectedJob", message)

@@ -29,6 +29,7 @@ __all__ = [
     "Deleted",
     "Event",
     "Foreign",
+    "GroupFull",
     "Outcome",
     "Plan",
     "Problem",
@@ -116,7 +117,18 @@ class Deleted:
     """The Job is gone (deleted now, or already)."""
 
 
-Outcome = Created | Foreign | Rejected | Unknown | Deleted
+@dataclass(frozen=True, slots=True)
+class GroupFull:
+    """No slot of the CronJob's ConcurrencyGroup ``group`` for the Job (``groups.py``):
+    ``queued``, the run holds a place among the waiting ones; ``missing``, the group
+    does not exist."""
+
+    group: str
+    queued: bool = False
+    missing: bool = False
+
+
+Outcome = Created | Foreign | Rejected | Unknown | Deleted | GroupFull
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,8 @@ retries with backoff.
 
 RBAC this code needs (mirrored in config/rbac/role.yaml, checked by an e2e test):
 cronjobs get/list/watch, cronjobs/status get/update; jobs get/list/watch/create/delete;
-events create/patch.
+events create/patch; concurrencygroups get, concurrencygroups/status update (the slots,
+``group_slots.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from prometheus_client import Histogram
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob import history, jobs, policies
 from cronjob_operator.controllers.cronjob.decide import Walks, decide
+from cronjob_operator.controllers.cronjob.group_slots import GroupSlots, with_wait_poll
 from cronjob_operator.controllers.cronjob.jobs import JOB_OWNER_INDEX
 from cronjob_operator.controllers.cronjob.plan import (
     Create,
@@ -77,6 +79,7 @@ class CronJobReconciler:
         self._recorder = recorder
         self._clock = clock
         self._metrics = metrics if metrics is not None else CronJobMetrics(None)
+        self._slots = GroupSlots(client, clock, self._metrics)
 
     def reconcile(self, request: Request) -> Result:
         try:
@@ -89,6 +92,7 @@ class CronJobReconciler:
         plan = self._act(view, now)
         if plan.status is not None:
             self._record(view, plan)
+        self._slots.release(view)  # the slots of this CronJob's finished Jobs
         if plan.error is not None:
             raise plan.error
         if plan.active is not None:
@@ -141,7 +145,7 @@ class CronJobReconciler:
                     outcomes[index] = outcome
             applied = len(plan.steps)
             if not plan.pending:
-                return plan
+                return with_wait_poll(plan, outcomes.values())
 
     def _apply(self, view: CronJobView, step: Step) -> Outcome | None:
         if isinstance(step, Event):
@@ -173,6 +177,12 @@ class CronJobReconciler:
         """Create the Job; an existing one of the same name is ours (``Created``, not new)
         or another owner's (``Foreign``)."""
         job = step.job
+        try:
+            full = self._slots.claim(view, step)  # the slot first, then the Job
+        except errors.ApiError as exc:
+            return Unknown(exc)
+        if full is not None:
+            return full
         try:
             created: objects.Obj = self._client.create(JOB, job)
         except errors.AlreadyExists:

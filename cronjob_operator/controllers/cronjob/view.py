@@ -29,11 +29,13 @@ from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 
 __all__ = [
+    "GROUP_TIMES",
     "STATUS_TIMES",
     "CronJobView",
     "JobTimes",
     "api_status",
     "created_at",
+    "group_status_of",
     "job_times_of",
     "shown",
     "stamp",
@@ -55,6 +57,7 @@ STATUS_TIMES: Final[Mapping[str | None, tuple[str, ...]]] = {
     "skippedRuns": ("accountedThrough",),
     "backfill": ("from", "to", "next"),
     "scheduledRuns": ("countedThrough",),
+    "waitingForGroup": ("scheduledTime",),
 }
 """The status's timestamps the decision reads and writes: by the field that holds them
 (None: status itself). Conditions' ``lastTransitionTime`` stay strings: the runtime's
@@ -205,6 +208,28 @@ def _parsed_times(holder: Mapping[str, Any], keys: Iterable[str]) -> dict[str, d
         if isinstance(value, str) and value:
             parsed[key] = parse_time(value)
     return parsed
+
+
+GROUP_TIMES: Final[Mapping[str, tuple[str, ...]]] = {
+    "holders": ("acquiredAt",),
+    "waiting": ("scheduledTime", "deadline", "seenAt"),
+}
+"""A ConcurrencyGroup's status timestamps, by the list whose entries hold them."""
+
+
+def group_status_of(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A mutable copy of a ConcurrencyGroup's status, its :data:`GROUP_TIMES` parsed to
+    aware UTC datetimes (``groups.py`` decides on them; ``api_status`` renders them)."""
+    status: dict[str, Any] = objects.thaw(stored)
+    for field, keys in GROUP_TIMES.items():
+        entries = status.get(field)
+        if isinstance(entries, list):
+            status[field] = [
+                {**entry, **_parsed_times(entry, keys)}
+                for entry in entries
+                if isinstance(entry, dict)
+            ]
+    return status
 
 
 def status_of(stored: Mapping[str, Any]) -> dict[str, Any]:
