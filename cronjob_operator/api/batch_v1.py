@@ -50,9 +50,11 @@ __all__ = [
     "MAX_BACKFILL",
     "MAX_CATCH_UP",
     "MAX_NAME_LENGTH",
+    "MAX_RUN_START_TIMEOUT_SECONDS",
     "MAX_RUN_TOKEN_LENGTH",
     "MAX_SCHEDULES",
     "MAX_STAGGER_SECONDS",
+    "MIN_RUN_START_TIMEOUT_SECONDS",
     "ONE_SCHEDULE_RULE",
     "RUN_ANNOTATION",
     "Backfill",
@@ -140,6 +142,14 @@ MAX_BACKFILL = 1000
 
 MAX_STAGGER_SECONDS = 3600
 """The largest staggerSeconds the schema accepts (an hour)."""
+
+MIN_RUN_START_TIMEOUT_SECONDS = 10
+"""The smallest runStartTimeoutSeconds the schema accepts: creating, scheduling and
+starting a healthy Pod takes the Job controller, the scheduler and the kubelet a few
+seconds, and a shorter timeout would end runs that were about to start."""
+MAX_RUN_START_TIMEOUT_SECONDS = 604800
+"""The largest runStartTimeoutSeconds the schema accepts (7 days): a run that may wait
+longer than a week to start is better left to activeDeadlineSeconds."""
 
 
 def _cel(rules: tuple[tuple[str, str], ...]) -> dict[str, Any]:
@@ -283,6 +293,24 @@ class CronJobSpec(KubeModel):
     failure_policy: FailurePolicy | None = None
     """What to do about runs that keep failing. Unset: nothing (failures are counted in
     status.consecutiveFailures either way)."""
+    run_start_timeout_seconds: (
+        Annotated[
+            StrictInt,
+            Field(
+                ge=MIN_RUN_START_TIMEOUT_SECONDS,
+                le=MAX_RUN_START_TIMEOUT_SECONDS,
+                json_schema_extra={"format": "int32"},
+            ),
+        ]
+        | None
+    ) = None
+    """End a run none of whose Pods started within this many seconds of its Job's
+    status.startTime (no Pod ready, succeeded or failed: unschedulable, an image that
+    cannot be pulled), and count it as a failed run (status.consecutiveFailures, so it
+    feeds failurePolicy), with a RunStartTimeout event naming the cause the Pods report.
+    Under Forbid or BufferOne such a run would otherwise block every later one. Unlike
+    activeDeadlineSeconds, a run whose Pod started is never ended. 10 to 604800; unset:
+    runs wait to start for ever, as the built-in."""
     catch_up_policy: CatchUpPolicy | None = None
     """Which missed scheduled times run after an outage: "Latest" (unset: the newest
     within startingDeadlineSeconds, as the built-in) or "All" (every one within
