@@ -161,11 +161,14 @@ def test_a_run_without_pods_says_so() -> None:
 def test_a_run_whose_pod_is_ready_is_never_ended_nor_its_pods_read() -> None:
     world = world_of()
     job = first_run(world, ready=1)
-    result = world.reconcile_at(at(1, TIMEOUT * 10))
+    gets = len(world.client.reads_of("get", JOB))  # the test's own
+    result = world.reconcile_at(at(1, TIMEOUT - 10))
+    assert result.requeue_after > TIMEOUT, "no timer for a run that started"
+    world.reconcile_at(at(1, TIMEOUT * 10))
     assert job in world.jobs()
     assert pod_lists(world) == 0
+    assert len(world.client.reads_of("get", JOB)) == gets, "the cached status sufficed"
     assert timeout_events(world) == []
-    assert result.requeue_after > TIMEOUT, "no timer for a run that started"
 
 
 def test_a_running_pod_not_ready_yet_keeps_its_run_without_a_hot_requeue() -> None:
@@ -289,3 +292,15 @@ def test_the_timeout_survives_a_round_trip_through_v2() -> None:
     assert v2["spec"]["runStartTimeoutSeconds"] == 300
     batch_v2.CronJob.model_validate(v2)
     assert conversion.convert(v2, batch_v1.CRONJOB.api_version) == v1
+
+
+def test_a_job_the_server_no_longer_has_is_not_ended_again() -> None:
+    """The cache lags a delete (an earlier reconcile ended the run): the live read finds
+    the Job gone, so nothing is deleted or counted a second time."""
+    world = world_of()
+    first_run(world)
+    world.client.prepend_reactor("get", JOB, lambda _: errors.api_error(404, {}))
+    world.reconcile_at(at(1, TIMEOUT))
+    assert world.client.writes_of("delete", JOB) == []
+    assert int(world.status().get("consecutiveFailures") or 0) == 0
+    assert timeout_events(world) == []
