@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from cronjob_operator.api import batch_v1, batch_v2
 from cronjob_operator.controllers.cronjob import start_timeout
 from cronjob_operator.controllers.cronjob.jobs import job_name
+from cronjob_operator.controllers.cronjob.view import StartReport
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import Propagation
 from cronjob_operator.runtime.controllerutil import rfc3339
@@ -106,7 +107,10 @@ def image_pull_failing() -> dict[str, Any]:
 
 
 def timeout_events(world: Harness) -> list[str]:
-    return [e.message for e in world.recorder.events if e.reason == start_timeout.REASON]
+    """The messages of the RunStartTimeout events, each a Warning."""
+    events = [e for e in world.recorder.events if e.reason == start_timeout.REASON]
+    assert all(e.type == "Warning" for e in events)
+    return [e.message for e in events]
 
 
 def pod_lists(world: Harness) -> int:
@@ -248,7 +252,7 @@ def test_a_long_cause_is_cut_so_the_event_keeps_its_message() -> None:
     pod = {"metadata": {"name": "p"}, "status": unschedulable()}
     pod["status"]["conditions"][0]["message"] = "x" * 5000
     report = start_timeout.report_of([pod])
-    assert not report.started
+    assert report.started is False
     assert len(report.cause) == 600
     assert report.cause.endswith("...")
 
@@ -304,3 +308,47 @@ def test_a_job_the_server_no_longer_has_is_not_ended_again() -> None:
     assert world.client.writes_of("delete", JOB) == []
     assert int(world.status().get("consecutiveFailures") or 0) == 0
     assert timeout_events(world) == []
+
+
+def pending_pod(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "p"}, "status": {"phase": "Pending", **status}}
+
+
+def test_a_cause_of_600_characters_is_kept_whole() -> None:
+    prefix = "Pod p: Unschedulable: "
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    condition["message"] = "x" * (600 - len(prefix))
+    assert start_timeout.report_of([pending_pod(conditions=[condition])]).cause == (
+        prefix + condition["message"]
+    )
+
+
+def test_only_a_false_pod_scheduled_condition_is_a_cause() -> None:
+    conditions = [
+        {"type": "Initialized", "status": "False", "reason": "Other"},
+        {"type": "PodScheduled", "status": "True", "reason": "Scheduled"},
+    ]
+    report = start_timeout.report_of([pending_pod(conditions=conditions)])
+    assert report == StartReport(started=False, cause="Pod p is Pending and gives no reason")
+
+
+def test_a_reason_without_a_message_is_named_alone() -> None:
+    container = {"name": "main", "state": {"waiting": {"reason": "ContainerCreating"}}}
+    report = start_timeout.report_of([pending_pod(containerStatuses=[container])])
+    assert report.cause == "Pod p: ContainerCreating"
+
+
+def test_a_started_run_does_not_shield_a_later_one_that_never_started() -> None:
+    """Allow: two runs active; the first started (its Job counts a ready Pod), the second
+    never did: the second alone is ended."""
+    world = world_of(concurrencyPolicy="Allow")
+    started = first_run(world, ready=1)
+    world.reconcile_at(at(2))
+    stuck = job_name(NAME, at(2))
+    job = objects.thaw(world.client.get(JOB, stuck, NS))
+    job["status"] = {"startTime": rfc3339(at(2)), "active": 1}
+    world.client.update_status(JOB, job)
+    world.reconcile_at(at(2, TIMEOUT))
+    assert started in world.jobs()
+    assert stuck not in world.jobs()
+    assert [ref["name"] for ref in world.status()["active"]] == [started]

@@ -11,10 +11,10 @@ that are working. The rule, off unless the field is set:
   (``status.ready``, ``succeeded``, ``failed``): read from the cache, no Pod is read.
 * A Job past its timeout without such a count is ``overdue``: the reconciler reads that
   Job live and lists its Pods (a LIST by its controller-uid label, only then: no Pod
-  informer) into a ``view.StartReport``. A Pod Running or finished means the run started (a Pod
-  whose readiness probe does not pass yet) and it is left alone; otherwise the report
-  holds the cause the Pods give (a waiting container's reason, the PodScheduled
-  condition).
+  informer) into a ``view.StartReport``. A Pod Running or finished means the run
+  started (a Pod whose readiness probe does not pass yet) and it is left alone;
+  otherwise the report holds the cause the Pods give (a waiting container's reason, the
+  PodScheduled condition).
 * ``end_overdue`` ends each reported run: a Delete step (background propagation, as
   Replace) whose failure raises; the run leaves ``status.active`` and counts as a failed
   run (``history.count_failed_run``), reported by a ``RunStartTimeout`` warning with the
