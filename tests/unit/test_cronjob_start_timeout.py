@@ -61,10 +61,16 @@ def world_of(**spec: Any) -> Harness:
 def first_run(world: Harness, **counts: int) -> str:
     """Reconcile at the first scheduled time; the Job controller starts its Job then
     (``status.startTime``, ``counts`` such as ready=1). Returns the Job's name."""
-    world.reconcile_at(at(1))
-    name = job_name(NAME, at(1))
+    return run(world, 1, **counts)
+
+
+def run(world: Harness, hours: int, **counts: int) -> str:
+    """Reconcile at the scheduled time ``at(hours)`` and start its Job then, as
+    ``first_run`` does; returns the Job's name."""
+    world.reconcile_at(at(hours))
+    name = job_name(NAME, at(hours))
     job = objects.thaw(world.client.get(JOB, name, NS))
-    job["status"] = {"startTime": rfc3339(at(1)), "active": 1, **counts}
+    job["status"] = {"startTime": rfc3339(at(hours)), "active": 1, **counts}
     world.client.update_status(JOB, job)
     return name
 
@@ -222,11 +228,7 @@ def test_the_failure_counts_once_after_a_success() -> None:
     earlier = first_run(world, ready=1)
     world.finish(earlier, at=at(1, 30))
     world.reconcile_at(at(1, 30))
-    world.reconcile_at(at(2))
-    job = job_name(NAME, at(2))
-    pending = objects.thaw(world.client.get(JOB, job, NS))
-    pending["status"] = {"startTime": rfc3339(at(2)), "active": 1}
-    world.client.update_status(JOB, pending)
+    run(world, 2)
     world.reconcile_at(at(2, TIMEOUT))
     world.reconcile_at(at(2, TIMEOUT + 5))
     assert world.status()["consecutiveFailures"] == 1
@@ -343,11 +345,7 @@ def test_a_started_run_does_not_shield_a_later_one_that_never_started() -> None:
     never did: the second alone is ended."""
     world = world_of(concurrencyPolicy="Allow")
     started = first_run(world, ready=1)
-    world.reconcile_at(at(2))
-    stuck = job_name(NAME, at(2))
-    job = objects.thaw(world.client.get(JOB, stuck, NS))
-    job["status"] = {"startTime": rfc3339(at(2)), "active": 1}
-    world.client.update_status(JOB, job)
+    stuck = run(world, 2)
     world.reconcile_at(at(2, TIMEOUT))
     assert started in world.jobs()
     assert stuck not in world.jobs()
