@@ -33,8 +33,10 @@ from cronjob_operator.api.batch_v1_constants import (
     BACKFILL_ANNOTATION,
     CRONJOB,
     MAX_BACKFILL,
+    MAX_RUN_START_TIMEOUT_SECONDS,
     MAX_RUN_TOKEN_LENGTH,
     MAX_STAGGER_SECONDS,
+    MIN_RUN_START_TIMEOUT_SECONDS,
     RUN_ANNOTATION,
 )
 from cronjob_operator.api.core import JobTemplateSpec
@@ -58,9 +60,11 @@ __all__ = [
     "MAX_CATCH_UP",
     "MAX_EXCLUDED_DATES",
     "MAX_NAME_LENGTH",
+    "MAX_RUN_START_TIMEOUT_SECONDS",
     "MAX_RUN_TOKEN_LENGTH",
     "MAX_SCHEDULES",
     "MAX_STAGGER_SECONDS",
+    "MIN_RUN_START_TIMEOUT_SECONDS",
     "ONE_SCHEDULE_RULE",
     "RUN_ANNOTATION",
     "Backfill",
@@ -377,6 +381,24 @@ class CronJobSpec(KubeModel):
     failure_policy: FailurePolicy | None = None
     """What to do about runs that keep failing. Unset: nothing (failures are counted in
     status.consecutiveFailures either way)."""
+    run_start_timeout_seconds: (
+        Annotated[
+            StrictInt,
+            Field(
+                ge=MIN_RUN_START_TIMEOUT_SECONDS,
+                le=MAX_RUN_START_TIMEOUT_SECONDS,
+                json_schema_extra={"format": "int32"},
+            ),
+        ]
+        | None
+    ) = None
+    """End a run none of whose Pods started within this many seconds of its Job's
+    status.startTime (no Pod ready, succeeded or failed: unschedulable, an image that
+    cannot be pulled), and count it as a failed run (status.consecutiveFailures, so it
+    feeds failurePolicy), with a RunStartTimeout event naming the cause the Pods report.
+    Under Forbid or BufferOne such a run would otherwise block every later one. Unlike
+    activeDeadlineSeconds, a run whose Pod started is never ended. 10 to 604800; unset:
+    runs wait to start for ever, as the built-in."""
     catch_up_policy: CatchUpPolicy | None = None
     """Which missed scheduled times run after an outage: "Latest" (unset: the newest
     within startingDeadlineSeconds, as the built-in) or "All" (every one within

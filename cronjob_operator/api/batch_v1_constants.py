@@ -17,8 +17,10 @@ __all__ = [
     "CONCURRENCY_GROUP",
     "CRONJOB",
     "MAX_BACKFILL",
+    "MAX_RUN_START_TIMEOUT_SECONDS",
     "MAX_RUN_TOKEN_LENGTH",
     "MAX_STAGGER_SECONDS",
+    "MIN_RUN_START_TIMEOUT_SECONDS",
     "RUN_ANNOTATION",
 ]
 
@@ -43,3 +45,11 @@ MAX_BACKFILL = 1000
 
 MAX_STAGGER_SECONDS = 3600
 """The largest staggerSeconds the schema accepts (an hour)."""
+
+MIN_RUN_START_TIMEOUT_SECONDS = 10
+"""The smallest runStartTimeoutSeconds the schema accepts: creating, scheduling and
+starting a healthy Pod takes the Job controller, the scheduler and the kubelet a few
+seconds, and a shorter timeout would end runs that were about to start."""
+MAX_RUN_START_TIMEOUT_SECONDS = 604800
+"""The largest runStartTimeoutSeconds the schema accepts (7 days): a run that may wait
+longer than a week to start is better left to activeDeadlineSeconds."""

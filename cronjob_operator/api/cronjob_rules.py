@@ -45,8 +45,10 @@ from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1_constants import (
     BACKFILL_ANNOTATION,
     MAX_BACKFILL,
+    MAX_RUN_START_TIMEOUT_SECONDS,
     MAX_RUN_TOKEN_LENGTH,
     MAX_STAGGER_SECONDS,
+    MIN_RUN_START_TIMEOUT_SECONDS,
     RUN_ANNOTATION,
 )
 from cronjob_operator.runtime.controllerutil import rfc3339
@@ -66,6 +68,7 @@ __all__ = [
     "MAX_REQUEST_LENGTH",
     "PAUSE_FIELD",
     "STAGGER_FIELD",
+    "START_TIMEOUT_FIELD",
     "TIMES_MEMO_SIZE",
     "TOKEN_FIELD",
     "WINDOW_FIELD",
@@ -80,6 +83,7 @@ __all__ = [
     "shortest_gap",
     "stagger_offset",
     "stagger_problem",
+    "start_timeout_problem",
     "times_of",
     "token_problem",
     "window_problems",
@@ -362,6 +366,26 @@ def count_problem(schedule: schedules.AnySchedule, request: Request) -> str | No
             "backfill runs; split it into shorter ranges"
         )
     return None
+
+
+# --- start timeout -----------------------------------------------------------------
+
+START_TIMEOUT_FIELD: Final = "spec.runStartTimeoutSeconds"
+
+
+def start_timeout_problem(seconds: Any) -> str | None:
+    """Why ``spec.runStartTimeoutSeconds`` cannot be used (None: it can, or it is unset):
+    the detail after ``spec.runStartTimeoutSeconds: <value>:``."""
+    if seconds is None:
+        return None
+    whole = isinstance(seconds, int) and not isinstance(seconds, bool)
+    if whole and MIN_RUN_START_TIMEOUT_SECONDS <= seconds <= MAX_RUN_START_TIMEOUT_SECONDS:
+        return None
+    return (
+        f"must be a whole number of seconds from {MIN_RUN_START_TIMEOUT_SECONDS} to "
+        f"{MAX_RUN_START_TIMEOUT_SECONDS} (how long a run's Pods have to start before the "
+        "run is ended and counted failed), or unset to let runs wait to start for ever"
+    )
 
 
 # --- stagger -----------------------------------------------------------------------

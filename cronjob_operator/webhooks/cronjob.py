@@ -38,6 +38,7 @@ from cronjob_operator.api.cronjob_rules import (
     MAX_HISTORY_LIMIT,
     PAUSE_FIELD,
     STAGGER_FIELD,
+    START_TIMEOUT_FIELD,
     TOKEN_FIELD,
     parse_spec_schedule,
     stagger_problem,
@@ -264,7 +265,12 @@ def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) ->
         )
     window = [webhook.invalid(*problem) for problem in window_problems(spec)]
     return (
-        errors + _stagger_errors(spec) + _failure_policy_errors(spec) + _group_errors(spec) + window
+        errors
+        + _stagger_errors(spec)
+        + _failure_policy_errors(spec)
+        + _group_errors(spec)
+        + _start_timeout_errors(spec)
+        + window
     )
 
 
@@ -297,6 +303,12 @@ def _failure_policy_errors(spec: Mapping[str, Any]) -> list[FieldError]:
             "row), or unset to never pause",
         )
     ]
+
+
+def _start_timeout_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    value = spec.get("runStartTimeoutSeconds")
+    detail = rules.start_timeout_problem(value)
+    return [] if detail is None else [webhook.invalid(START_TIMEOUT_FIELD, value, detail)]
 
 
 def _group_errors(spec: Mapping[str, Any]) -> list[FieldError]:

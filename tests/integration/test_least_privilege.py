@@ -203,6 +203,7 @@ def test_the_namespaced_install_grants_only_its_namespace(
         ("list", "secrets"),
         ("create", "deployments.apps"),
         ("create", "jobs.batch"),
+        ("list", "pods"),  # a run past spec.runStartTimeoutSeconds: its Pods, for the cause
     ):
         assert can_i(control_plane, verb, resource, "-n", SYSTEM) == "yes"
         assert can_i(control_plane, verb, resource, "-n", namespace) == "no"

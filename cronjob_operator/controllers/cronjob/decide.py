@@ -7,7 +7,8 @@ its concept's module and this one only sequences them:
 1. history (``history.py``): bring status in line with the Jobs (``lastScheduleTime``
    first, so a run whose Job exists is recorded before anything else is decided), count
    failures, lift a failure pause on a new generation, prune what the stored status has
-   recorded;
+   recorded; then end each run none of whose Pods started in time (``start_timeout.py``),
+   before anything starts, so its end makes room;
 2. requests (``requests.py``, ``backfill.py``): a run request, then a backfill's next
    time (both before the suspend and pause checks);
 3. due runs (``runs.py``, ``policies.py``, ``concurrency.py``, ``limits.py``, and the
@@ -49,6 +50,7 @@ from cronjob_operator.controllers.cronjob import (
     policies,
     requests,
     runs,
+    start_timeout,
 )
 from cronjob_operator.controllers.cronjob.plan import (
     Create,
@@ -159,6 +161,7 @@ class _Decision:
         self._prune()
         observed = status.get("observedSchedule")
         try:
+            start_timeout.end_overdue(self.view, status, self.steps, self.now, notices)
             manual = self._run_requested()
             filled, filling = self._backfill()
             status.pop("waitingForGroup", None)  # set again while a run still waits
@@ -173,14 +176,18 @@ class _Decision:
             return self._plan(status=status, notices=tuple(notices), error=exc)
         if problem is None:
             problem = self._stored_problem() or manual or filled
-        if filling is not None and (requeue is None or filling < requeue):
-            requeue = filling
+        for sooner in (
+            filling,
+            start_timeout.requeue_after(self.view.spec, self.view.jobs.active, self.now),
+        ):
+            if sooner is not None and (requeue is None or sooner < requeue):
+                requeue = sooner
         if self.started:
             # Jobs first: this reconcile created a Job. Its status is written by a
             # follow-up reconcile queued behind every other due run; that one finds the
             # Job (which records the run) and the unchanged stored status (so it reports
             # the notices of this one).
-            write = _record_with_the_run(status, stored, observed)
+            write = _record_with_the_run(status, stored, observed) or _ended_a_run(notices)
             return self._plan(
                 status=status if write else None,
                 notices=tuple(notices),
@@ -594,6 +601,12 @@ def _record_with_the_run(
         or new_backfill
         or status.get("bufferedRun") != stored.get("bufferedRun")
     )
+
+
+def _ended_a_run(notices: list[history.Notice]) -> bool:
+    """Whether this reconcile ended a run by its start timeout: its Job is gone, so only
+    this write can count it."""
+    return any(notice.reason == start_timeout.REASON for notice in notices)
 
 
 def _restore(status: dict[str, Any], stored: Mapping[str, Any], key: str) -> None:

@@ -247,7 +247,15 @@ def slim_job(job: dict[str, Any]) -> dict[str, Any]:
     status = job.get("status") or {}
     job["status"] = {
         key: status[key]
-        for key in ("conditions", "startTime", "completionTime", "active", "succeeded", "failed")
+        for key in (
+            "conditions",
+            "startTime",
+            "completionTime",
+            "active",
+            "ready",
+            "succeeded",
+            "failed",
+        )
         if key in status
     }
     return job

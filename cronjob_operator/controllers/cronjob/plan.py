@@ -65,7 +65,8 @@ class Event:
 @dataclass(frozen=True, slots=True)
 class Delete:
     """Delete the Job ``name`` if it still has ``uid``. ``replace``: an active Job
-    ``Replace`` makes room for (its outcome matters); else a pruned one."""
+    ``Replace`` makes room for, or a run ended by its start timeout (its outcome matters);
+    else a pruned one."""
 
     name: str
     uid: str | None

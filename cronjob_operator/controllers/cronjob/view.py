@@ -3,7 +3,8 @@
 ``observe`` (in ``reconciler.py``) reads the CronJob and its Jobs from the cache and asks
 the API server about the active entries the cache lacks; :func:`view_of` turns what it
 read into a :class:`CronJobView`: the metadata the decision asks about, the Jobs by
-state, and which active entries are confirmed gone. The decision (``decide.py``) reads
+state, which active entries are confirmed gone, and what the Pods of a run past its
+start timeout say (:class:`StartReport`). The decision (``decide.py``) reads
 only this.
 
 Every timestamp the decision reads is parsed here, at most once, and nowhere else: the
@@ -18,6 +19,7 @@ ones with :func:`stamp` (the second-precision value the API server keeps), and
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,6 +35,7 @@ __all__ = [
     "STATUS_TIMES",
     "CronJobView",
     "JobTimes",
+    "StartReport",
     "api_status",
     "created_at",
     "group_status_of",
@@ -102,6 +105,15 @@ class JobTimes:
         return self._job.get("status") or {}
 
 
+@dataclass(frozen=True, slots=True)
+class StartReport:
+    """What the Pods of a run past its start timeout say (``start_timeout``): whether one
+    started after all (Running or finished), else the cause they give."""
+
+    started: bool
+    cause: str = ""
+
+
 class _CreatedByName(Mapping[str, "datetime | None"]):
     """Jobs' creation times by Job name, each parsed when it is first read."""
 
@@ -143,9 +155,18 @@ class CronJobView:
     """The active Jobs' creation times, by name (each parsed when first read)."""
     missing: frozenset[str]
     """The uids of ``status.active`` entries the API server confirmed are gone."""
+    start_reports: Mapping[str, StartReport] = dataclasses.field(default_factory=dict)
+    """What the Pods of each run past its start timeout say, by Job uid
+    (``start_timeout``; read only for those runs)."""
 
 
-def view_of(cronjob: objects.Obj, jobs: JobSets, *, missing: Iterable[str] = ()) -> CronJobView:
+def view_of(
+    cronjob: objects.Obj,
+    jobs: JobSets,
+    *,
+    missing: Iterable[str] = (),
+    start_reports: Mapping[str, StartReport] | None = None,
+) -> CronJobView:
     """The view of ``cronjob`` and the Jobs it controls, by state (``jobs.classify``)."""
     metadata = cronjob["metadata"]
     times = job_times_of(jobs.owned())
@@ -165,6 +186,7 @@ def view_of(cronjob: objects.Obj, jobs: JobSets, *, missing: Iterable[str] = ())
             {objects.name_of(job): times[job_uid(job)] for job in jobs.active}
         ),
         missing=frozenset(missing),
+        start_reports=start_reports or {},
     )
 
 
