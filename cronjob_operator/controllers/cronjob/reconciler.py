@@ -82,6 +82,8 @@ class CronJobReconciler:
         """This reconciler's status writes; ``setup`` skips their watch echoes."""
 
     def reconcile(self, request: Request) -> Result:
+        # Before the read: a cache that lacks our last write is read with its echo still due.
+        self.echoes.forget(request.namespace, request.name)
         try:
             cronjob = self._client.get(CRONJOB, request.name, request.namespace)
         except errors.NotFound:
@@ -228,7 +230,7 @@ def skip_status_echoes(echoes: StatusEchoes) -> Predicate:
     runs on the informer's thread (``inline``)."""
 
     def deleted(obj: objects.Obj) -> bool:
-        echoes.forget(obj)
+        echoes.forget(objects.namespace_of(obj), objects.name_of(obj))
         return True
 
     return Predicate(

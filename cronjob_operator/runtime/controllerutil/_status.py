@@ -45,16 +45,20 @@ class StatusEchoes:
     ``write_status`` notes a write before sending it (the echo may arrive before the
     response) and drops the note when the write needs a retry: a write merged onto a
     newer object after a Conflict was decided from an older one, so its echo is
-    reconciled. ``is_echo`` is true only for an update whose old
-    object has the resourceVersion the write was based on and whose new object has
-    exactly the written status: only that write can make it, a status write changes
-    nothing else (any other write from the same object keeps the old status, which
-    differs, since only a changed status is written), and the writing reconcile has
-    already acted on everything the new object holds. Anything else, including a
-    resync, a relist that skips past the echo, a spec or metadata edit, or another
-    writer, is no echo. One note per object, removed by its echo or (``forget``) the
-    object's deletion. The checks are dict reads: a controller's predicate may make them
-    on the informer's thread.
+    reconciled. ``is_echo`` is true only for an update whose old object has the
+    resourceVersion the write was based on and whose new object has exactly the
+    written status: only that write can make it, a status write changes nothing else
+    (any other write from the same object keeps the old status, which differs, since
+    only a changed status is written), and the writing reconcile has already acted on
+    everything the new object holds. Anything else, including a resync, a relist that
+    skips past the echo, a spec or metadata edit, or another writer, is no echo.
+
+    One note per object, removed by its echo, by the object's deletion, or (``forget``)
+    when a reconcile of the object starts before the echo came: that reconcile may read
+    the cache before the write reached it and decide from the stale copy, and the echo,
+    reconciled, is what puts that right. The reconcile forgets before it reads, so an
+    echo skipped before then was already in the cache it reads. The checks are dict
+    reads: a controller's predicate may make them on the informer's thread.
     """
 
     def __init__(self) -> None:
@@ -65,9 +69,10 @@ class StatusEchoes:
         version = str(obj["metadata"].get("resourceVersion", ""))
         self._notes[_key(obj)] = (version, objects.freeze(status))
 
-    def forget(self, obj: objects.Obj) -> None:
-        """Drop the note of ``obj`` (its write is retried, or the object is gone)."""
-        self._notes.pop(_key(obj), None)
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop the note of an object: its write is retried, the object is gone, or a
+        reconcile of it starts (class doc)."""
+        self._notes.pop((namespace, name), None)
 
     def is_echo(self, old: objects.Obj, new: objects.Obj) -> bool:
         """True when ``old`` -> ``new`` is the noted write and nothing else (class doc)."""
@@ -157,7 +162,7 @@ def write_status(
             return True
         except errors.Conflict:
             if echoes is not None:
-                echoes.forget(obj)
+                echoes.forget(metadata.get("namespace", ""), metadata["name"])
             if attempt == attempts:
                 raise
             fresh = client.live.get(kind, metadata["name"], metadata.get("namespace"))
