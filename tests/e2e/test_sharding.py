@@ -145,6 +145,14 @@ def settled_on(plane: ControlPlane, namespace: str, members: set[str]) -> bool:
     return set(placed.values()) == members
 
 
+def spread_over(plane: ControlPlane, namespace: str, members: set[str]) -> bool:
+    """Every CronJob is labelled with one of ``members``, and at least two of them own
+    some. (A few CronJobs need not give every member a share: with 8 over 3 members, one
+    member owns none about once in 9 namespaces.)"""
+    placed = set(owners(plane, namespace).values())
+    return placed <= members and len(placed) >= 2
+
+
 def shard_writes(plane: ControlPlane, namespace: str) -> dict[str, list[AuditEvent]]:
     """The sharded controllers' successful writes, per CronJob."""
     per_cronjob: dict[str, list[AuditEvent]] = defaultdict(list)
@@ -541,7 +549,12 @@ def test_chaos_group_limit_holds_across_replicas(
             plane, [group, *(cronjob_manifest(n, namespace, run="20s", **grouped) for n in names)]
         )
         members = {str(member_of(process)) for process in running}
-        wait_for(lambda: settled_on(plane, namespace, members), 90, message="3 shares")
+        wait_for(
+            lambda: spread_over(plane, namespace, members),
+            90,
+            message="the CronJobs spread over the replicas",
+            detail=lambda: Counter(owners(plane, namespace).values()),
+        )
         first_kill = time.monotonic() + GROUP_KILL_EVERY
         for kill in range(GROUP_KILLS):
             time.sleep(max(0.0, first_kill + kill * GROUP_KILL_EVERY - time.monotonic()))
