@@ -9,16 +9,18 @@ the OpenAPI schema, so both checks stay one fact.
 The reconciler does not validate whole objects: the job template is copied to the Job
 as the JSON it is, and a CronJob stored while validation was bypassed (say, an unknown
 time zone) must still be read so the controller can report it. ``read_settings`` reads
-just the fields the reconciler acts on, without those checks.
+just the fields the reconciler acts on, typed, without those checks: the one way the
+controller reads a spec.
 """
 
 from __future__ import annotations
 
 import zoneinfo
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Self, TypeVar
 
 from pydantic import (
     ConfigDict,
@@ -67,7 +69,9 @@ __all__ = [
     "ObservedSchedule",
     "SkipReason",
     "SkippedRuns",
+    "Unusable",
     "read_settings",
+    "settings_of",
 ]
 
 CRONJOB = Kind("batch.tutorial.kubebuilder.io", "v1", "CronJob", "cronjobs")
@@ -481,32 +485,111 @@ class CronJob(KubeModel):
         return self
 
 
-class CronJobSettings(KubeModel):
-    """The spec fields the reconciler acts on, read without validating their values.
+@dataclass(frozen=True, slots=True)
+class Unusable:
+    """A spec value stored past validation that the controller cannot act on, as stored:
+    it reports the value (its Warning and Degraded message quote it) and goes on without."""
 
-    Defaults are the schema's, for objects stored before the defaults existed."""
+    value: object
 
-    model_config = ConfigDict(frozen=True)
+
+@dataclass(frozen=True, slots=True)
+class CronJobSettings:
+    """The spec fields the reconciler acts on, typed, read without validating them.
+
+    An enum value stored past validation reads as its default (an unknown
+    concurrencyPolicy as Allow, an unknown catchUpPolicy as Latest); a number of the
+    wrong type as unset, except the two the controller reports (:class:`Unusable`).
+    Unset history limits stay None (at most ``MAX_HISTORY_LIMIT`` Jobs are kept then)."""
 
     schedule: str | None = None
-    schedules: list[str] | None = None
-    time_zone: str | None = None
+    """``spec.schedule`` as a string (None: unset)."""
+    schedules: tuple[str, ...] | None = None
+    """``spec.schedules`` as strings (None: unset, or not a list)."""
+    time_zone: Any = None
+    """``spec.timeZone`` as stored (the schedule parser reports one it cannot use)."""
     starting_deadline_seconds: int | None = None
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
+    catch_up_policy: CatchUpPolicy = CatchUpPolicy.LATEST
     suspend: bool = False
-    successful_jobs_history_limit: int | None = 3
-    failed_jobs_history_limit: int | None = 1
-    catch_up_policy: CatchUpPolicy | None = None
+    successful_jobs_history_limit: int | None = None
+    failed_jobs_history_limit: int | None = None
+    stagger_seconds: int | Unusable = 0
+    pause_after_failures: int | None = None
+    """``spec.failurePolicy.pauseAfterConsecutiveFailures`` when it is 1 or more (None:
+    no failure pause)."""
+    unusable_pause: Unusable | None = None
+    """A failure policy stored past validation (not a positive whole number)."""
 
 
 def read_settings(cronjob: Mapping[str, Any]) -> CronJobSettings:
     """The reconciler's view of a CronJob object (raw JSON, e.g. from the cache).
 
-    Unknown fields and the job template are not looked at; a time zone or schedule that
-    validation would reject is returned as stored, for the controller to report.
-    Raises ``pydantic.ValidationError`` only when a field has the wrong JSON type.
-    """
-    return CronJobSettings.model_validate(cronjob.get("spec") or {})
+    Unknown fields and the job template are not looked at; never raises: a schedule or
+    time zone that validation would reject is returned as stored, for the controller
+    to report, and other values as :class:`CronJobSettings` says."""
+    return settings_of(cronjob.get("spec") or {})
+
+
+def settings_of(spec: Mapping[str, Any]) -> CronJobSettings:
+    """:func:`read_settings` of a CronJob's ``spec``."""
+    schedule = spec.get("schedule")
+    many = spec.get("schedules")
+    pause, unusable_pause = _pause_of(spec.get("failurePolicy"))
+    return CronJobSettings(
+        schedule=None if schedule is None else str(schedule),
+        schedules=tuple(str(entry) for entry in many) if isinstance(many, list | tuple) else None,
+        time_zone=spec.get("timeZone"),
+        starting_deadline_seconds=_whole(spec.get("startingDeadlineSeconds")),
+        concurrency_policy=_member(
+            ConcurrencyPolicy, spec.get("concurrencyPolicy"), ConcurrencyPolicy.ALLOW
+        ),
+        catch_up_policy=_member(CatchUpPolicy, spec.get("catchUpPolicy"), CatchUpPolicy.LATEST),
+        suspend=bool(spec.get("suspend")),
+        successful_jobs_history_limit=_whole(spec.get("successfulJobsHistoryLimit")),
+        failed_jobs_history_limit=_whole(spec.get("failedJobsHistoryLimit")),
+        stagger_seconds=_stagger_of(spec.get("staggerSeconds")),
+        pause_after_failures=pause,
+        unusable_pause=unusable_pause,
+    )
+
+
+_Enum = TypeVar("_Enum", bound=StrEnum)
+
+
+def _whole(value: Any) -> int | None:
+    """``value`` if it is a whole number (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _member(enum: type[_Enum], value: Any, default: _Enum) -> _Enum:
+    """The member of ``enum`` named by ``value``; ``default`` when unset or unknown."""
+    try:
+        return enum(value) if value else default
+    except (ValueError, TypeError):
+        return default
+
+
+def _stagger_of(value: Any) -> int | Unusable:
+    """``spec.staggerSeconds``: 0 when unset or zero, the stored value if not whole."""
+    if value is None or value == 0:
+        return 0
+    whole = _whole(value)
+    return Unusable(value) if whole is None else whole
+
+
+def _pause_of(policy: Any) -> tuple[int | None, Unusable | None]:
+    """``spec.failurePolicy``'s threshold when it is 1 or more, and the stored value when
+    it is set but is not (a failure policy that is not an object counts as that value)."""
+    if policy is None:
+        return None, None
+    if not isinstance(policy, Mapping):
+        return None, Unusable(policy)
+    raw = policy.get("pauseAfterConsecutiveFailures")
+    threshold = _whole(raw)
+    if threshold is not None and threshold >= 1:
+        return threshold, None
+    return None, (None if raw is None else Unusable(raw))
 
 
 CRONJOB_RESOURCE = Resource(

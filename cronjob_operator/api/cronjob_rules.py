@@ -42,6 +42,8 @@ from cronjob_operator.api.batch_v1 import (
     MAX_RUN_TOKEN_LENGTH,
     MAX_STAGGER_SECONDS,
     RUN_ANNOTATION,
+    CronJobSettings,
+    settings_of,
 )
 from cronjob_operator.runtime.controllerutil import rfc3339
 
@@ -66,6 +68,7 @@ __all__ = [
     "parse_request",
     "parse_spec_schedule",
     "request_problem",
+    "schedule_of",
     "shortest_gap",
     "stagger_offset",
     "stagger_problem",
@@ -122,12 +125,16 @@ def token_problem(token: str) -> str | None:
 
 
 def parse_spec_schedule(spec: Mapping[str, Any]) -> schedules.AnySchedule:
+    """:func:`schedule_of` the raw ``spec`` (a request's, or the plugin's)."""
+    return schedule_of(settings_of(spec))
+
+
+def schedule_of(settings: CronJobSettings) -> schedules.AnySchedule:
     """``spec.schedule`` or, when it is unset, ``spec.schedules`` (their union), in
     ``spec.timeZone``. Raises ``ScheduleError`` naming the field (``spec.schedules[1]``)."""
-    many = spec.get("schedules")
-    if spec.get("schedule") is None and isinstance(many, (list, tuple)):
-        return schedules.parse_schedules([str(entry) for entry in many], spec.get("timeZone"))
-    return schedules.parse_schedule(str(spec.get("schedule") or ""), spec.get("timeZone"))
+    if settings.schedule is None and settings.schedules is not None:
+        return schedules.parse_schedules(list(settings.schedules), settings.time_zone)
+    return schedules.parse_schedule(settings.schedule or "", settings.time_zone)
 
 
 # --- backfill requests -------------------------------------------------------------

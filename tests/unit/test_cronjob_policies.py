@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from cronjob_operator import schedule as schedules
-from cronjob_operator.api.batch_v1 import CRONJOB, MAX_CATCH_UP, CatchUpPolicy, SkipReason
+from cronjob_operator.api.batch_v1 import (
+    CRONJOB,
+    MAX_CATCH_UP,
+    CatchUpPolicy,
+    ConcurrencyPolicy,
+    SkipReason,
+    settings_of,
+)
 from cronjob_operator.controllers.cronjob import policies
 from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.controllers.cronjob.view import api_status
@@ -350,14 +357,14 @@ def test_buffer_one_waits_for_a_manual_run_too() -> None:
 def test_the_most_fundamental_block_names_the_skip(
     flags: dict[str, bool], reason: SkipReason | None
 ) -> None:
-    block = policies.blocked_by(policy="Allow", active_since=at(1), **flags)
+    block = policies.blocked_by(policy=ConcurrencyPolicy.ALLOW, active_since=at(1), **flags)
     assert (block and block.reason) == reason
 
 
 def test_forbid_and_buffer_one_block_only_the_times_after_the_active_run() -> None:
     for policy, reason in (
-        ("Forbid", SkipReason.FORBID_WHILE_ACTIVE),
-        ("BufferOne", SkipReason.BUFFER_FULL),
+        (ConcurrencyPolicy.FORBID, SkipReason.FORBID_WHILE_ACTIVE),
+        (ConcurrencyPolicy.BUFFER_ONE, SkipReason.BUFFER_FULL),
     ):
         block = policies.blocked_by(
             suspended=False, paused=False, active_since=at(2), policy=policy
@@ -407,7 +414,7 @@ def test_the_walk_never_passes_a_time_that_may_still_run() -> None:
 
 @pytest.mark.parametrize("value", [None, "Latest", "Sometimes"])
 def test_anything_but_all_catches_up_latest(value: str | None) -> None:
-    assert policies.catch_up_policy({"catchUpPolicy": value}) is CatchUpPolicy.LATEST
+    assert settings_of({"catchUpPolicy": value}).catch_up_policy is CatchUpPolicy.LATEST
 
 
 # --- several schedules ----------------------------------------------------------------

@@ -10,11 +10,10 @@ Job is really gone. ``buffer`` is BufferOne's waiting time (``status.bufferedRun
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from cronjob_operator.api.batch_v1 import ConcurrencyPolicy, SkipReason
+from cronjob_operator.api.batch_v1 import ConcurrencyPolicy, CronJobSettings, SkipReason
 from cronjob_operator.controllers.cronjob import policies
 from cronjob_operator.controllers.cronjob.plan import Delete, Rejected, Steps
 from cronjob_operator.controllers.cronjob.view import stamp, time_at
@@ -23,13 +22,13 @@ from cronjob_operator.runtime.controllerutil import rfc3339
 __all__ = ["buffer", "make_room"]
 
 
-def make_room(spec: Mapping[str, Any], status: dict[str, Any], steps: Steps) -> bool:
+def make_room(spec: CronJobSettings, status: dict[str, Any], steps: Steps) -> bool:
     """Apply concurrencyPolicy before a new run: False if Forbid (or BufferOne) says wait."""
     active = status.get("active") or []
-    policy = spec.get("concurrencyPolicy") or "Allow"
+    policy = spec.concurrency_policy
     if policy in (ConcurrencyPolicy.FORBID, ConcurrencyPolicy.BUFFER_ONE) and active:
         return False
-    if policy == "Replace":
+    if policy is ConcurrencyPolicy.REPLACE:
         _replace_active(status, steps)
     return True
 
@@ -46,7 +45,7 @@ def _replace_active(status: dict[str, Any], steps: Steps) -> None:
 
 
 def buffer(
-    spec: Mapping[str, Any],
+    spec: CronJobSettings,
     status: dict[str, Any],
     queue: tuple[datetime, ...],
     ran: set[datetime],
@@ -61,7 +60,7 @@ def buffer(
     if buffered is not None and buffered in ran:  # its Job exists: it started
         status.pop("bufferedRun", None)
         buffered = None
-    if spec.get("concurrencyPolicy") != ConcurrencyPolicy.BUFFER_ONE:
+    if spec.concurrency_policy is not ConcurrencyPolicy.BUFFER_ONE:
         return (queue[0] if queue else None), queue, None
     if holding:
         return None, queue, None

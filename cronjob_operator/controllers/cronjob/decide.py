@@ -36,6 +36,7 @@ from cronjob_operator.api.batch_v1 import (
     MAX_NAME_LENGTH,
     BackfillState,
     SkipReason,
+    Unusable,
 )
 from cronjob_operator.controllers.cronjob import (
     backfill,
@@ -266,7 +267,7 @@ class _Decision:
                 self.steps.event("Normal", "BackfillCancelled", _backfill_message(status))
             return None, None
         try:
-            schedule = rules.parse_spec_schedule(view.spec)
+            schedule = rules.schedule_of(view.spec)
         except schedules.ScheduleError:
             return None, None  # reported by the scheduling step
         request = rules.parse_request(raw)
@@ -328,9 +329,9 @@ class _Decision:
         if view.deleting:
             return None, None, None
         # Suspended or paused: nothing starts, but the times that come are accounted for.
-        holding = bool(spec.get("suspend")) or conditions.paused(spec, status)
+        holding = spec.suspend or conditions.paused(spec, status)
         try:
-            schedule = rules.parse_spec_schedule(spec)
+            schedule = rules.schedule_of(spec)
         except schedules.ScheduleError as exc:
             if holding:
                 return None, None, None
@@ -357,12 +358,12 @@ class _Decision:
         earliest = max(last or created, since) - offset
         if accounted is not None and accounted > earliest:
             earliest = accounted
-        deadline = spec.get("startingDeadlineSeconds")
+        deadline = spec.starting_deadline_seconds
         due = self.walks.most_recent_due(
             schedule, earliest=earliest, now=shifted, starting_deadline_seconds=deadline
         )
         queue = policies.due_queue(
-            policies.catch_up_policy(spec),
+            spec.catch_up_policy,
             schedule,
             due,
             earliest=earliest,
@@ -375,10 +376,10 @@ class _Decision:
             spec, status, queue, ran, reach, holding, self.steps
         )
         block = policies.blocked_by(
-            suspended=bool(spec.get("suspend")),
+            suspended=spec.suspend,
             paused=conditions.paused(spec, status),
             active_since=runs.active_since(name, status, view.job_created),
-            policy=spec.get("concurrencyPolicy"),
+            policy=spec.concurrency_policy,
         )
         buffered = time_at(status, "bufferedRun")
         stored_last = time_at(view.stored, "lastScheduleTime")
@@ -410,7 +411,7 @@ class _Decision:
         )
         if target is None:
             if due.scheduled is None and due.next_time is None:
-                field = "spec.schedule" if spec.get("schedule") is not None else "spec.schedules"
+                field = "spec.schedule" if spec.schedule is not None else "spec.schedules"
                 message = f"{field}: {schedule.expression!r} never fires; fix the schedule"
                 self.steps.event("Warning", "InvalidSchedule", message)
                 return None, Problem("InvalidSchedule", message), accounting
@@ -428,18 +429,21 @@ class _Decision:
 
     def _stagger(self, schedule: schedules.AnySchedule) -> timedelta | Problem:
         """The CronJob's stagger offset, or why its stored staggerSeconds cannot be used."""
-        seconds = self.view.spec.get("staggerSeconds")
-        if seconds is None or seconds == 0:
+        seconds = self.view.spec.stagger_seconds
+        if seconds == 0:
             return timedelta(0)
-        if not isinstance(seconds, int) or isinstance(seconds, bool):
-            detail: str | None = "must be a whole number of seconds"
-        else:
-            detail = rules.stagger_problem(schedule, seconds)
+        if isinstance(seconds, Unusable):
+            return self._stagger_refused(seconds.value, "must be a whole number of seconds")
+        detail = rules.stagger_problem(schedule, seconds)
         if detail is not None:
-            message = f"{rules.STAGGER_FIELD}: {seconds!r}: {detail}"
-            self.steps.event("Warning", "InvalidStagger", message)
-            return Problem("InvalidStagger", message)
+            return self._stagger_refused(seconds, detail)
         return rules.stagger_offset(self.view.namespace, self.view.name, seconds)
+
+    def _stagger_refused(self, stored: object, detail: str) -> Problem:
+        """An unusable staggerSeconds' Warning event and problem."""
+        message = f"{rules.STAGGER_FIELD}: {stored!r}: {detail}"
+        self.steps.event("Warning", "InvalidStagger", message)
+        return Problem("InvalidStagger", message)
 
     def _run(self, scheduled: datetime, zone: ZoneInfo, offset: timedelta | None) -> Problem | None:
         """Create the Job of ``scheduled`` unless it exists; ``offset`` is the stagger
@@ -519,17 +523,12 @@ class _Decision:
 
     def _stored_problem(self) -> Problem | None:
         """A failure policy stored past validation: reported, and scheduling goes on."""
-        spec = self.view.spec
-        policy = spec.get("failurePolicy")
-        if policy is None:
-            return None
-        threshold = conditions.pause_threshold(spec)
-        raw = policy.get("pauseAfterConsecutiveFailures") if isinstance(policy, Mapping) else policy
-        if raw is None or (threshold is not None and threshold >= 1):
+        unusable = self.view.spec.unusable_pause
+        if unusable is None:
             return None
         message = (
-            f"{rules.PAUSE_FIELD}: {raw!r} is not a positive whole number; set 1 or more, "
-            "or remove the field (runs are not paused meanwhile)"
+            f"{rules.PAUSE_FIELD}: {unusable.value!r} is not a positive whole number; set 1 or "
+            "more, or remove the field (runs are not paused meanwhile)"
         )
         self.steps.event("Warning", "InvalidFailurePolicy", message)
         return Problem("InvalidFailurePolicy", message, stops_schedule=False)
@@ -544,7 +543,7 @@ class _Decision:
             condition("Degraded", True, problem.reason, problem.message)
         else:
             condition("Degraded", False, "AsExpected", "")
-        available, reason, message = conditions.availability(self.view.obj, status, problem)
+        available, reason, message = conditions.availability(self.view, status, problem)
         condition("Available", available, reason, message)
         if reason == conditions.PAUSED_REASON and not was_paused:
             self.steps.event("Warning", conditions.PAUSED_REASON, message)

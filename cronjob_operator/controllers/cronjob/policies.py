@@ -28,7 +28,7 @@ only records.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -49,7 +49,6 @@ __all__ = [
     "Block",
     "account",
     "blocked_by",
-    "catch_up_policy",
     "count_skip",
     "due_queue",
     "skipped_message",
@@ -58,14 +57,6 @@ __all__ = [
 
 ACCOUNT_STEP: Final = 1000
 """The most scheduled times one reconcile accounts for; more wait for the next one."""
-
-
-def catch_up_policy(spec: Mapping[str, Any]) -> CatchUpPolicy:
-    """``spec.catchUpPolicy`` (unset, or a value stored past validation: Latest)."""
-    try:
-        return CatchUpPolicy(spec.get("catchUpPolicy") or CatchUpPolicy.LATEST)
-    except ValueError:
-        return CatchUpPolicy.LATEST
 
 
 def due_queue(
@@ -106,7 +97,7 @@ class Block:
 
 
 def blocked_by(
-    *, suspended: bool, paused: bool, active_since: datetime | None, policy: str | None
+    *, suspended: bool, paused: bool, active_since: datetime | None, policy: ConcurrencyPolicy
 ) -> Block | None:
     """What keeps a time that is due now from starting, most fundamental first (None:
     nothing). ``active_since``: the time of the oldest active run (None: none is
@@ -116,9 +107,9 @@ def blocked_by(
         return Block(SkipReason.SUSPENDED)
     if paused:
         return Block(SkipReason.PAUSED_AFTER_FAILURES)
-    if active_since is not None and policy == ConcurrencyPolicy.FORBID:
+    if active_since is not None and policy is ConcurrencyPolicy.FORBID:
         return Block(SkipReason.FORBID_WHILE_ACTIVE, active_since)
-    if active_since is not None and policy == ConcurrencyPolicy.BUFFER_ONE:
+    if active_since is not None and policy is ConcurrencyPolicy.BUFFER_ONE:
         return Block(SkipReason.BUFFER_FULL, active_since)
     return None
 
