@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 from zoneinfo import ZoneInfo
@@ -51,6 +52,7 @@ from cronjob_operator.controllers.cronjob import (
 from cronjob_operator.controllers.cronjob.plan import (
     Create,
     Created,
+    Delete,
     Foreign,
     Outcome,
     Pending,
@@ -81,6 +83,52 @@ __all__ = ["Walks", "decide"]
 _SOON: Final = timedelta(seconds=1)
 """How soon to look again when catch-up All has more times to run or the accounting more
 times to walk."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Backfilled:
+    """What the backfill step decided: any problem, and when to look again (None: the
+    events that matter reconcile again)."""
+
+    problem: Problem | None = None
+    look_again: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Scheduled:
+    """What the scheduling step decided: when to look again, any problem, and the
+    skipped runs this reconcile accounted for."""
+
+    requeue: timedelta | None = None
+    problem: Problem | None = None
+    accounting: policies.Accounting | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Timing:
+    """Where the schedule stands now: its times walked from the earliest that may run."""
+
+    schedule: schedules.AnySchedule
+    offset: timedelta
+    """The stagger: a nominal time t is due at t + offset."""
+    shifted: datetime
+    """Now, less the offset: the moment the schedule is asked about."""
+    due: schedules.Due
+    queue: tuple[datetime, ...]
+    """The unmet times the catch-up policy still runs, oldest first."""
+    reach: datetime | None
+    """The oldest time the deadline still starts (None: no deadline)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _DueRuns:
+    """What the due times come to, before it is recorded."""
+
+    buffering: concurrency.Buffering
+    accounting: policies.Accounting
+    skipped_runs: dict[str, Any] | None
+    """``status.skippedRuns`` to record (None: unchanged)."""
+    requeue: timedelta | None
 
 
 class Walks:
@@ -156,18 +204,17 @@ class _Decision:
         observed = status.get("observedSchedule")
         try:
             manual = self._run_requested()
-            filled, filling = self._backfill()
-            requeue, problem, accounting = self._schedule()
+            filled = self._backfill()
+            scheduled = self._schedule()
         except errors.ApiError as exc:
             # Keep what this reconcile learned, but not its skip accounting: the retry
             # does it again and reports it with the write that records it.
             _restore(status, stored, "skippedRuns")
             _restore(status, stored, "bufferedRun")  # a dropped one is counted again
             return self._plan(status=status, notices=tuple(notices), error=exc)
-        if problem is None:
-            problem = self._stored_problem() or manual or filled
-        if filling is not None and (requeue is None or filling < requeue):
-            requeue = filling
+        problem = scheduled.problem or self._stored_problem() or manual or filled.problem
+        requeue = _sooner(scheduled.requeue, filled.look_again)
+        accounting = scheduled.accounting
         if self.started:
             # Jobs first: this reconcile created a Job. Its status is written by a
             # follow-up reconcile queued behind every other due run; that one finds the
@@ -236,7 +283,7 @@ class _Decision:
         name = rules.manual_job_name(view.name, token)
         owned = {objects.name_of(job) for job in view.jobs.owned()}
         if name not in owned:
-            if not concurrency.make_room(view.spec, status, self.steps):
+            if not self._make_room():
                 if status.get("pendingRunRequest") != token:
                     self.steps.event(
                         "Normal",
@@ -253,23 +300,22 @@ class _Decision:
         status["lastHandledRunRequest"] = token
         return None
 
-    def _backfill(self) -> tuple[Problem | None, timedelta | None]:
+    def _backfill(self) -> _Backfilled:
         """Start, cancel or advance the requested backfill, and create the Job of its
         next time when it is due and concurrencyPolicy makes room (one per reconcile, in
-        order). Returns any problem and when to look again."""
+        order)."""
         view, status, now = self.view, self.status, self.now
         raw = view.annotations.get(BACKFILL_ANNOTATION)
         progress = status.get("backfill")
         running = (progress or {}).get("state") == BackfillState.RUNNING
         if raw is None or view.deleting:
             if running and raw is None:
-                backfill.cancel(status["backfill"])
-                self.steps.event("Normal", "BackfillCancelled", _backfill_message(status))
-            return None, None
+                self._record_backfill(backfill.cancelled(status["backfill"]), "BackfillCancelled")
+            return _Backfilled()
         try:
             schedule = rules.schedule_of(view.spec)
         except schedules.ScheduleError:
-            return None, None  # reported by the scheduling step
+            return _Backfilled()  # reported by the scheduling step
         request = rules.parse_request(raw)
         if isinstance(request, str):
             return self._backfill_refused(f"{rules.BACKFILL_FIELD}: {request}")
@@ -277,85 +323,101 @@ class _Decision:
         # is done needs no schedule times (its cost must not outlive it).
         recorded = backfill.recorded(progress, request)
         if recorded and not running:
-            return None, None
+            return _Backfilled()
         problem = None if recorded else rules.count_problem(schedule, request)
         if problem is not None:
             return self._backfill_refused(problem)
         times = rules.times_of(schedule, request)
         if not recorded:
             if running:
-                backfill.cancel(status["backfill"])
-                self.steps.event("Normal", "BackfillCancelled", _backfill_message(status))
-            status["backfill"] = backfill.start(request, times)
-            self.steps.event("Normal", "BackfillStarted", _backfill_message(status))
-        progress = status["backfill"]
-        if progress.get("state") != BackfillState.RUNNING:
-            return None, None
-        backfill.advance(progress, times, runs.ran(view.name, view.jobs, {}))
+                self._record_backfill(backfill.cancelled(status["backfill"]), "BackfillCancelled")
+            self._record_backfill(backfill.start(request, times), "BackfillStarted")
+        if status["backfill"].get("state") != BackfillState.RUNNING:
+            return _Backfilled()
+        progress = status["backfill"] = backfill.advanced(
+            status["backfill"], times, runs.ran(view.name, view.jobs, {})
+        )
         upcoming = time_at(progress, "next")
         if upcoming is None:
             self.steps.event("Normal", "BackfillComplete", _backfill_message(status))
-            return None, None
+            return _Backfilled()
         if upcoming > now:
-            return None, upcoming - now + timedelta(milliseconds=100)
-        if not concurrency.make_room(view.spec, status, self.steps):
-            return None, None  # the active Job's end reconciles again
+            return _Backfilled(look_again=upcoming - now + timedelta(milliseconds=100))
+        if not self._make_room():
+            return _Backfilled()  # the active Job's end reconciles again
         job = jobs.build_job(view.obj, upcoming, schedule.zone)
         job["metadata"].setdefault("annotations", {})[rules.BACKFILL_TOKEN_ANNOTATION] = (
             request.token
         )
         failed = self._create(job)
-        return (None if failed is None else dataclasses.replace(failed, stops_schedule=False)), (
-            _SOON
+        return _Backfilled(
+            None if failed is None else dataclasses.replace(failed, stops_schedule=False), _SOON
         )
 
-    def _backfill_refused(self, problem: str) -> tuple[Problem, None]:
+    def _record_backfill(self, progress: dict[str, Any], reason: str) -> None:
+        """Record ``progress`` as ``status.backfill`` and announce it (``reason``)."""
+        self.status["backfill"] = progress
+        self.steps.event("Normal", reason, _backfill_message(self.status))
+
+    def _backfill_refused(self, problem: str) -> _Backfilled:
         """An unusable backfill request's Warning event and problem (nothing to requeue)."""
         self.steps.event("Warning", "InvalidBackfill", problem)
-        return Problem("InvalidBackfill", problem, stops_schedule=False), None
+        return _Backfilled(Problem("InvalidBackfill", problem, stops_schedule=False))
 
     # --- due runs -------------------------------------------------------------------
 
-    def _schedule(self) -> tuple[timedelta | None, Problem | None, policies.Accounting | None]:
-        """Steps 5-9: maybe create the due Job; returns when to look again, any problem,
-        and the skipped runs this reconcile accounted for.
+    def _schedule(self) -> _Scheduled:
+        """Steps 5-9: maybe create the due Job; when to look again, any problem, and the
+        skipped runs this reconcile accounted for.
 
         Sets ``status.nextScheduleTime``, or removes it when no scheduled run will start.
         """
-        view, status, now, spec = self.view, self.status, self.now, self.view.spec
+        view, status, now = self.view, self.status, self.now
         conditions.set_next_schedule_time(status, None)
-        created = view.created or now
-        since = runs.observe_schedule(status, spec, created=created, now=now)
+        since = runs.observe_schedule(status, view.spec, created=view.created or now, now=now)
         if view.deleting:
-            return None, None, None
+            return _Scheduled()
         # Suspended or paused: nothing starts, but the times that come are accounted for.
-        holding = spec.suspend or conditions.paused(spec, status)
+        holding = view.spec.suspend or conditions.paused(view.spec, status)
+        timing = self._timing(since, holding)
+        if not isinstance(timing, _Timing):
+            return _Scheduled(problem=None if holding else timing)
+        due_runs = self._due_runs(timing, since, holding)
+        self._record_due_runs(due_runs)
+        if holding:
+            return _Scheduled(due_runs.requeue, accounting=due_runs.accounting)
+        return self._start_due_run(timing, due_runs)
+
+    def _timing(self, since: datetime, holding: bool) -> _Timing | Problem | None:
+        """When the schedule is due, staggered, from the walk of its times; or why the
+        spec cannot be scheduled (None: a problem of a holding CronJob, not reported)."""
+        view, status, spec = self.view, self.status, self.view.spec
         try:
             schedule = rules.schedule_of(spec)
         except schedules.ScheduleError as exc:
             if holding:
-                return None, None, None
+                return None
             self.steps.event("Warning", exc.reason, str(exc))
-            return None, Problem(exc.reason, str(exc)), None
-        name = view.name
-        if len(name) > MAX_NAME_LENGTH and not holding:  # stored past validation
+            return Problem(exc.reason, str(exc))
+        if len(view.name) > MAX_NAME_LENGTH and not holding:  # stored past validation
             message = (
-                f"metadata.name: {len(name)} characters, at most {MAX_NAME_LENGTH} leave room "
-                "for the Job name suffix (Job names must fit 63); recreate with a shorter name"
+                f"metadata.name: {len(view.name)} characters, at most {MAX_NAME_LENGTH} leave "
+                "room for the Job name suffix (Job names must fit 63); recreate with a shorter "
+                "name"
             )
             self.steps.event("Warning", "FailedCreate", message)
-            return None, Problem("NameTooLong", message), None
+            return Problem("NameTooLong", message)
         offset = self._stagger(schedule)
         if isinstance(offset, Problem):
-            return None, (None if holding else offset), None
+            return offset
         # Stagger: a nominal time t is due at t + offset, so the schedule is asked about
         # now - offset; the deadline then counts from the staggered time. Never a run due
         # before the last edit of the schedule or time zone (observedSchedule.since), nor
         # one the skip accounting has counted (skippedRuns.accountedThrough).
-        shifted = now - offset
-        last = time_at(status, "lastScheduleTime")
+        shifted = self.now - offset
+        earliest = max(time_at(status, "lastScheduleTime") or view.created or self.now, since)
+        earliest -= offset
         accounted = time_at(status.get("skippedRuns"), "accountedThrough")
-        earliest = max(last or created, since) - offset
         if accounted is not None and accounted > earliest:
             earliest = accounted
         deadline = spec.starting_deadline_seconds
@@ -371,61 +433,105 @@ class _Decision:
             starting_deadline_seconds=deadline,
         )
         reach = schedules.reach_of(shifted, deadline)
-        ran = runs.ran(name, view.jobs, status)
-        target, pending, buffer_skip = concurrency.buffer(
-            spec, status, queue, ran, reach, holding, self.steps
+        return _Timing(schedule, offset, shifted, due, queue, reach)
+
+    def _due_runs(self, timing: _Timing, since: datetime, holding: bool) -> _DueRuns:
+        """What the due times come to (computed, not recorded): the run to start, the
+        buffered time, the skip accounting and when to look again."""
+        view, status, spec = self.view, self.status, self.view.spec
+        ran = runs.ran(view.name, view.jobs, status)
+        buffering = concurrency.buffer(
+            spec.concurrency_policy,
+            time_at(status, "bufferedRun"),
+            running=bool(status.get("active")),
+            queue=timing.queue,
+            ran=ran,
+            reach=timing.reach,
+            holding=holding,
         )
+        paused = conditions.paused(spec, status)
         block = policies.blocked_by(
             suspended=spec.suspend,
-            paused=conditions.paused(spec, status),
-            active_since=runs.active_since(name, status, view.job_created),
+            paused=paused,
+            active_since=runs.active_since(view.name, status, view.job_created),
             policy=spec.concurrency_policy,
         )
-        buffered = time_at(status, "bufferedRun")
+        recorded = None  # status.skippedRuns as this decision leaves it (None: unchanged)
+        if buffering.dropped is not None:
+            recorded = policies.skip_counted(status.get("skippedRuns"), SkipReason.DEADLINE_PASSED)
         stored_last = time_at(view.stored, "lastScheduleTime")
         accounting = policies.account(
-            status,
-            schedule,
+            status.get("skippedRuns") if recorded is None else recorded,
+            timing.schedule,
             # No watermark yet (an older operator's CronJob): nothing before the stored
             # lastScheduleTime counts (a run whose Job is gone cannot be told from a skip).
-            initial=max(stored_last or created, since) - offset,
-            floor=since - offset,
-            now=shifted,
-            latest=due.latest,
-            reach=reach,
-            ran=ran if buffered is None else {*ran, buffered},
-            pending=pending,
+            initial=max(stored_last or view.created or self.now, since) - timing.offset,
+            floor=since - timing.offset,
+            now=timing.shifted,
+            latest=timing.due.latest,
+            reach=timing.reach,
+            ran=ran if buffering.buffered is None else {*ran, buffering.buffered},
+            pending=buffering.may_run,
             block=block,
         )
-        if buffer_skip is not None:  # counted in status by buffer, reported with the rest
-            accounting = policies.with_skip(accounting, SkipReason.DEADLINE_PASSED, buffer_skip)
-        requeue = schedules.requeue_after(due, shifted)
-        if accounting.more or (len(queue) > 1 and block is None):
+        if accounting.skipped_runs is not None:
+            recorded = accounting.skipped_runs
+        if buffering.dropped is not None:  # reported with the rest
+            accounting = policies.with_skip(
+                accounting, SkipReason.DEADLINE_PASSED, buffering.dropped
+            )
+        requeue = schedules.requeue_after(timing.due, timing.shifted)
+        if accounting.more or (len(timing.queue) > 1 and block is None):
             # More times to account for, or catch-up All has more to run and nothing
             # stops them (an active run under Forbid reconciles again when it finishes).
             requeue = _SOON
-        if holding:
-            return requeue, None, accounting
+        return _DueRuns(buffering, accounting, recorded, requeue)
+
+    def _record_due_runs(self, due_runs: _DueRuns) -> None:
+        """Record the buffered time (announcing a new one) and the skipped runs."""
+        status, buffering = self.status, due_runs.buffering
+        if buffering.buffered is None and time_at(status, "bufferedRun") is not None:
+            status.pop("bufferedRun")
+        elif buffering.buffered is not None:
+            status["bufferedRun"] = stamp(buffering.buffered)
+        if buffering.newly_buffered:
+            assert buffering.buffered is not None
+            self.steps.event(
+                "Normal",
+                "RunBuffered",
+                f"the run scheduled at {rfc3339(buffering.buffered)} waits: a job is active "
+                "and concurrencyPolicy is BufferOne; it starts when no job is active",
+            )
+        if due_runs.skipped_runs is not None:
+            status["skippedRuns"] = due_runs.skipped_runs
+
+    def _start_due_run(self, timing: _Timing, due_runs: _DueRuns) -> _Scheduled:
+        """Record the next time and start the due run, if any."""
+        due, offset, accounting = timing.due, timing.offset, due_runs.accounting
         conditions.set_next_schedule_time(
-            status, None if due.next_time is None else due.next_time + offset
+            self.status, None if due.next_time is None else due.next_time + offset
         )
+        target = due_runs.buffering.run_now
         if target is None:
             if due.scheduled is None and due.next_time is None:
-                field = "spec.schedule" if spec.schedule is not None else "spec.schedules"
-                message = f"{field}: {schedule.expression!r} never fires; fix the schedule"
+                field = "spec.schedule" if self.view.spec.schedule is not None else "spec.schedules"
+                message = f"{field}: {timing.schedule.expression!r} never fires; fix the schedule"
                 self.steps.event("Warning", "InvalidSchedule", message)
-                return None, Problem("InvalidSchedule", message), accounting
-            return requeue, None, accounting
-        if due.too_many_missed and len(queue) == 1:  # Latest; All counts CatchUpBound
+                return _Scheduled(
+                    problem=Problem("InvalidSchedule", message), accounting=accounting
+                )
+            return _Scheduled(due_runs.requeue, accounting=accounting)
+        if due.too_many_missed and len(timing.queue) == 1:  # Latest; All counts CatchUpBound
             self.steps.event(
                 "Warning",
                 "TooManyMissedTimes",
                 f"too many missed start times ({due.missed}+): running only the most recent, "
                 f"{rfc3339(due.scheduled or target)}; set or check spec.startingDeadlineSeconds",
             )
-        late = target not in queue  # the buffered run: its lateness is no creation skew
-        problem = self._run(target, schedule.zone, None if late else offset)
-        return (requeue if problem is None or problem.retry else None), problem, accounting
+        late = target not in timing.queue  # the buffered run: its lateness is no creation skew
+        problem = self._run(target, timing.schedule.zone, None if late else offset)
+        requeue = due_runs.requeue if problem is None or problem.retry else None
+        return _Scheduled(requeue, problem, accounting)
 
     def _stagger(self, schedule: schedules.AnySchedule) -> timedelta | Problem:
         """The CronJob's stagger offset, or why its stored staggerSeconds cannot be used."""
@@ -456,7 +562,7 @@ class _Decision:
         if any(ref.get("name") == name for ref in active):
             status["lastScheduleTime"] = stamp(scheduled)  # created, never recorded (a crash)
             return None
-        if not concurrency.make_room(self.view.spec, status, self.steps):
+        if not self._make_room():
             self.steps.event(
                 "Normal",
                 "JobAlreadyActive",
@@ -467,6 +573,19 @@ class _Decision:
         job = jobs.build_job(self.view.obj, scheduled, zone)
         due = None if offset is None else scheduled + offset
         return self._create(job, scheduled=scheduled, due=due)
+
+    def _make_room(self) -> bool:
+        """Apply concurrencyPolicy before a new run: False if it says wait; Replace's
+        deletes are performed first (a failed one raises: the reconcile writes what it
+        learned, then fails)."""
+        active = self.status.get("active") or []
+        room = concurrency.room_for(self.view.spec.concurrency_policy, active)
+        for ref in room.replace:
+            outcome = self.steps.perform(Delete(ref["name"], ref.get("uid"), replace=True))
+            if isinstance(outcome, Rejected):
+                raise outcome.error
+            active.remove(ref)
+        return not room.wait
 
     def _create(
         self,
@@ -553,6 +672,13 @@ class _Decision:
         else:
             condition("Progressing", False, "Idle", "no active jobs")
         status["observedGeneration"] = generation
+
+
+def _sooner(first: timedelta | None, second: timedelta | None) -> timedelta | None:
+    """The sooner of two times to look again (None: not at all)."""
+    if first is None or (second is not None and second < first):
+        return second
+    return first
 
 
 def _backfill_message(status: Mapping[str, Any]) -> str:

@@ -27,8 +27,9 @@ only records.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -49,8 +50,8 @@ __all__ = [
     "Block",
     "account",
     "blocked_by",
-    "count_skip",
     "due_queue",
+    "skip_counted",
     "skipped_message",
     "with_skip",
 ]
@@ -116,16 +117,18 @@ def blocked_by(
 
 @dataclass(frozen=True)
 class Accounting:
-    """What one accounting walk found: the counts it added, and whether it stopped at
-    its step bound with times still to account for (look again soon)."""
+    """What one accounting walk found: the counts it added, whether it stopped at its
+    step bound with times still to account for (look again soon), and
+    ``status.skippedRuns`` as it leaves it (None: unchanged)."""
 
     skipped: Counter[SkipReason]
     newest_skipped: datetime | None
     more: bool
+    skipped_runs: dict[str, Any] | None = None
 
 
 def account(
-    status: dict[str, Any],
+    skipped_runs: Mapping[str, Any] | None,
     schedule: schedules.AnySchedule,
     *,
     initial: datetime,
@@ -137,7 +140,8 @@ def account(
     pending: Collection[datetime],
     block: Block | None,
 ) -> Accounting:
-    """Account for the times in (accountedThrough, now], updating ``status.skippedRuns``.
+    """Account for the times in (accountedThrough, now] of ``status.skippedRuns``
+    (``skipped_runs``), returning the counts and the field as it is to be recorded.
 
     Without a watermark yet the walk starts at ``initial`` (``lastScheduleTime``, else the
     creation time: a CronJob from before the accounting counts nothing older); never
@@ -149,7 +153,7 @@ def account(
     or before ``now`` (``Due.latest``); with the watermark at or after it there is nothing
     to walk, which is every reconcile between two times (no walk, no cost).
     """
-    through = time_at(status.get("skippedRuns"), "accountedThrough")
+    through = time_at(skipped_runs, "accountedThrough")
     if through is not None and through >= floor and (latest is None or latest <= through):
         return Accounting(Counter(), None, more=False)
     mark = max(initial if through is None else through, floor)
@@ -173,23 +177,32 @@ def account(
             reason = SkipReason.CATCH_UP_BOUND
         counts[reason] += 1
         newest = moment
-    if through is None or mark != through:
-        _write(status, mark, counts)
-    return Accounting(counts, newest, more=not stopped and walked == ACCOUNT_STEP)
+    moved = through is None or mark != through
+    return Accounting(
+        counts,
+        newest,
+        more=not stopped and walked == ACCOUNT_STEP,
+        skipped_runs=_walked(skipped_runs, mark, counts) if moved else None,
+    )
 
 
-def count_skip(status: dict[str, Any], reason: SkipReason) -> None:
-    """Count one skipped time outside the walk (a buffered time whose deadline passed)."""
-    skipped_runs = status.setdefault("skippedRuns", {})
-    skipped_runs[reason.status_key] = int(skipped_runs.get(reason.status_key) or 0) + 1
+def skip_counted(skipped_runs: Mapping[str, Any] | None, reason: SkipReason) -> dict[str, Any]:
+    """``status.skippedRuns`` with one more skipped time counted outside the walk (a
+    buffered time whose deadline passed)."""
+    counted = dict(skipped_runs or {})
+    counted[reason.status_key] = int(counted.get(reason.status_key) or 0) + 1
+    return counted
 
 
-def _write(status: dict[str, Any], through: datetime, counts: Counter[SkipReason]) -> None:
-    skipped_runs = dict(status.get("skippedRuns") or {})
-    skipped_runs["accountedThrough"] = stamp(through)
+def _walked(
+    skipped_runs: Mapping[str, Any] | None, through: datetime, counts: Counter[SkipReason]
+) -> dict[str, Any]:
+    """``status.skippedRuns`` accounted through ``through``, with ``counts`` added."""
+    walked = dict(skipped_runs or {})
+    walked["accountedThrough"] = stamp(through)
     for reason, count in counts.items():
-        skipped_runs[reason.status_key] = int(skipped_runs.get(reason.status_key) or 0) + count
-    status["skippedRuns"] = skipped_runs
+        walked[reason.status_key] = int(walked.get(reason.status_key) or 0) + count
+    return walked
 
 
 def with_skip(accounting: Accounting, reason: SkipReason, moment: datetime) -> Accounting:
@@ -197,8 +210,10 @@ def with_skip(accounting: Accounting, reason: SkipReason, moment: datetime) -> A
     skipped = Counter(accounting.skipped)
     skipped[reason] += 1
     newest = accounting.newest_skipped
-    return Accounting(
-        skipped, moment if newest is None or moment > newest else newest, accounting.more
+    return dataclasses.replace(
+        accounting,
+        skipped=skipped,
+        newest_skipped=moment if newest is None or moment > newest else newest,
     )
 
 
