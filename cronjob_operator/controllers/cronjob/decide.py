@@ -10,9 +10,14 @@ its concept's module and this one only sequences them:
    recorded;
 2. requests (``requests.py``, ``backfill.py``): a run request, then a backfill's next
    time (both before the suspend and pause checks);
-3. due runs (``runs.py``, ``policies.py``, ``concurrency.py``, and the stagger of
-   ``api/cronjob_rules.py``): the scheduled run due now, skip accounting, BufferOne;
+3. due runs (``due.py`` computes them from ``runs.py``, ``policies.py``,
+   ``concurrency.py`` and the stagger of ``api/cronjob_rules.py``): the scheduled run
+   due now, skip accounting, BufferOne;
 4. conditions and next time (``conditions.py``).
+
+The rule modules return what they decide (named results: ``concurrency.Room``,
+``concurrency.Buffering``, ``policies.Accounting``, ``due.Timing``, a backfill's new
+progress); this module performs the steps and records the results in the status.
 
 Jobs first: a decision that creates a Job returns ``follow_up`` without writing status
 (unless it holds what the follow-up cannot learn again: ``_record_with_the_run``), so
@@ -27,28 +32,27 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import (
     BACKFILL_ANNOTATION,
-    MAX_NAME_LENGTH,
     BackfillState,
-    SkipReason,
-    Unusable,
 )
 from cronjob_operator.controllers.cronjob import (
     backfill,
     concurrency,
     conditions,
+    due,
     history,
     jobs,
     policies,
     requests,
     runs,
 )
+from cronjob_operator.controllers.cronjob.due import SOON, Walks
 from cronjob_operator.controllers.cronjob.plan import (
     Create,
     Created,
@@ -78,11 +82,7 @@ from cronjob_operator.runtime.controllerutil import (
 )
 from cronjob_operator.runtime.sharding import owned_object_labels
 
-__all__ = ["Walks", "decide"]
-
-_SOON: Final = timedelta(seconds=1)
-"""How soon to look again when catch-up All has more times to run or the accounting more
-times to walk."""
+__all__ = ["Walks", "decide"]  # Walks: due.py's, passed in by the reconciler
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,66 +102,6 @@ class _Scheduled:
     requeue: timedelta | None = None
     problem: Problem | None = None
     accounting: policies.Accounting | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Timing:
-    """Where the schedule stands now: its times walked from the earliest that may run."""
-
-    schedule: schedules.AnySchedule
-    offset: timedelta
-    """The stagger: a nominal time t is due at t + offset."""
-    shifted: datetime
-    """Now, less the offset: the moment the schedule is asked about."""
-    due: schedules.Due
-    queue: tuple[datetime, ...]
-    """The unmet times the catch-up policy still runs, oldest first."""
-    reach: datetime | None
-    """The oldest time the deadline still starts (None: no deadline)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _DueRuns:
-    """What the due times come to, before it is recorded."""
-
-    buffering: concurrency.Buffering
-    accounting: policies.Accounting
-    skipped_runs: dict[str, Any] | None
-    """``status.skippedRuns`` to record (None: unchanged)."""
-    requeue: timedelta | None
-
-
-class Walks:
-    """The schedule walks of one reconcile's decisions, by their arguments.
-
-    A reconcile that creates a Job decides again with the step's outcome, with the same
-    view and time, so its schedule walk (the newest due time, the misses, the next time:
-    most of a decision's CPU at a due time) gives the same answer: the reconcile passes
-    one ``Walks`` to each of its decisions and the walk is done once.
-    """
-
-    def __init__(self) -> None:
-        self._due: dict[tuple[Any, ...], schedules.Due] = {}
-
-    def most_recent_due(
-        self,
-        schedule: schedules.AnySchedule,
-        *,
-        earliest: datetime,
-        now: datetime,
-        starting_deadline_seconds: int | None,
-    ) -> schedules.Due:
-        """``schedule.most_recent_due``, walked once per set of arguments."""
-        key = (schedule, earliest, now, starting_deadline_seconds)
-        due = self._due.get(key)
-        if due is None:
-            due = self._due[key] = schedules.most_recent_due(
-                schedule,
-                earliest=earliest,
-                now=now,
-                starting_deadline_seconds=starting_deadline_seconds,
-            )
-        return due
 
 
 def decide(
@@ -351,7 +291,7 @@ class _Decision:
         )
         failed = self._create(job)
         return _Backfilled(
-            None if failed is None else dataclasses.replace(failed, stops_schedule=False), _SOON
+            None if failed is None else dataclasses.replace(failed, stops_schedule=False), SOON
         )
 
     def _record_backfill(self, progress: dict[str, Any], reason: str) -> None:
@@ -379,115 +319,21 @@ class _Decision:
             return _Scheduled()
         # Suspended or paused: nothing starts, but the times that come are accounted for.
         holding = view.spec.suspend or conditions.paused(view.spec, status)
-        timing = self._timing(since, holding)
-        if not isinstance(timing, _Timing):
-            return _Scheduled(problem=None if holding else timing)
-        due_runs = self._due_runs(timing, since, holding)
+        timing = due.timing_of(
+            view, status, now=now, since=since, holding=holding, walks=self.walks
+        )
+        if timing is None:
+            return _Scheduled()
+        if isinstance(timing, due.Unschedulable):
+            self.steps.event("Warning", timing.event_reason, timing.problem.message)
+            return _Scheduled(problem=None if holding else timing.problem)
+        due_runs = due.due_runs_of(view, status, timing, now=now, since=since, holding=holding)
         self._record_due_runs(due_runs)
         if holding:
             return _Scheduled(due_runs.requeue, accounting=due_runs.accounting)
         return self._start_due_run(timing, due_runs)
 
-    def _timing(self, since: datetime, holding: bool) -> _Timing | Problem | None:
-        """When the schedule is due, staggered, from the walk of its times; or why the
-        spec cannot be scheduled (None: a problem of a holding CronJob, not reported)."""
-        view, status, spec = self.view, self.status, self.view.spec
-        try:
-            schedule = rules.schedule_of(spec)
-        except schedules.ScheduleError as exc:
-            if holding:
-                return None
-            self.steps.event("Warning", exc.reason, str(exc))
-            return Problem(exc.reason, str(exc))
-        if len(view.name) > MAX_NAME_LENGTH and not holding:  # stored past validation
-            message = (
-                f"metadata.name: {len(view.name)} characters, at most {MAX_NAME_LENGTH} leave "
-                "room for the Job name suffix (Job names must fit 63); recreate with a shorter "
-                "name"
-            )
-            self.steps.event("Warning", "FailedCreate", message)
-            return Problem("NameTooLong", message)
-        offset = self._stagger(schedule)
-        if isinstance(offset, Problem):
-            return offset
-        # Stagger: a nominal time t is due at t + offset, so the schedule is asked about
-        # now - offset; the deadline then counts from the staggered time. Never a run due
-        # before the last edit of the schedule or time zone (observedSchedule.since), nor
-        # one the skip accounting has counted (skippedRuns.accountedThrough).
-        shifted = self.now - offset
-        earliest = max(time_at(status, "lastScheduleTime") or view.created or self.now, since)
-        earliest -= offset
-        accounted = time_at(status.get("skippedRuns"), "accountedThrough")
-        if accounted is not None and accounted > earliest:
-            earliest = accounted
-        deadline = spec.starting_deadline_seconds
-        due = self.walks.most_recent_due(
-            schedule, earliest=earliest, now=shifted, starting_deadline_seconds=deadline
-        )
-        queue = policies.due_queue(
-            spec.catch_up_policy,
-            schedule,
-            due,
-            earliest=earliest,
-            now=shifted,
-            starting_deadline_seconds=deadline,
-        )
-        reach = schedules.reach_of(shifted, deadline)
-        return _Timing(schedule, offset, shifted, due, queue, reach)
-
-    def _due_runs(self, timing: _Timing, since: datetime, holding: bool) -> _DueRuns:
-        """What the due times come to (computed, not recorded): the run to start, the
-        buffered time, the skip accounting and when to look again."""
-        view, status, spec = self.view, self.status, self.view.spec
-        ran = runs.ran(view.name, view.jobs, status)
-        buffering = concurrency.buffer(
-            spec.concurrency_policy,
-            time_at(status, "bufferedRun"),
-            running=bool(status.get("active")),
-            queue=timing.queue,
-            ran=ran,
-            reach=timing.reach,
-            holding=holding,
-        )
-        paused = conditions.paused(spec, status)
-        block = policies.blocked_by(
-            suspended=spec.suspend,
-            paused=paused,
-            active_since=runs.active_since(view.name, status, view.job_created),
-            policy=spec.concurrency_policy,
-        )
-        recorded = None  # status.skippedRuns as this decision leaves it (None: unchanged)
-        if buffering.dropped is not None:
-            recorded = policies.skip_counted(status.get("skippedRuns"), SkipReason.DEADLINE_PASSED)
-        stored_last = time_at(view.stored, "lastScheduleTime")
-        accounting = policies.account(
-            status.get("skippedRuns") if recorded is None else recorded,
-            timing.schedule,
-            # No watermark yet (an older operator's CronJob): nothing before the stored
-            # lastScheduleTime counts (a run whose Job is gone cannot be told from a skip).
-            initial=max(stored_last or view.created or self.now, since) - timing.offset,
-            floor=since - timing.offset,
-            now=timing.shifted,
-            latest=timing.due.latest,
-            reach=timing.reach,
-            ran=ran if buffering.buffered is None else {*ran, buffering.buffered},
-            pending=buffering.may_run,
-            block=block,
-        )
-        if accounting.skipped_runs is not None:
-            recorded = accounting.skipped_runs
-        if buffering.dropped is not None:  # reported with the rest
-            accounting = policies.with_skip(
-                accounting, SkipReason.DEADLINE_PASSED, buffering.dropped
-            )
-        requeue = schedules.requeue_after(timing.due, timing.shifted)
-        if accounting.more or (len(timing.queue) > 1 and block is None):
-            # More times to account for, or catch-up All has more to run and nothing
-            # stops them (an active run under Forbid reconciles again when it finishes).
-            requeue = _SOON
-        return _DueRuns(buffering, accounting, recorded, requeue)
-
-    def _record_due_runs(self, due_runs: _DueRuns) -> None:
+    def _record_due_runs(self, due_runs: due.DueRuns) -> None:
         """Record the buffered time (announcing a new one) and the skipped runs."""
         status, buffering = self.status, due_runs.buffering
         if buffering.buffered is None and time_at(status, "bufferedRun") is not None:
@@ -505,15 +351,15 @@ class _Decision:
         if due_runs.skipped_runs is not None:
             status["skippedRuns"] = due_runs.skipped_runs
 
-    def _start_due_run(self, timing: _Timing, due_runs: _DueRuns) -> _Scheduled:
+    def _start_due_run(self, timing: due.Timing, due_runs: due.DueRuns) -> _Scheduled:
         """Record the next time and start the due run, if any."""
-        due, offset, accounting = timing.due, timing.offset, due_runs.accounting
+        walked, offset, accounting = timing.due, timing.offset, due_runs.accounting
         conditions.set_next_schedule_time(
-            self.status, None if due.next_time is None else due.next_time + offset
+            self.status, None if walked.next_time is None else walked.next_time + offset
         )
         target = due_runs.buffering.run_now
         if target is None:
-            if due.scheduled is None and due.next_time is None:
+            if walked.scheduled is None and walked.next_time is None:
                 field = "spec.schedule" if self.view.spec.schedule is not None else "spec.schedules"
                 message = f"{field}: {timing.schedule.expression!r} never fires; fix the schedule"
                 self.steps.event("Warning", "InvalidSchedule", message)
@@ -521,35 +367,17 @@ class _Decision:
                     problem=Problem("InvalidSchedule", message), accounting=accounting
                 )
             return _Scheduled(due_runs.requeue, accounting=accounting)
-        if due.too_many_missed and len(timing.queue) == 1:  # Latest; All counts CatchUpBound
+        if walked.too_many_missed and len(timing.queue) == 1:  # Latest; All counts CatchUpBound
             self.steps.event(
                 "Warning",
                 "TooManyMissedTimes",
-                f"too many missed start times ({due.missed}+): running only the most recent, "
-                f"{rfc3339(due.scheduled or target)}; set or check spec.startingDeadlineSeconds",
+                f"too many missed start times ({walked.missed}+): running only the most recent, "
+                f"{rfc3339(walked.scheduled or target)}; set or check spec.startingDeadlineSeconds",
             )
         late = target not in timing.queue  # the buffered run: its lateness is no creation skew
         problem = self._run(target, timing.schedule.zone, None if late else offset)
         requeue = due_runs.requeue if problem is None or problem.retry else None
         return _Scheduled(requeue, problem, accounting)
-
-    def _stagger(self, schedule: schedules.AnySchedule) -> timedelta | Problem:
-        """The CronJob's stagger offset, or why its stored staggerSeconds cannot be used."""
-        seconds = self.view.spec.stagger_seconds
-        if seconds == 0:
-            return timedelta(0)
-        if isinstance(seconds, Unusable):
-            return self._stagger_refused(seconds.value, "must be a whole number of seconds")
-        detail = rules.stagger_problem(schedule, seconds)
-        if detail is not None:
-            return self._stagger_refused(seconds, detail)
-        return rules.stagger_offset(self.view.namespace, self.view.name, seconds)
-
-    def _stagger_refused(self, stored: object, detail: str) -> Problem:
-        """An unusable staggerSeconds' Warning event and problem."""
-        message = f"{rules.STAGGER_FIELD}: {stored!r}: {detail}"
-        self.steps.event("Warning", "InvalidStagger", message)
-        return Problem("InvalidStagger", message)
 
     def _run(self, scheduled: datetime, zone: ZoneInfo, offset: timedelta | None) -> Problem | None:
         """Create the Job of ``scheduled`` unless it exists; ``offset`` is the stagger
@@ -571,8 +399,8 @@ class _Decision:
             )
             return None
         job = jobs.build_job(self.view.obj, scheduled, zone)
-        due = None if offset is None else scheduled + offset
-        return self._create(job, scheduled=scheduled, due=due)
+        due_at = None if offset is None else scheduled + offset
+        return self._create(job, scheduled=scheduled, due_at=due_at)
 
     def _make_room(self) -> bool:
         """Apply concurrencyPolicy before a new run: False if it says wait; Replace's
@@ -592,17 +420,17 @@ class _Decision:
         job: dict[str, Any],
         *,
         scheduled: datetime | None = None,
-        due: datetime | None = None,
+        due_at: datetime | None = None,
         track: bool = True,
     ) -> Problem | None:
         """Create ``job`` (``track``: a new one holds back the status write, Jobs first); a
-        scheduled run (``scheduled`` set, staggered to ``due``) also moves
+        scheduled run (``scheduled`` set, staggered to ``due_at``) also moves
         lastScheduleTime, a manual run does not."""
         name = job["metadata"]["name"]
         job["metadata"]["labels"] = owned_object_labels(
             job["metadata"].get("labels", {}), self.view.obj
         )
-        outcome = self.steps.perform(Create(job, due=due))
+        outcome = self.steps.perform(Create(job, due=due_at))
         if isinstance(outcome, Unknown):
             raise outcome.error
         if isinstance(outcome, Foreign):
