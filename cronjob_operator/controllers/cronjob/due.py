@@ -83,7 +83,10 @@ class Unschedulable:
     """Why the spec cannot be scheduled: the Warning event's reason, and the problem."""
 
     event_reason: str
+    """The Warning event's reason (NameTooLong is reported as FailedCreate)."""
     problem: Problem
+    """Degraded's reason and message; not reported while the CronJob is suspended or
+    paused (the event is: a stagger the schedule cannot take)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +94,13 @@ class DueRuns:
     """What the due times come to, before it is recorded."""
 
     buffering: concurrency.Buffering
+    """The run to start now, and the buffered time to keep (BufferOne)."""
     accounting: policies.Accounting
+    """The times skipped, reported with the status write that records them."""
     skipped_runs: dict[str, Any] | None
     """``status.skippedRuns`` to record (None: unchanged)."""
     requeue: timedelta | None
+    """When to look again (None: only when something changes)."""
 
 
 def timing_of(
