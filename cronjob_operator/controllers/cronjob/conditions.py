@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from cronjob_operator.api.batch_v1 import CronJobSettings
 from cronjob_operator.controllers.cronjob.view import CronJobView, shown, stamp
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PAUSED_REASON",
+    "Availability",
     "availability",
     "paused",
     "resume_on_new_generation",
@@ -77,10 +78,19 @@ def _pause_message(view: CronJobView, status: dict[str, Any]) -> str:
     )
 
 
+class Availability(NamedTuple):
+    """The Available condition: ``available`` True only when runs really start on
+    schedule; else ``reason`` names what keeps them from starting."""
+
+    available: bool
+    reason: str
+    message: str
+
+
 def availability(
     view: CronJobView, status: dict[str, Any], problem: Problem | None
-) -> tuple[bool, str, str]:
-    """Available's (status, reason, message): True only when runs really start on schedule.
+) -> Availability:
+    """The Available condition, True only when runs really start on schedule.
 
     The reason names what keeps runs from starting, most fundamental first: the CronJob
     is being deleted, suspended, has a problem that stops scheduled runs (which includes a
@@ -88,16 +98,16 @@ def availability(
     after consecutive failures (spec.failurePolicy)."""
     if view.deleting:
         finalizers = ", ".join(view.obj["metadata"].get("finalizers") or ()) or "none"
-        return (
+        return Availability(
             False,
             "Terminating",
             "metadata.deletionTimestamp is set: no new runs start; the CronJob is removed "
             f"once its finalizers are gone ({finalizers})",
         )
     if view.spec.suspend:
-        return False, "Suspended", "spec.suspend is true: no new runs start"
+        return Availability(False, "Suspended", "spec.suspend is true: no new runs start")
     if problem is not None and problem.stops_schedule:
-        return False, problem.reason, problem.message
+        return Availability(False, problem.reason, problem.message)
     if paused(view.spec, status):
-        return False, PAUSED_REASON, _pause_message(view, status)
-    return True, "Scheduling", "runs start on schedule"
+        return Availability(False, PAUSED_REASON, _pause_message(view, status))
+    return Availability(True, "Scheduling", "runs start on schedule")

@@ -490,10 +490,10 @@ class _Decision:
             condition("Degraded", True, problem.reason, problem.message)
         else:
             condition("Degraded", False, "AsExpected", "")
-        available, reason, message = conditions.availability(self.view, status, problem)
-        condition("Available", available, reason, message)
-        if reason == conditions.PAUSED_REASON and not was_paused:
-            self.steps.event("Warning", conditions.PAUSED_REASON, message)
+        available = conditions.availability(self.view, status, problem)
+        condition("Available", *available)
+        if available.reason == conditions.PAUSED_REASON and not was_paused:
+            self.steps.event("Warning", conditions.PAUSED_REASON, available.message)
         count = len(status.get("active") or [])
         if count:
             condition("Progressing", True, "JobsActive", f"{count} active job(s)")
