@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Self, TypeVar
+from typing import Annotated, Any, Final, NamedTuple, Self, TypeVar
 
 from pydantic import (
     ConfigDict,
@@ -493,8 +493,7 @@ class Unusable:
     value: object
 
 
-@dataclass(frozen=True, slots=True)
-class CronJobSettings:
+class CronJobSettings(NamedTuple):
     """The spec fields the reconciler acts on, typed, read without validating them.
 
     An enum value stored past validation reads as its default (an unknown
@@ -542,9 +541,11 @@ def settings_of(spec: Mapping[str, Any]) -> CronJobSettings:
         time_zone=spec.get("timeZone"),
         starting_deadline_seconds=_whole(spec.get("startingDeadlineSeconds")),
         concurrency_policy=_member(
-            ConcurrencyPolicy, spec.get("concurrencyPolicy"), ConcurrencyPolicy.ALLOW
+            _CONCURRENCY_POLICIES, spec.get("concurrencyPolicy"), ConcurrencyPolicy.ALLOW
         ),
-        catch_up_policy=_member(CatchUpPolicy, spec.get("catchUpPolicy"), CatchUpPolicy.LATEST),
+        catch_up_policy=_member(
+            _CATCH_UP_POLICIES, spec.get("catchUpPolicy"), CatchUpPolicy.LATEST
+        ),
         suspend=bool(spec.get("suspend")),
         successful_jobs_history_limit=_whole(spec.get("successfulJobsHistoryLimit")),
         failed_jobs_history_limit=_whole(spec.get("failedJobsHistoryLimit")),
@@ -556,18 +557,19 @@ def settings_of(spec: Mapping[str, Any]) -> CronJobSettings:
 
 _Enum = TypeVar("_Enum", bound=StrEnum)
 
+_CONCURRENCY_POLICIES: Final = {policy.value: policy for policy in ConcurrencyPolicy}
+_CATCH_UP_POLICIES: Final = {policy.value: policy for policy in CatchUpPolicy}
+
 
 def _whole(value: Any) -> int | None:
     """``value`` if it is a whole number (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _member(enum: type[_Enum], value: Any, default: _Enum) -> _Enum:
-    """The member of ``enum`` named by ``value``; ``default`` when unset or unknown."""
-    try:
-        return enum(value) if value else default
-    except (ValueError, TypeError):
-        return default
+def _member(members: Mapping[str, _Enum], value: Any, default: _Enum) -> _Enum:
+    """The member named by ``value`` (``members``: by value); ``default`` when unset or
+    unknown."""
+    return members.get(value, default) if isinstance(value, str) else default
 
 
 def _stagger_of(value: Any) -> int | Unusable:

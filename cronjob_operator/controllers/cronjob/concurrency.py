@@ -13,17 +13,15 @@ whether an entry's Job is really gone. :func:`buffer` is BufferOne's waiting tim
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from cronjob_operator.api.batch_v1 import ConcurrencyPolicy
 
 __all__ = ["Buffering", "Room", "buffer", "room_for"]
 
 
-@dataclass(frozen=True, slots=True)
-class Room:
+class Room(NamedTuple):
     """What concurrencyPolicy says before a new run: ``wait`` (Forbid or BufferOne with a
     run active), or go once the active Jobs in ``replace`` are deleted (Replace)."""
 
@@ -40,8 +38,7 @@ def room_for(policy: ConcurrencyPolicy, active: Sequence[Mapping[str, Any]]) -> 
     return Room(wait=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Buffering:
+class Buffering(NamedTuple):
     """BufferOne's decision over the due times (other policies: the oldest runs now)."""
 
     run_now: datetime | None

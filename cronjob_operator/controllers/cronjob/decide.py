@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
@@ -85,8 +84,7 @@ from cronjob_operator.runtime.sharding import owned_object_labels
 __all__ = ["Walks", "decide"]  # Walks: due.py's, passed in by the reconciler
 
 
-@dataclass(frozen=True, slots=True)
-class _Backfilled:
+class _Backfilled(NamedTuple):
     """What the backfill step decided: any problem, and when to look again (None: the
     events that matter reconcile again)."""
 
@@ -94,8 +92,7 @@ class _Backfilled:
     look_again: timedelta | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Scheduled:
+class _Scheduled(NamedTuple):
     """What the scheduling step decided: when to look again, any problem, and the
     skipped runs this reconcile accounted for."""
 

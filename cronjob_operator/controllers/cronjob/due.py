@@ -11,9 +11,8 @@ again). Each reads the view and the status the decision has built so far.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api import cronjob_rules as rules
@@ -62,8 +61,7 @@ class Walks:
         return due
 
 
-@dataclass(frozen=True, slots=True)
-class Timing:
+class Timing(NamedTuple):
     """Where the schedule stands now: its times walked from the earliest that may run."""
 
     schedule: schedules.AnySchedule
@@ -78,8 +76,7 @@ class Timing:
     """The oldest time the deadline still starts (None: no deadline)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Unschedulable:
+class Unschedulable(NamedTuple):
     """Why the spec cannot be scheduled: the Warning event's reason, and the problem."""
 
     event_reason: str
@@ -89,8 +86,7 @@ class Unschedulable:
     paused (the event is: a stagger the schedule cannot take)."""
 
 
-@dataclass(frozen=True, slots=True)
-class DueRuns:
+class DueRuns(NamedTuple):
     """What the due times come to, before it is recorded."""
 
     buffering: concurrency.Buffering
