@@ -40,7 +40,14 @@ RUN --mount=type=secret,id=pip.conf,required=false \
        --require-hashes --no-deps -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY cronjob_operator ./cronjob_operator
-RUN /opt/build/bin/pip wheel --no-build-isolation --no-deps --wheel-dir /tmp/wheel . \
+# VERSION (hack/build-image.sh's second argument) stamps another version into the build
+# (cronjob_operator.__version__, the wheel's, what `version` prints and the manager logs
+# at start); empty keeps the tree's. Declared here, so the layers above stay cached.
+ARG VERSION=""
+RUN if [ -n "${VERSION}" ]; then \
+      sed -i "s/^__version__ = .*$/__version__ = \"${VERSION}\"/" cronjob_operator/__init__.py; \
+    fi \
+    && /opt/build/bin/pip wheel --no-build-isolation --no-deps --wheel-dir /tmp/wheel . \
     && /opt/build/bin/pip --python /opt/venv/bin/python install --no-compile --no-deps \
        --no-index /tmp/wheel/cronjob_operator-*.whl \
     && /opt/build/bin/pip --python /opt/venv/bin/python check \

@@ -8,7 +8,13 @@ the import time's top ten by cumulative time (``python -X importtime``) and the 
 of each process. Beside them, the manager's fixed memory: the peak RSS of an interpreter that
 imported what the manager imports before it starts its caches, and nothing else.
 
-    .venv/bin/python -m bench.plugin_start [--repeat 5] [--top 10]
+With ``--before TREE`` (another checkout, say ``git worktree add --detach TREE main``)
+each figure is measured for that tree's code and this one's, and the repetitions
+alternate between the two (before, after, before, ...), so the load of a shared machine
+falls on both alike; each interpreter runs in its tree's directory, whose
+``cronjob_operator`` comes first on ``sys.path``.
+
+    .venv/bin/python -m bench.plugin_start [--repeat 5] [--top 10] [--before TREE]
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
-from bench._common import markdown_table, print_report
+from bench._common import REPO, markdown_table, print_report
 
 __all__ = ["main"]
 
@@ -35,13 +43,20 @@ MANAGER_IMPORTS = (
     "cronjob_operator.cli",
     "cronjob_operator.controllers",
     "cronjob_operator.runtime.certrotation",
+    "cronjob_operator.runtime.client",
+    "cronjob_operator.runtime.leaderelection",
+    "cronjob_operator.runtime.logs",
+    "cronjob_operator.runtime.manager",
+    "cronjob_operator.runtime.serving",
     "cronjob_operator.runtime.webhook",
     "cronjob_operator.webhooks.conversion",
     "cronjob_operator.webhooks.manifests",
     "kubernetes.config",
 )
-"""What the manager's process has imported when it starts its caches (``cli.py``'s
-imports, and the ``kubernetes`` package it reads its kubeconfig with)."""
+"""What the manager's process has imported when it starts its caches: what ``cli.run``
+imports (the controllers, the manager, the client, leader election, serving, the
+webhook server and certificate rotation) and the ``kubernetes`` package it reads its
+kubeconfig with. Named one by one, as the runtime's facade imports nothing itself."""
 
 _PRINT_PEAK_AT_EXIT = (
     "import atexit, sys\n"
@@ -64,22 +79,25 @@ def _plugin_code(args: Sequence[str]) -> str:
     )
 
 
-def best_seconds(argv: Sequence[str], repeat: int) -> tuple[float, float]:
-    """The shortest wall time and the shortest CPU time (user + system) of ``repeat``
-    fresh interpreters running ``argv``: CPU time is what a busy machine disturbs least."""
-    walls, cpus = [], []
+def sampled_seconds(
+    trees: Sequence[Path], argv: Sequence[str], repeat: int
+) -> dict[Path, tuple[list[float], list[float]]]:
+    """The wall times and CPU times (user + system) of ``repeat`` fresh interpreters
+    running ``argv`` in each tree, the trees taking turns within each repetition."""
+    samples: dict[Path, tuple[list[float], list[float]]] = {tree: ([], []) for tree in trees}
     for _ in range(repeat):
-        start = time.perf_counter()
-        usage = _run(argv)
-        walls.append(time.perf_counter() - start)
-        cpus.append(usage.ru_utime + usage.ru_stime)
-    return min(walls), min(cpus)
+        for tree in trees:
+            start = time.perf_counter()
+            usage = _run(argv, tree)
+            samples[tree][0].append(time.perf_counter() - start)
+            samples[tree][1].append(usage.ru_utime + usage.ru_stime)
+    return samples
 
 
-def _run(argv: Sequence[str]) -> resource.struct_rusage:
-    """Run ``argv`` in a fresh interpreter; return its resource usage (its CPU time)."""
+def _run(argv: Sequence[str], tree: Path) -> resource.struct_rusage:
+    """Run ``argv`` in a fresh interpreter in ``tree``; return its resource usage."""
     child = subprocess.Popen(
-        [sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, *argv], cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
@@ -88,10 +106,11 @@ def _run(argv: Sequence[str]) -> resource.struct_rusage:
     return usage
 
 
-def peak_rss_mib(code: str) -> float:
-    """The peak RSS (MiB) of a fresh interpreter running ``code``."""
+def peak_rss_mib(code: str, tree: Path) -> float:
+    """The peak RSS (MiB) of a fresh interpreter running ``code`` in ``tree``."""
     err = subprocess.run(
         [sys.executable, "-c", _PRINT_PEAK_AT_EXIT + code],
+        cwd=tree,
         check=False,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -100,10 +119,15 @@ def peak_rss_mib(code: str) -> float:
     return int(err.split()[-1]) / 1024
 
 
-def import_top(argv: Sequence[str], top: int) -> list[tuple[str, float, float]]:
-    """The ``top`` imports of ``argv`` by cumulative time: (module, cumulative ms, self ms)."""
+def import_top(argv: Sequence[str], top: int, tree: Path) -> list[tuple[str, float, float]]:
+    """The ``top`` imports of ``argv`` in ``tree`` by cumulative time: (module, cumulative
+    ms, self ms)."""
     err = subprocess.run(
-        [sys.executable, "-X", "importtime", *argv], check=True, capture_output=True, text=True
+        [sys.executable, "-X", "importtime", *argv],
+        cwd=tree,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stderr
     rows = []
     for text in err.splitlines():
@@ -119,32 +143,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="interpreters per command")
     parser.add_argument("--top", type=int, default=10, help="imports listed per command")
+    parser.add_argument(
+        "--before", type=Path, help="another checkout to measure too, alternating with this one"
+    )
     args = parser.parse_args(argv)
-    rows = [
-        (
-            name,
-            *(f"{s:.3f}" for s in best_seconds(plugin_argv(cmd), args.repeat)),
-            f"{peak_rss_mib(_plugin_code(cmd)):.0f}",
-        )
-        for name, cmd in COMMANDS.items()
-    ]
+    trees = {"before": args.before.resolve(), "after": REPO} if args.before else {"": REPO}
+    rows = []
+    for name, cmd in COMMANDS.items():
+        samples = sampled_seconds(list(trees.values()), plugin_argv(cmd), args.repeat)
+        for label, tree in trees.items():
+            walls, cpus = samples[tree]
+            rows.append(
+                (
+                    f"{name} {label}".rstrip(),
+                    f"{min(walls):.3f}",
+                    f"{statistics.median(walls):.3f}",
+                    f"{min(cpus):.3f}",
+                    f"{peak_rss_mib(_plugin_code(cmd), tree):.0f}",
+                )
+            )
     manager = f"import {', '.join(MANAGER_IMPORTS)}"
-    rows.append(("the manager's imports", "", "", f"{peak_rss_mib(manager):.0f}"))
+    for label, tree in trees.items():
+        rss = f"{peak_rss_mib(manager, tree):.0f}"
+        rows.append((f"the manager's imports {label}".rstrip(), "", "", "", rss))
     tables = [
         (
-            f"Wall and CPU time (each the best of {args.repeat}) and peak RSS:",
-            markdown_table(["command", "wall s", "CPU s", "peak RSS MiB"], rows),
+            f"Wall time (best and median of {args.repeat}), CPU time (best) and peak RSS:",
+            markdown_table(["command", "wall s", "median s", "CPU s", "peak RSS MiB"], rows),
         )
     ]
     for name, cmd in COMMANDS.items():
-        imports = import_top(plugin_argv(cmd), args.top)
-        top = [(module, f"{cum:.1f}", f"{own:.1f}") for module, cum, own in imports]
-        tables.append(
-            (
-                f"`{name}`: imports by cumulative time (`-X importtime`):",
-                markdown_table(["module", "cumulative ms", "self ms"], top),
+        for label, tree in trees.items():
+            imports = import_top(plugin_argv(cmd), args.top, tree)
+            top = [(module, f"{cum:.1f}", f"{own:.1f}") for module, cum, own in imports]
+            tables.append(
+                (
+                    f"`{name}` {label}: imports by cumulative time (`-X importtime`):",
+                    markdown_table(["module", "cumulative ms", "self ms"], top),
+                )
             )
-        )
     print_report("kubectl cjt start time", tables)
     return 0
 

@@ -4,19 +4,28 @@ kubectl runs any ``kubectl-<name>`` on PATH as ``kubectl <name>``, passing the a
 on. The verbs do what the built-in CronJob's users do by hand, and what kubectl cannot do
 for a custom resource:
 
-- ``run NAME``: ask for a manual run (the run-now annotation, a fresh token) and wait
-  until the controller has created the Job, then print its name.
+- ``run NAME [--env K=V]... [--image [CONTAINER=]IMAGE]... [-c CONTAINER] [-- ARG...]``:
+  ask for a manual run (the run-now annotation, a fresh token, and the overrides of
+  that run as ``api.run_overrides`` reads them) and wait until the controller has
+  created the Job, then print its name. ``--env`` sets a variable in every container
+  (``kubectl set env``'s default), or in ``-c``'s only; ``--image`` and the arguments
+  after ``--`` (``kubectl run``'s convention) replace those of ``-c``'s container, else
+  of the first.
 - ``next SCHEDULE [--time-zone Z] [--count N]``: the next times of a schedule, with the
   DST transitions between them marked; no cluster needed, and the same schedule code as
   the controller, so a schedule can be checked before it is applied. ``next NAME``: a
-  CronJob's next times (after its stagger); ``next`` alone (or with ``-A``): each
+  CronJob's next times that run (after its stagger; inside ``spec.window``, not
+  excluded, at most the runs its limit leaves); ``next`` alone (or with ``-A``): each
   CronJob's next scheduled time.
 - ``suspend NAME`` / ``resume NAME``: set ``spec.suspend``.
-- ``history NAME``: the CronJob's Jobs, newest first, with outcome and duration.
+- ``history NAME``: the CronJob's Jobs, newest first, with outcome, duration and the
+  overrides of a manual run.
 - ``backfill NAME --from T1 --to T2 [--wait]``: ask for every scheduled time in [T1, T2)
   to run once (the backfill annotation, a fresh token), after counting them with the
   controller's schedule code (more than the bound is refused here already);
   ``backfill NAME``: its progress; ``backfill NAME --cancel``: stop it.
+- ``groups``: the ConcurrencyGroups (spec.concurrencyGroup), each with its limit, the
+  Jobs holding its slots and the runs waiting for one, oldest first.
 
 ``--kubeconfig``, ``--context``, ``-n/--namespace`` and ``-A/--all-namespaces`` mean what
 they mean to kubectl, before or after the verb. ``-n`` is always the namespace, so the
@@ -33,24 +42,34 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import islice
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator._flags import positive_int
 from cronjob_operator.api import cronjob_rules as rules
-from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
+from cronjob_operator.api import run_overrides as overrides_
+from cronjob_operator.api.batch_v1_constants import (
+    BACKFILL_ANNOTATION,
+    CONCURRENCY_GROUP,
+    CRONJOB,
+    RUN_ANNOTATION,
+)
 from cronjob_operator.api.cronjob_rules import (
     INSTANTIATE_ANNOTATION,
+    WindowError,
     manual_job_name,
     parse_spec_schedule,
+    parse_spec_window,
     stagger_offset,
 )
-from cronjob_operator.runtime import Obj, RestClient, errors, load_configuration
-from cronjob_operator.runtime.client import LiveReader, Writer
+from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 from cronjob_operator.runtime.kinds import JOB
-from cronjob_operator.runtime.sharding import SHARD_LABEL
+from cronjob_operator.runtime.objects import Obj
+
+if TYPE_CHECKING:
+    from cronjob_operator.runtime.client import LiveReader, Writer
 
 __all__ = ["main"]
 
@@ -103,8 +122,35 @@ def _parser() -> argparse.ArgumentParser:
         _connection_flags(sub, suppress=True)
         return sub
 
-    run = verb("run", "Start a manual run now and print the Job's name once it exists.")
+    run = verb(
+        "run",
+        "Start a manual run now, optionally with overrides, and print the Job's name once "
+        "it exists. Arguments after -- replace the container's args.",
+    )
     run.add_argument("name", metavar="NAME")
+    repeatable: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (
+        ("--env", _env_pair, "NAME=VALUE", "a variable, in every container (or -c's)"),
+        (
+            "--image",
+            _image_pair,
+            "[CONTAINER=]IMAGE",
+            "CONTAINER's image (default -c's, else the first)",
+        ),
+    )
+    for flag, parse, metavar, help_ in repeatable:
+        run.add_argument(
+            flag,
+            action="append",
+            default=[],
+            type=parse,
+            metavar=metavar,
+            help=f"{help_}, for this run only; repeatable",
+        )
+    run.add_argument(
+        "-c",
+        "--container",
+        help="the container --env, --image and the args apply to (default: see each)",
+    )
     run.add_argument(
         "--timeout", type=float, default=RUN_WAIT_SECONDS, help="seconds to wait for the Job"
     )
@@ -131,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
         verb(name, help_).add_argument("name", metavar="NAME")
     history = verb("history", "List a CronJob's Jobs, newest first, with outcome and duration.")
     history.add_argument("name", metavar="NAME", nargs="?")
+    verb("groups", "List the ConcurrencyGroups: limit, slots in use, holders, waiting runs.")
     backfill = verb(
         "backfill",
         "Run every scheduled time in [--from, --to) once; without them, show the progress.",
@@ -146,6 +193,21 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=600.0, help="seconds --wait waits (default 600)"
     )
     return parser
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
+
+
+def _image_pair(text: str) -> tuple[str | None, str]:
+    """``CONTAINER=IMAGE`` or ``IMAGE`` (an image reference never holds ``=``)."""
+    container, equals, image = text.rpartition("=")
+    if (equals and not container) or not image:
+        raise argparse.ArgumentTypeError(f"{text!r} is not [CONTAINER=]IMAGE")
+    return (container if equals else None), image
 
 
 def _instant(text: str) -> datetime:
@@ -169,7 +231,16 @@ class Cluster:
     credentials, exec plugins)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from kubernetes import config as k8s_config  # read a kubeconfig: load it only here
+        # The client and the kubeconfig reader load only for a verb that needs the
+        # cluster: ``--help`` and ``next SCHEDULE`` start without them (bench/plugin_start.py).
+        from kubernetes import config as k8s_config
+
+        from cronjob_operator.runtime.client import (
+            LiveReader,
+            RestClient,
+            Writer,
+            load_configuration,
+        )
 
         try:
             contexts, active = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
@@ -189,8 +260,8 @@ class Cluster:
         )
         self.all_namespaces: bool = args.all_namespaces
         rest = RestClient(configuration, pool_size=2, user_agent="kubectl-cjt")
-        self._reader = LiveReader(rest)
-        self._writer = Writer(rest)
+        self._reader: LiveReader = LiveReader(rest)
+        self._writer: Writer = Writer(rest)
 
     def cronjob(self, name: str) -> Obj:
         return _call(
@@ -209,6 +280,13 @@ class Cluster:
         return _call(
             lambda: self._writer.patch(CRONJOB, name, patch, namespace=self.namespace),
             f"cronjob {self.namespace}/{name}",
+        )
+
+    def groups(self) -> list[Obj]:
+        namespace = None if self.all_namespaces else self.namespace
+        return _call(
+            lambda: self._reader.list(CONCURRENCY_GROUP, namespace=namespace),
+            f"concurrencygroups in {namespace or 'all namespaces'}",
         )
 
     def jobs(self, namespace: str | None) -> list[Obj]:
@@ -232,9 +310,15 @@ def _call(fn: Callable[[], _T], what: str) -> _T:
 
 def run(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     cluster = Cluster(args)
-    cluster.cronjob(args.name)  # a clear NotFound before anything is written
+    item = cluster.cronjob(args.name)  # a clear NotFound before anything is written
     token = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    cluster.patch_cronjob(args.name, {"metadata": {"annotations": {RUN_ANNOTATION: token}}})
+    job_spec = ((item.get("spec") or {}).get("jobTemplate") or {}).get("spec") or {}
+    overrides = requested_overrides(args, job_spec)
+    value = token if overrides is None else overrides_.request_json(token, overrides)
+    problem = overrides_.request_problem(value, job_spec)
+    if problem is not None:
+        raise PluginError(f"cronjob {cluster.namespace}/{args.name}: {problem}")
+    cluster.patch_cronjob(args.name, {"metadata": {"annotations": {RUN_ANNOTATION: value}}})
     job = manual_job_name(args.name, token)
     deadline = time.monotonic() + args.timeout
     pending_said = False
@@ -253,6 +337,38 @@ def run(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     raise PluginError(
         f"cronjob {cluster.namespace}/{args.name}: no Job after {args.timeout:g}s (is the "
         f"operator running? kubectl describe cronjobs.{CRONJOB.group} {args.name})"
+    )
+
+
+def requested_overrides(
+    args: argparse.Namespace, job_spec: Mapping[str, Any]
+) -> overrides_.Overrides | None:
+    """The overrides ``run``'s flags ask for (None: none), every container named: the
+    request's JSON names them, so ``-c``'s or the template's first is resolved here."""
+    command: list[str] | None = args.command
+    if not (args.env or args.image or command is not None or args.container):
+        return None
+    containers = ((job_spec.get("template") or {}).get("spec") or {}).get("containers") or ()
+    target = args.container or (containers[0].get("name") if containers else None)
+    if target is None:
+        raise PluginError(
+            f"cronjob {args.name}: spec.jobTemplate.spec.template.spec.containers is empty, "
+            "so there is no container to override; add one to the template"
+        )
+    images = {container or target: image for container, image in args.image}
+    names = [*images, *([target] if args.container or command is not None else [])]
+    env = tuple(args.env)
+    return overrides_.Overrides(
+        env=() if args.container else env,
+        containers=tuple(
+            overrides_.ContainerOverride(
+                name=name,
+                image=images.get(name),
+                args=None if command is None or name != target else tuple(command),
+                env=env if args.container and name == target else (),
+            )
+            for name in dict.fromkeys(names)
+        ),
     )
 
 
@@ -331,6 +447,8 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
         raise PluginError("--time-zone applies to a SCHEDULE; a CronJob NAME has its own")
     cluster = Cluster(args)
     if target is None:
+        from cronjob_operator.runtime.sharding import SHARD_LABEL  # it loads the manager
+
         rows = [("NAMESPACE", "NAME", "NEXT SCHEDULE", "SCHEDULE", "SHARD")]
         for item in cluster.cronjobs():
             meta, status = item["metadata"], item.get("status") or {}
@@ -357,9 +475,30 @@ def next_verb(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     )
     if spec.get("suspend"):
         out("# suspended: these times will not run until resumed")
-    times = list(islice(next_times(spec_schedule, now, offset), args.count))
+    times = list(islice(_runnable_times(item, spec_schedule, now, offset), args.count))
     for line in format_times(times, spec_schedule.zone):
         out(line)
+
+
+def _runnable_times(
+    item: Obj, schedule: schedules.AnySchedule, now: datetime, offset: timedelta
+) -> Iterator[datetime]:
+    """A CronJob's next times that run, as the controller decides: inside spec.window,
+    not excluded by spec.exclusions, no more than status.scheduledRuns.remaining."""
+    spec = item.get("spec") or {}
+    try:
+        window = parse_spec_window(spec)
+    except WindowError as exc:
+        raise PluginError(str(exc)) from None
+    times = (
+        next_times(schedule, now, offset)
+        if window is None
+        else (t + offset for t in window.times_after(schedule, now - offset))
+    )
+    remaining = ((item.get("status") or {}).get("scheduledRuns") or {}).get("remaining")
+    if spec.get("maxScheduledRuns") and isinstance(remaining, int):
+        return islice(times, remaining)
+    return times
 
 
 def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
@@ -373,7 +512,7 @@ def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     namespace = None if cluster.all_namespaces else cluster.namespace
     jobs = [job for job in cluster.jobs(namespace) if _owner_uid(job) in owners]
     jobs.sort(key=lambda job: job["metadata"].get("creationTimestamp") or "", reverse=True)
-    rows = [("NAMESPACE", "JOB", "KIND", "OUTCOME", "STARTED", "DURATION")]
+    rows = [("NAMESPACE", "JOB", "KIND", "OUTCOME", "STARTED", "DURATION", "OVERRIDES")]
     now = datetime.now(UTC)
     for job in jobs:
         meta = job["metadata"]
@@ -387,10 +526,37 @@ def history(args: argparse.Namespace, out: Callable[[str], None]) -> None:
                 outcome,
                 meta.get("creationTimestamp") or "",
                 _duration(started, ended or now) if started else "-",
+                _overrides_shown(meta.get("annotations") or {}),
             )
         )
     if len(rows) == 1:
         out("No jobs found.")
+        return
+    for line in _table(rows):
+        out(line)
+
+
+def groups(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    rows = [("NAMESPACE", "GROUP", "LIMIT", "IN USE", "HOLDERS", "WAITING")]
+    for group in Cluster(args).groups():
+        meta, status = group["metadata"], group.get("status") or {}
+        holders = [str(holder.get("job")) for holder in status.get("holders") or ()]
+        waiting = sorted(
+            (str(w.get("scheduledTime")), str(w.get("cronJob")))
+            for w in status.get("waiting") or ()
+        )
+        rows.append(
+            (
+                meta["namespace"],
+                meta["name"],
+                str((group.get("spec") or {}).get("limit", "")),
+                str(len(holders)),
+                ",".join(holders) or "-",
+                ",".join(f"{name}@{scheduled}" for scheduled, name in waiting) or "-",
+            )
+        )
+    if len(rows) == 1:
+        out("No concurrency groups found.")
         return
     for line in _table(rows):
         out(line)
@@ -403,6 +569,14 @@ def _kind(annotations: Mapping[str, Any]) -> str:
     if rules.BACKFILL_TOKEN_ANNOTATION in annotations:
         return "backfill"
     return "scheduled"
+
+
+def _overrides_shown(annotations: Mapping[str, Any]) -> str:
+    """A manual run's overrides in one table cell (``-``: none); the whole JSON is the
+    Job's annotation ``OVERRIDES_ANNOTATION``."""
+    raw = annotations.get(overrides_.OVERRIDES_ANNOTATION)
+    parsed = overrides_.parse_overrides_json(raw) if isinstance(raw, str) else None
+    return "-" if parsed is None else overrides_.overrides_summary(parsed)
 
 
 def _owner_uid(job: Obj) -> str | None:
@@ -502,7 +676,16 @@ def _wait_for_backfill(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one verb; 0 on success, 1 with one line on stderr on error, 2 on bad usage."""
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = None
+    if "--" in argv:  # kubectl's convention: what follows is the container's args
+        command = argv[argv.index("--") + 1 :]
+        argv = argv[: argv.index("--")]
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if command is not None and args.verb != "run":
+        parser.error(f"arguments after -- are for run, not {args.verb}")
+    args.command = command
 
     def out(line: str) -> None:
         print(line, flush=True)
@@ -514,6 +697,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "resume": lambda a, o: set_suspend(a, o, suspend=False),
         "history": history,
         "backfill": backfill,
+        "groups": groups,
     }
     try:
         verbs[args.verb](args, out)

@@ -3,6 +3,9 @@
 # containers store, and save it as an archive for `ctr images import` / `docker load`.
 #
 #   hack/build-image.sh [NAME]        default controller:latest (what config/manager uses)
+#   hack/build-image.sh NAME VERSION  the same build with VERSION stamped in (the
+#                                     Dockerfile's VERSION argument: what the manager
+#                                     reports), e.g. two versions for an upgrade test
 #
 # Prints two lines on stdout: the image name and the archive's path
 # (${CRONJOB_OPERATOR_CACHE:-~/.cache/cronjob-operator}/images/<image id>.tar, reused
@@ -27,6 +30,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "${REPO_ROOT}"
 
 NAME="${1:-controller:latest}"
+VERSION="${2:-}"
 BASE_PACKAGES="python3,python3-venv,ca-certificates,tzdata,netbase,openssl"
 LOCAL_BASE="localhost/cronjob-operator-base:bookworm"
 
@@ -92,9 +96,10 @@ secret_args() {
 build() {
   local base="$1" secrets
   mapfile -t secrets < <(secret_args)
-  log "building ${NAME} from ${base} (buildah bud --pull=never --network=host --isolation=chroot)"
+  log "building ${NAME}${VERSION:+ (version ${VERSION})} from ${base} (buildah bud --pull=never --network=host --isolation=chroot)"
   buildah bud --quiet --layers --pull=never --network=host --isolation=chroot \
-    "${secrets[@]}" --build-arg "BASE_IMAGE=${base}" --tag "${NAME}" --file Dockerfile . >/dev/null
+    "${secrets[@]}" --build-arg "BASE_IMAGE=${base}" --build-arg "VERSION=${VERSION}" \
+    --tag "${NAME}" --file Dockerfile . >/dev/null
 }
 
 # save_archive: a docker-archive of the image; a bare name is saved as

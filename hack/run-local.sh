@@ -28,7 +28,8 @@ install_crds() {
   local deadline=$((SECONDS + 60))
   until kubectl wait --for=condition=Established --timeout=10s \
       crd/cronjobs.batch.tutorial.kubebuilder.io \
-      crd/configdeployments.apps.tutorial.kubebuilder.io >&2 2>/dev/null; do
+      crd/configdeployments.apps.tutorial.kubebuilder.io \
+      crd/concurrencygroups.batch.tutorial.kubebuilder.io >&2 2>/dev/null; do
     ((SECONDS < deadline)) || { log "the CRDs were not established within 60s"; exit 1; }
     sleep 1
   done

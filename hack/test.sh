@@ -7,9 +7,15 @@
 # cluster suite's default of the whole tests/ tree (`hack/test.sh tests/e2e/test_image.py`);
 # options alone keep it (`hack/test.sh -k cron -x`, since pyproject's testpaths is tests/).
 # For the quick check alone, run hack/verify.sh.
-# Without arguments, the compatibility subset (COMPAT_TESTS) then runs again against the
-# oldest supported release (COMPAT_KUBERNETES_VERSION in versions.env, built by
-# `build-binaries.sh --compat`).
+# Without arguments, the cluster suite runs in two lanes at once, each with its own
+# control plane and its output prefixed with the lane's name: `e2e` (tests/e2e: the real
+# node, the images, the installs; serial, since the node's Pods share the host's ports)
+# and `integration` (tests/integration), after which the compatibility subset
+# (COMPAT_TESTS) runs again against the oldest supported release
+# (COMPAT_KUBERNETES_VERSION in versions.env, built by `build-binaries.sh --compat`).
+# Most of a cluster test's time is spent waiting (a schedule's minute, a rollout, a lease),
+# so two lanes on two cores take well under the time of one after the other; the suite
+# must pass on a busy machine anyway.
 set -euo pipefail
 
 # shellcheck source=verify.sh
@@ -59,6 +65,46 @@ compat_tests() {
   CRONJOB_OPERATOR_BIN_DIR="${bin_dir}" "${VENV}/bin/pytest" "${COMPAT_TESTS[@]}"
 }
 
+# lane NAME FUNCTION: run FUNCTION (which runs stages) in the background, its output
+# prefixed with "[NAME] "; wait_lanes adds the lanes' stage timings and failures to ours.
+LANE_DIR=""
+LANES=()
+lane() {
+  local name="$1" function="$2"
+  [[ -n "${LANE_DIR}" ]] || LANE_DIR="$(mktemp -d)"
+  (
+    TIMINGS=()
+    FAILED=()
+    "${function}" > >(sed -u "s/^/[${name}] /") 2>&1
+    printf '%s\n' "${TIMINGS[@]}" >"${LANE_DIR}/${name}.timings"
+    printf '%s\n' "${FAILED[@]}" >"${LANE_DIR}/${name}.failed"
+  ) &
+  LANES+=("$!:${name}")
+}
+
+wait_lanes() {
+  local entry name line
+  for entry in "${LANES[@]}"; do
+    name="${entry#*:}"
+    wait "${entry%%:*}" || FAILED+=("${name}")
+    while IFS= read -r line; do [[ -z "${line}" ]] || TIMINGS+=("${line}"); done <"${LANE_DIR}/${name}.timings"
+    while IFS= read -r line; do [[ -z "${line}" ]] || FAILED+=("${line}"); done <"${LANE_DIR}/${name}.failed"
+  done
+  rm -rf "${LANE_DIR}"
+}
+
+# e2e_lane: the tests that need the real node and the images, one after another.
+e2e_lane() {
+  stage e2e "${VENV}/bin/pytest" -m cluster tests/e2e
+}
+
+# integration_lane: the integration tests, then the compatibility subset on the oldest
+# supported release (its build, when not cached, overlaps the e2e lane).
+integration_lane() {
+  stage integration "${VENV}/bin/pytest" -m cluster tests/integration
+  stage compat compat_tests
+}
+
 main() {
   stage venv ensure_venv
   [[ ${#FAILED[@]} -eq 0 ]] || finish
@@ -66,8 +112,18 @@ main() {
   local failed_before=${#FAILED[@]}  # the cluster suite runs only when its builds succeed
   stage binaries use_binaries
   [[ ${#FAILED[@]} -eq ${failed_before} ]] && stage images use_images
-  [[ ${#FAILED[@]} -eq ${failed_before} ]] && stage cluster "${VENV}/bin/pytest" -m cluster "$@"
-  (($# > 0)) || [[ ${#FAILED[@]} -ne ${failed_before} ]] || stage compat compat_tests
+  if [[ ${#FAILED[@]} -eq ${failed_before} ]]; then
+    if (($# > 0)); then
+      stage cluster "${VENV}/bin/pytest" -m cluster "$@"
+    else
+      # A cold cache builds the oldest release while the lanes run (niced: the tests come
+      # first); the compat stage's own build-binaries.sh then waits on its lock.
+      nice -n 19 "${REPO_ROOT}/hack/build-binaries.sh" --compat >/dev/null 2>&1 &
+      lane e2e e2e_lane
+      lane integration integration_lane
+      wait_lanes
+    fi
+  fi
   finish
 }
 

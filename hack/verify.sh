@@ -22,7 +22,7 @@ stage() {
   started="${EPOCHREALTIME/./}"
   "$@" || status=$?
   elapsed_ms=$(((${EPOCHREALTIME/./} - started) / 1000))
-  TIMINGS+=("$(printf '%-9s %4d.%01ds  %s' "${name}" $((elapsed_ms / 1000)) $((elapsed_ms % 1000 / 100)) \
+  TIMINGS+=("$(printf '%-12s %4d.%01ds  %s' "${name}" $((elapsed_ms / 1000)) $((elapsed_ms % 1000 / 100)) \
     "$([[ ${status} -eq 0 ]] && echo ok || echo "FAILED (exit ${status})")")")
   [[ ${status} -eq 0 ]] || FAILED+=("${name}")
   return 0

@@ -16,12 +16,16 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from cronjob_operator import __version__
 from cronjob_operator.envtest import _node
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE_ENV = "CRONJOB_OPERATOR_IMAGE"
 IMAGE_ARCHIVE_ENV = "CRONJOB_OPERATOR_IMAGE_ARCHIVE"
 NODE_BIN_DIR_ENV = _node.NODE_BIN_DIR_ENV
+NEXT_IMAGE = "controller:next"
+NEXT_VERSION = f"{__version__}+next"
+"""The version stamped into ``next_image`` (``hack/build-image.sh NAME VERSION``)."""
 
 
 @dataclass(frozen=True)
@@ -32,9 +36,11 @@ class Image:
     archive: Path
 
 
-def _run(script: str) -> list[str]:
+def _run(script: str, *args: str) -> list[str]:
     path = REPO / "hack" / script
-    result = subprocess.run(["bash", str(path)], stdout=subprocess.PIPE, text=True, check=False)
+    result = subprocess.run(
+        ["bash", str(path), *args], stdout=subprocess.PIPE, text=True, check=False
+    )
     lines = result.stdout.strip().splitlines()
     assert result.returncode == 0, f"{path} failed (exit {result.returncode}); see its stderr"
     assert lines, f"{path} printed nothing"
@@ -47,7 +53,19 @@ def operator_image() -> Image:
     name, archive = os.environ.get(IMAGE_ENV), os.environ.get(IMAGE_ARCHIVE_ENV)
     if not (name and archive):
         name, archive = _run("build-image.sh")[-2:]
-    image = Image(name, Path(archive))
+    return _checked(Image(name, Path(archive)))
+
+
+@functools.cache
+def next_image() -> Image:
+    """The operator's image built from this tree as another version (``NEXT_VERSION``,
+    tagged ``NEXT_IMAGE``): the other side of an upgrade. Only the layers from the
+    package's sources on are rebuilt."""
+    name, archive = _run("build-image.sh", NEXT_IMAGE, NEXT_VERSION)[-2:]
+    return _checked(Image(name, Path(archive)))
+
+
+def _checked(image: Image) -> Image:
     assert image.archive.is_file(), f"{image.archive} (the image archive) does not exist"
     return image
 

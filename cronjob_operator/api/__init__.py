@@ -9,9 +9,22 @@ of it into the CRDs under ``config/crd/bases``.
 
 The controllers handle objects as JSON dicts (see ``cronjob_operator.runtime.objects``);
 they use the models to build objects and ``read_settings`` to read what they act on.
+Importing the package imports no model: the names below load their module on first use
+(``cronjob_operator._lazy``), so the rules in ``cronjob_rules`` load without pydantic.
 """
 
-from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT, ConfigDeployment
-from cronjob_operator.api.batch_v1 import CRONJOB, CronJob
+from typing import TYPE_CHECKING
+
+from cronjob_operator._lazy import exports
+
+if TYPE_CHECKING:
+    from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT, ConfigDeployment
+    from cronjob_operator.api.batch_v1 import CRONJOB, CronJob
 
 __all__ = ["CONFIG_DEPLOYMENT", "CRONJOB", "ConfigDeployment", "CronJob"]
+
+if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error
+    __getattr__, __dir__ = exports(
+        globals(),
+        {"apps_v1": ("CONFIG_DEPLOYMENT", "ConfigDeployment"), "batch_v1": ("CRONJOB", "CronJob")},
+    )

@@ -16,11 +16,9 @@ controller reads a spec.
 from __future__ import annotations
 
 import zoneinfo
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Final, NamedTuple, Self, TypeVar
+from typing import Annotated, Any, Self
 
 from pydantic import (
     ConfigDict,
@@ -31,6 +29,25 @@ from pydantic import (
     model_validator,
 )
 
+from cronjob_operator.api.batch_v1_constants import (
+    BACKFILL_ANNOTATION,
+    CRONJOB,
+    MAX_BACKFILL,
+    MAX_RUN_START_TIMEOUT_SECONDS,
+    MAX_RUN_TOKEN_LENGTH,
+    MAX_STAGGER_SECONDS,
+    MIN_RUN_START_TIMEOUT_SECONDS,
+    RUN_ANNOTATION,
+)
+from cronjob_operator.api.batch_v1_settings import (
+    CatchUpPolicy,
+    ConcurrencyPolicy,
+    CronJobSettings,
+    Unusable,
+    WhenGroupFull,
+    read_settings,
+    settings_of,
+)
 from cronjob_operator.api.core import JobTemplateSpec
 from cronjob_operator.api.markers import PrinterColumn, Resource, ValidationRule
 from cronjob_operator.api.meta import (
@@ -42,7 +59,6 @@ from cronjob_operator.api.meta import (
     ObjectReference,
     PositiveInt32,
 )
-from cronjob_operator.runtime.kinds import Kind
 
 __all__ = [
     "BACKFILL_ANNOTATION",
@@ -51,30 +67,37 @@ __all__ = [
     "CRONJOB_RESOURCE",
     "MAX_BACKFILL",
     "MAX_CATCH_UP",
+    "MAX_EXCLUDED_DATES",
     "MAX_NAME_LENGTH",
+    "MAX_RUN_START_TIMEOUT_SECONDS",
     "MAX_RUN_TOKEN_LENGTH",
     "MAX_SCHEDULES",
     "MAX_STAGGER_SECONDS",
+    "MIN_RUN_START_TIMEOUT_SECONDS",
     "ONE_SCHEDULE_RULE",
     "RUN_ANNOTATION",
     "Backfill",
     "BackfillState",
     "CatchUpPolicy",
+    "ConcurrencyGroupRef",
     "ConcurrencyPolicy",
     "CronJob",
     "CronJobSettings",
     "CronJobSpec",
     "CronJobStatus",
+    "Exclusions",
     "FailurePolicy",
+    "GroupWait",
     "ObservedSchedule",
+    "RunWindow",
+    "ScheduledRuns",
     "SkipReason",
     "SkippedRuns",
     "Unusable",
+    "WhenGroupFull",
     "read_settings",
     "settings_of",
 ]
-
-CRONJOB = Kind("batch.tutorial.kubebuilder.io", "v1", "CronJob", "cronjobs")
 
 MAX_NAME_LENGTH = 52
 """Longest CronJob name: a Job is named ``<name>-<unix seconds>`` (11 more characters)
@@ -129,59 +152,13 @@ _TIME_ZONE_RULES = (
 )
 
 
-RUN_ANNOTATION = "batch.tutorial.kubebuilder.io/run-requested-at"
-"""On a CronJob: a request token (any string, conventionally the time of the request)
-asking for one manual run; ``status.lastHandledRunRequest`` records the last one handled."""
-MAX_RUN_TOKEN_LENGTH = 256
-"""The longest run request token accepted."""
-
-BACKFILL_ANNOTATION = "batch.tutorial.kubebuilder.io/backfill"
-"""On a CronJob: a backfill request, JSON ``{"token": ..., "from": T1, "to": T2}`` (RFC 3339
-times), asking to run every scheduled time in [T1, T2) once; ``status.backfill`` shows
-its progress. A new token starts a new backfill; removing the annotation cancels one."""
-MAX_BACKFILL = 1000
-"""The most scheduled times one backfill request may cover."""
-
-MAX_STAGGER_SECONDS = 3600
-"""The largest staggerSeconds the schema accepts (an hour)."""
-
-
 def _cel(rules: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
-
-
-class ConcurrencyPolicy(StrEnum):
-    """Specifies how to treat concurrent executions of a Job. Valid values are:
-
-    - "Allow" (default): allows CronJobs to run concurrently;
-    - "Forbid": forbids concurrent runs, skipping next run if previous run hasn't
-      finished yet;
-    - "Replace": cancels currently running job and replaces it with a new one;
-    - "BufferOne": a time that comes due while a run is active starts as soon as that
-      run finishes; at most one waits (status.bufferedRun), later ones are skipped"""
-
-    ALLOW = "Allow"
-    FORBID = "Forbid"
-    REPLACE = "Replace"
-    BUFFER_ONE = "BufferOne"
 
 
 MAX_CATCH_UP = 100
 """The most missed times ``catchUpPolicy: All`` runs after an outage: the newest 100 in
 reach (the built-in's bound on missed times); older ones are skipped (CatchUpBound)."""
-
-
-class CatchUpPolicy(StrEnum):
-    """Which missed scheduled times run after the controller could not start them (it
-    was down, or behind). Valid values are:
-
-    - "Latest" (the default when unset): the newest missed time within
-      startingDeadlineSeconds, as the built-in CronJob;
-    - "All": every missed time within startingDeadlineSeconds, oldest first, each once,
-      at most the newest 100"""
-
-    LATEST = "Latest"
-    ALL = "All"
 
 
 class SkipReason(StrEnum):
@@ -195,6 +172,8 @@ class SkipReason(StrEnum):
     PAUSED_AFTER_FAILURES = "PausedAfterFailures"
     CATCH_UP_BOUND = "CatchUpBound"
     BUFFER_FULL = "BufferFull"
+    EXCLUDED = "Excluded"
+    GROUP_FULL = "GroupFull"
 
     @property
     def status_key(self) -> str:
@@ -209,6 +188,92 @@ class FailurePolicy(KubeModel):
     """Pause the CronJob after this many consecutive failed runs: no new scheduled run
     starts and Available is False (reason PausedAfterFailures) until the spec is edited
     (a new generation) or a manual run succeeds. Unset: never pause."""
+
+
+MAX_EXCLUDED_DATES = 366
+"""The most dates spec.exclusions.dates lists (a year of days)."""
+_DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_EXCLUSION_RULES = (
+    (
+        "self.all(s, !s.startsWith('TZ=') && !s.startsWith('CRON_TZ='))",
+        "exclusions.schedules: a TZ= or CRON_TZ= prefix is not supported; they are read in "
+        "spec.timeZone",
+    ),
+    (
+        "self.all(s, s != '@reboot' && !s.startsWith('@every'))",
+        "exclusions.schedules: @reboot and @every are not supported (they are no times); "
+        "exclude cron times such as '* * 25 12 *'",
+    ),
+)
+_WINDOW_RULE = (
+    "!has(self.start) || !has(self.end) || self.start < self.end",
+    "window: start must be before end",
+)
+
+
+class RunWindow(KubeModel):
+    """When scheduled runs may start: only scheduled times in [start, end)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [{"rule": _WINDOW_RULE[0], "message": _WINDOW_RULE[1]}]
+        }
+    )
+
+    start: datetime | None = None
+    """The first instant (RFC 3339, inclusive) a scheduled time may run; unset: no bound."""
+    end: datetime | None = None
+    """The instant (RFC 3339, exclusive) from which no scheduled time runs: the CronJob
+    then stops scheduling (Available False, reason WindowEnded); unset: no bound."""
+
+    @model_validator(mode="after")
+    def _start_before_end(self) -> Self:
+        if self.start is not None and self.end is not None and self.start >= self.end:
+            raise ValueError(_WINDOW_RULE[1])
+        return self
+
+
+class Exclusions(KubeModel):
+    """Scheduled times that are skipped (holidays, maintenance days), in spec.timeZone;
+    each is counted in status.skippedRuns.excluded."""
+
+    dates: list[Annotated[str, StringConstraints(pattern=_DATE_PATTERN)]] | None = Field(
+        default=None,
+        max_length=MAX_EXCLUDED_DATES,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    """Dates (YYYY-MM-DD) on which no scheduled time runs, read in spec.timeZone. At most
+    366."""
+    schedules: list[Annotated[str, StringConstraints(min_length=1, max_length=1024)]] | None = (
+        Field(
+            default=None,
+            min_length=1,
+            max_length=MAX_SCHEDULES,
+            json_schema_extra={**_cel(_EXCLUSION_RULES), "x-kubernetes-list-type": "atomic"},
+        )
+    )
+    """Cron schedules (as spec.schedules) whose times do not run, e.g. "* * 25 12 *" for
+    every time on December 25th or "0 9 * * 1" for Monday's 09:00 only. At most 10."""
+
+    @field_validator("dates")
+    @classmethod
+    def _dates_exist(cls, dates: list[str] | None) -> list[str] | None:
+        for value in dates or ():
+            try:
+                date.fromisoformat(value)
+            except ValueError:
+                raise ValueError(f"exclusions.dates: {value!r} is no calendar date") from None
+        return dates
+
+
+class ConcurrencyGroupRef(KubeModel):
+    """The ConcurrencyGroup whose slots this CronJob's runs take."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    """The name of a ConcurrencyGroup in the CronJob's namespace."""
+    when_full: WhenGroupFull | None = None
+    """What a scheduled run does when every slot of the group is taken: "Wait" (unset)
+    or "Skip"."""
 
 
 class CronJobSpec(KubeModel):
@@ -287,11 +352,45 @@ class CronJobSpec(KubeModel):
     failure_policy: FailurePolicy | None = None
     """What to do about runs that keep failing. Unset: nothing (failures are counted in
     status.consecutiveFailures either way)."""
+    run_start_timeout_seconds: (
+        Annotated[
+            StrictInt,
+            Field(
+                ge=MIN_RUN_START_TIMEOUT_SECONDS,
+                le=MAX_RUN_START_TIMEOUT_SECONDS,
+                json_schema_extra={"format": "int32"},
+            ),
+        ]
+        | None
+    ) = None
+    """End a run none of whose Pods started within this many seconds of its Job's
+    status.startTime (no Pod ready, succeeded or failed: unschedulable, an image that
+    cannot be pulled), and count it as a failed run (status.consecutiveFailures, so it
+    feeds failurePolicy), with a RunStartTimeout event naming the cause the Pods report.
+    Under Forbid or BufferOne such a run would otherwise block every later one. Unlike
+    activeDeadlineSeconds, a run whose Pod started is never ended. 10 to 604800; unset:
+    runs wait to start for ever, as the built-in."""
     catch_up_policy: CatchUpPolicy | None = None
     """Which missed scheduled times run after an outage: "Latest" (unset: the newest
     within startingDeadlineSeconds, as the built-in) or "All" (every one within
     startingDeadlineSeconds, oldest first, each once, at most the newest 100). A schedule
     edit never starts a run for a time before the edit, with either."""
+    window: RunWindow | None = None
+    """Only scheduled times in [window.start, window.end) run; nextScheduleTime honours
+    it. Unset: no bound."""
+    max_scheduled_runs: PositiveInt32 | None = None
+    """At most this many scheduled runs (each scheduled time's Job counts once, across
+    restarts and replicas; manual runs do not count); then the CronJob stops scheduling
+    (Available False, reason RunLimitReached). status.scheduledRuns shows the count and
+    what is left. Unset: no limit."""
+    exclusions: Exclusions | None = None
+    """Scheduled times that are skipped (dates and cron schedules in spec.timeZone), each
+    counted in status.skippedRuns.excluded."""
+    concurrency_group: ConcurrencyGroupRef | None = None
+    """A limit shared with other CronJobs of the namespace: every Job of this CronJob
+    (scheduled, requested or backfilled) first takes a slot of this ConcurrencyGroup,
+    which holds at most spec.limit Jobs at once across all its CronJobs. Unset: no
+    shared limit."""
 
     @field_validator("schedule")
     @classmethod
@@ -379,6 +478,23 @@ class SkippedRuns(KubeModel):
     buffer_full: NonNegativeInt64 | None = None
     """Times that came while a run was active and another already waited
     (concurrencyPolicy BufferOne)."""
+    excluded: NonNegativeInt64 | None = None
+    """Times excluded by spec.exclusions (a date or an exclusion schedule)."""
+
+
+class ScheduledRuns(KubeModel):
+    """The scheduled runs counted against spec.maxScheduledRuns (kept while it is set)."""
+
+    count: NonNegativeInt64
+    """Scheduled runs so far: each scheduled time whose Job was created counts once."""
+    counted_through: datetime | None = None
+    """The newest scheduled time counted; a Job of a time at or before it is never counted
+    again (Jobs are named by their scheduled time, so a retried create is the same Job)."""
+    remaining: NonNegativeInt64
+    """How many scheduled runs are left before the limit."""
+
+    group_full: NonNegativeInt64 | None = None
+    """Times that found every slot of spec.concurrencyGroup taken (whenFull Skip)."""
 
 
 class BackfillState(StrEnum):
@@ -409,6 +525,15 @@ class Backfill(KubeModel):
     """The next time it runs (unset once Complete or Cancelled)."""
     state: BackfillState
     """Running, Complete or Cancelled."""
+
+
+class GroupWait(KubeModel):
+    """A scheduled run waiting for a slot of its concurrency group."""
+
+    group: str
+    """The ConcurrencyGroup's name."""
+    scheduled_time: datetime
+    """The scheduled time of the run that waits."""
 
 
 class CronJobStatus(KubeModel):
@@ -464,6 +589,11 @@ class CronJobStatus(KubeModel):
     """Scheduled times that did not run, by reason, each counted once."""
     backfill: Backfill | None = None
     """The progress of the latest backfill request."""
+    scheduled_runs: ScheduledRuns | None = None
+    """The scheduled runs counted against spec.maxScheduledRuns, and what is left."""
+    waiting_for_group: GroupWait | None = None
+    """The scheduled run waiting for a slot of spec.concurrencyGroup (whenFull Wait);
+    unset when none waits."""
 
 
 class CronJob(KubeModel):
@@ -483,115 +613,6 @@ class CronJob(KubeModel):
         if len(name) > MAX_NAME_LENGTH:
             raise ValueError(CRONJOB_NAME_RULE.message)
         return self
-
-
-@dataclass(frozen=True, slots=True)
-class Unusable:
-    """A spec value stored past validation that the controller cannot act on, as stored:
-    it reports the value (its Warning and Degraded message quote it) and goes on without."""
-
-    value: object
-
-
-class CronJobSettings(NamedTuple):
-    """The spec fields the reconciler acts on, typed, read without validating them.
-
-    An enum value stored past validation reads as its default (an unknown
-    concurrencyPolicy as Allow, an unknown catchUpPolicy as Latest); a number of the
-    wrong type as unset, except the two the controller reports (:class:`Unusable`).
-    Unset history limits stay None (at most ``MAX_HISTORY_LIMIT`` Jobs are kept then)."""
-
-    schedule: str | None = None
-    """``spec.schedule`` as a string (None: unset)."""
-    schedules: tuple[str, ...] | None = None
-    """``spec.schedules`` as strings (None: unset, or not a list)."""
-    time_zone: Any = None
-    """``spec.timeZone`` as stored (the schedule parser reports one it cannot use)."""
-    starting_deadline_seconds: int | None = None
-    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
-    catch_up_policy: CatchUpPolicy = CatchUpPolicy.LATEST
-    suspend: bool = False
-    successful_jobs_history_limit: int | None = None
-    failed_jobs_history_limit: int | None = None
-    stagger_seconds: int | Unusable = 0
-    pause_after_failures: int | None = None
-    """``spec.failurePolicy.pauseAfterConsecutiveFailures`` when it is 1 or more (None:
-    no failure pause)."""
-    unusable_pause: Unusable | None = None
-    """A failure policy stored past validation (not a positive whole number)."""
-
-
-def read_settings(cronjob: Mapping[str, Any]) -> CronJobSettings:
-    """The reconciler's view of a CronJob object (raw JSON, e.g. from the cache).
-
-    Unknown fields and the job template are not looked at; never raises: a schedule or
-    time zone that validation would reject is returned as stored, for the controller
-    to report, and other values as :class:`CronJobSettings` says."""
-    return settings_of(cronjob.get("spec") or {})
-
-
-def settings_of(spec: Mapping[str, Any]) -> CronJobSettings:
-    """:func:`read_settings` of a CronJob's ``spec``."""
-    schedule = spec.get("schedule")
-    many = spec.get("schedules")
-    pause, unusable_pause = _pause_of(spec.get("failurePolicy"))
-    return CronJobSettings(
-        schedule=None if schedule is None else str(schedule),
-        schedules=tuple(str(entry) for entry in many) if isinstance(many, list | tuple) else None,
-        time_zone=spec.get("timeZone"),
-        starting_deadline_seconds=_whole(spec.get("startingDeadlineSeconds")),
-        concurrency_policy=_member(
-            _CONCURRENCY_POLICIES, spec.get("concurrencyPolicy"), ConcurrencyPolicy.ALLOW
-        ),
-        catch_up_policy=_member(
-            _CATCH_UP_POLICIES, spec.get("catchUpPolicy"), CatchUpPolicy.LATEST
-        ),
-        suspend=bool(spec.get("suspend")),
-        successful_jobs_history_limit=_whole(spec.get("successfulJobsHistoryLimit")),
-        failed_jobs_history_limit=_whole(spec.get("failedJobsHistoryLimit")),
-        stagger_seconds=_stagger_of(spec.get("staggerSeconds")),
-        pause_after_failures=pause,
-        unusable_pause=unusable_pause,
-    )
-
-
-_Enum = TypeVar("_Enum", bound=StrEnum)
-
-_CONCURRENCY_POLICIES: Final = {policy.value: policy for policy in ConcurrencyPolicy}
-_CATCH_UP_POLICIES: Final = {policy.value: policy for policy in CatchUpPolicy}
-
-
-def _whole(value: Any) -> int | None:
-    """``value`` if it is a whole number (not a bool), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _member(members: Mapping[str, _Enum], value: Any, default: _Enum) -> _Enum:
-    """The member named by ``value`` (``members``: by value); ``default`` when unset or
-    unknown."""
-    return members.get(value, default) if isinstance(value, str) else default
-
-
-def _stagger_of(value: Any) -> int | Unusable:
-    """``spec.staggerSeconds``: 0 when unset or zero, the stored value if not whole."""
-    if value is None or value == 0:
-        return 0
-    whole = _whole(value)
-    return Unusable(value) if whole is None else whole
-
-
-def _pause_of(policy: Any) -> tuple[int | None, Unusable | None]:
-    """``spec.failurePolicy``'s threshold when it is 1 or more, and the stored value when
-    it is set but is not (a failure policy that is not an object counts as that value)."""
-    if policy is None:
-        return None, None
-    if not isinstance(policy, Mapping):
-        return None, Unusable(policy)
-    raw = policy.get("pauseAfterConsecutiveFailures")
-    threshold = _whole(raw)
-    if threshold is not None and threshold >= 1:
-        return threshold, None
-    return None, (None if raw is None else Unusable(raw))
 
 
 CRONJOB_RESOURCE = Resource(

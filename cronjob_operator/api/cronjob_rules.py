@@ -3,7 +3,8 @@ plugin checks and the controller applies, with no I/O and no clock.
 
 One place, below all three users: the admission webhook (``webhooks/cronjob.py``) and the
 kubectl plugin (``plugin.py``) import these rules without loading the controllers, the
-manager or prometheus_client, and the CronJob controller (``controllers/cronjob/``)
+manager, prometheus_client or pydantic (the constants they need are in
+``batch_v1_constants``), and the CronJob controller (``controllers/cronjob/``)
 imports the same ones. By concept:
 
 * Job times: a scheduled Job is named by its time in Unix seconds, so only
@@ -20,6 +21,10 @@ imports the same ones. By concept:
   ``stagger_problem`` refuses a stagger not below the schedule's shortest gap.
 * The schedule of a spec (``parse_spec_schedule``), the failure pause's field
   (``PAUSE_FIELD``) and the history limits' bound (``MAX_HISTORY_LIMIT``).
+* Run window, run limit and exclusions (docs/beyond-builtin.md): ``window_problems``
+  lists what is wrong with ``spec.window``, ``spec.maxScheduledRuns`` and
+  ``spec.exclusions`` by field, ``parse_spec_window`` reads
+  them as a ``schedule.Window`` (None when neither is set: nothing changes).
 """
 
 from __future__ import annotations
@@ -29,51 +34,62 @@ import functools
 import hashlib
 import itertools
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
-from cronjob_operator.api.batch_v1 import (
+from cronjob_operator.api.batch_v1_constants import (
     BACKFILL_ANNOTATION,
     MAX_BACKFILL,
+    MAX_RUN_START_TIMEOUT_SECONDS,
     MAX_RUN_TOKEN_LENGTH,
     MAX_STAGGER_SECONDS,
+    MIN_RUN_START_TIMEOUT_SECONDS,
     RUN_ANNOTATION,
-    CronJobSettings,
-    settings_of,
 )
+from cronjob_operator.api.batch_v1_settings import CronJobSettings, Unusable, settings_of
 from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
     "BACKFILL_FIELD",
     "BACKFILL_TOKEN_ANNOTATION",
     "END_OF_JOB_TIMES",
+    "EXCLUSIONS_FIELD",
     "FIRST_JOB_TIME",
     "GAP_SCAN_LIMIT",
     "HISTORY_LIMITS",
     "INSTANTIATE_ANNOTATION",
     "JOB_TIME_DIGITS",
+    "LIMIT_FIELD",
     "MAX_HISTORY_LIMIT",
     "MAX_REQUEST_LENGTH",
     "PAUSE_FIELD",
     "STAGGER_FIELD",
+    "START_TIMEOUT_FIELD",
     "TIMES_MEMO_SIZE",
     "TOKEN_FIELD",
+    "WINDOW_FIELD",
     "Request",
+    "WindowError",
     "count_problem",
     "manual_job_name",
     "parse_request",
     "parse_spec_schedule",
+    "parse_spec_window",
     "request_problem",
     "schedule_of",
     "shortest_gap",
     "stagger_offset",
     "stagger_problem",
+    "start_timeout_problem",
     "times_of",
     "token_problem",
+    "window_of",
+    "window_problems",
 ]
 
 # --- Job times and names -----------------------------------------------------------
@@ -122,6 +138,143 @@ def token_problem(token: str) -> str | None:
             f"{MAX_RUN_TOKEN_LENGTH} are allowed; use a shorter token such as the current time"
         )
     return None
+
+
+WINDOW_FIELD: Final = "spec.window"
+EXCLUSIONS_FIELD: Final = "spec.exclusions"
+LIMIT_FIELD: Final = "spec.maxScheduledRuns"
+
+
+_QUOTED_VALUE: Final = re.compile(r'[^"]*"(?:[^"\\]|\\.)*": (.*)', re.DOTALL)
+"""A schedule message, ``<field>: "<value>": <detail>``: its detail."""
+
+
+class WindowError(ValueError):
+    """A stored ``spec.window`` or ``spec.exclusions`` the controller cannot use; the
+    message names the field and the value."""
+
+    reason: Final = "InvalidWindow"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def window_problems(spec: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
+    """Every problem of ``spec.window``, ``spec.maxScheduledRuns`` and
+    ``spec.exclusions``: (field, value, detail)."""
+    problems: list[tuple[str, Any, str]] = []
+    limit = spec.get("maxScheduledRuns")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        problems.append(
+            (LIMIT_FIELD, limit, "must be a whole number of at least 1, or unset for no limit")
+        )
+    window = spec.get("window")
+    if window is not None and not isinstance(window, Mapping):
+        problems.append((WINDOW_FIELD, window, "must be an object with start and/or end"))
+        window = None
+    bounds: dict[str, datetime] = {}
+    for key in ("start", "end"):
+        value = (window or {}).get(key)
+        if value is None:
+            continue
+        moment = _time(value)
+        if moment is None:
+            problems.append(
+                (
+                    f"{WINDOW_FIELD}.{key}",
+                    value,
+                    "must be an RFC 3339 time such as 2026-01-01T00:00:00Z",
+                )
+            )
+        else:
+            bounds[key] = moment
+    if len(bounds) == 2 and bounds["start"] >= bounds["end"]:
+        problems.append(
+            (f"{WINDOW_FIELD}.end", (window or {}).get("end"), "must be after spec.window.start")
+        )
+    exclusions = spec.get("exclusions")
+    if exclusions is None:
+        return problems
+    if not isinstance(exclusions, Mapping):
+        return [
+            *problems,
+            (EXCLUSIONS_FIELD, exclusions, "must be an object with dates and/or schedules"),
+        ]
+    for index, value in enumerate(exclusions.get("dates") or ()):
+        if _date(value) is None:
+            problems.append(
+                (f"{EXCLUSIONS_FIELD}.dates[{index}]", value, "must be a calendar date YYYY-MM-DD")
+            )
+    for index, expression in enumerate(exclusions.get("schedules") or ()):
+        try:
+            _exclusion_schedule(index, expression, spec.get("timeZone"))
+        except schedules.ScheduleError as exc:
+            found = _QUOTED_VALUE.match(str(exc))
+            problems.append((exc.field, expression, found.group(1) if found else str(exc)))
+    return problems
+
+
+def window_of(settings: CronJobSettings) -> schedules.Window | None:
+    """:func:`parse_spec_window` of the typed spec (the controller's)."""
+    limit = settings.max_scheduled_runs
+    return parse_spec_window(
+        {
+            "window": settings.window,
+            "exclusions": settings.exclusions,
+            "maxScheduledRuns": limit.value if isinstance(limit, Unusable) else limit,
+            "timeZone": settings.time_zone,
+        }
+    )
+
+
+def parse_spec_window(spec: Mapping[str, Any]) -> schedules.Window | None:
+    """``spec.window`` and ``spec.exclusions`` in ``spec.timeZone``; None when neither is
+    set. Raises ``ScheduleError`` naming the field for a value stored past validation."""
+    window, exclusions = spec.get("window"), spec.get("exclusions")
+    if window is None and exclusions is None:
+        return None
+    problems = window_problems(spec)
+    if problems:
+        field, value, detail = problems[0]
+        raise WindowError(field, f"{field}: {value!r}: {detail}")
+    zone = schedules.parse_schedule("@daily", spec.get("timeZone")).zone
+    window, exclusions = window or {}, exclusions or {}
+    return schedules.Window(
+        zone,
+        start=_time(window.get("start")),
+        end=_time(window.get("end")),
+        dates=frozenset(
+            moment for value in exclusions.get("dates") or () if (moment := _date(value))
+        ),
+        schedules=tuple(
+            _exclusion_schedule(index, expression, spec.get("timeZone"))
+            for index, expression in enumerate(exclusions.get("schedules") or ())
+        ),
+    )
+
+
+def _date(value: Any) -> date | None:
+    try:
+        return date.fromisoformat(value) if isinstance(value, str) and len(value) == 10 else None
+    except ValueError:
+        return None
+
+
+def _exclusion_schedule(index: int, expression: Any, time_zone: Any) -> schedules.Schedule:
+    """One exclusion schedule, its errors naming ``spec.exclusions.schedules[index]``."""
+    field = f"{EXCLUSIONS_FIELD}.schedules[{index}]"
+    if str(expression).startswith("@every"):
+        message = (
+            f'{field}: "{expression}": @every is a delay from the last run, not times; '
+            "exclude cron times (such as * * 25 12 *) instead"
+        )
+        raise schedules.ScheduleError("UnparseableSchedule", field, message)
+    try:
+        return schedules.parse_schedules([str(expression)], time_zone).members[0]
+    except schedules.ScheduleError as exc:
+        message = str(exc).replace(f"{schedules.SCHEDULES_FIELD}[0]", field, 1)
+        raise schedules.ScheduleError(exc.reason, field, message) from None
 
 
 def parse_spec_schedule(spec: Mapping[str, Any]) -> schedules.AnySchedule:
@@ -233,6 +386,26 @@ def count_problem(schedule: schedules.AnySchedule, request: Request) -> str | No
             "backfill runs; split it into shorter ranges"
         )
     return None
+
+
+# --- start timeout -----------------------------------------------------------------
+
+START_TIMEOUT_FIELD: Final = "spec.runStartTimeoutSeconds"
+
+
+def start_timeout_problem(seconds: Any) -> str | None:
+    """Why ``spec.runStartTimeoutSeconds`` cannot be used (None: it can, or it is unset):
+    the detail after ``spec.runStartTimeoutSeconds: <value>:``."""
+    if seconds is None:
+        return None
+    whole = isinstance(seconds, int) and not isinstance(seconds, bool)
+    if whole and MIN_RUN_START_TIMEOUT_SECONDS <= seconds <= MAX_RUN_START_TIMEOUT_SECONDS:
+        return None
+    return (
+        f"must be a whole number of seconds from {MIN_RUN_START_TIMEOUT_SECONDS} to "
+        f"{MAX_RUN_START_TIMEOUT_SECONDS} (how long a run's Pods have to start before the "
+        "run is ended and counted failed), or unset to let runs wait to start for ever"
+    )
 
 
 # --- stagger -----------------------------------------------------------------------

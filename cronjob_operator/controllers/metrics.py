@@ -24,7 +24,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from cronjob_operator.api.batch_v1 import SkipReason
 from cronjob_operator.controllers.cronjob.jobs import FINISHED_CONDITIONS
 
-__all__ = ["CronJobMetrics", "job_creation_skew"]
+__all__ = [
+    "GROUP_IN_USE",
+    "GROUP_LIMIT",
+    "GROUP_SLOT_STATES",
+    "CronJobMetrics",
+    "job_creation_skew",
+]
 
 
 def job_creation_skew(registry: CollectorRegistry | None) -> Histogram:
@@ -39,6 +45,10 @@ def job_creation_skew(registry: CollectorRegistry | None) -> Histogram:
 
 
 _CRONJOB_LABELS = ("namespace", "cronjob")
+GROUP_IN_USE = "inUse"
+GROUP_LIMIT = "limit"
+GROUP_SLOT_STATES = (GROUP_IN_USE, GROUP_LIMIT)
+"""The ``state`` label values of cronjob_operator_concurrency_group_slots."""
 
 
 class CronJobMetrics:
@@ -72,6 +82,20 @@ class CronJobMetrics:
             _CRONJOB_LABELS,
             registry=registry,
         )
+
+        self.group_slots = Gauge(
+            "cronjob_operator_concurrency_group_slots",
+            "A ConcurrencyGroup's slots as this replica last read or wrote them: state "
+            "inUse (held by Jobs) or limit (spec.limit)",
+            ("namespace", "group", "state"),  # state: one of GROUP_SLOT_STATES
+            registry=registry,
+        )
+
+    def forget_group(self, namespace: str, group: str) -> None:
+        """Remove the series of the ConcurrencyGroup ``namespace/group`` (found deleted)."""
+        for state in GROUP_SLOT_STATES:
+            with contextlib.suppress(KeyError):  # never set
+                self.group_slots.remove(namespace, group, state)
 
     def forget_cronjob(self, namespace: str, name: str) -> None:
         """Remove every series of the deleted CronJob ``namespace/name`` (a few dict

@@ -18,37 +18,52 @@ serving), ``sharding`` and ``fake``. The small shared vocabulary stays at the to
 ``runnable``. The packages import each other in one direction only (docs/architecture.md
 draws the graph), and nothing here imports ``api``, ``controllers``, ``webhooks`` or
 ``cli``: what is specific to an application is passed in by the caller.
+
+Importing the facade imports nothing: each name loads its package on first use (PEP 562,
+``cronjob_operator._lazy``), so ``import cronjob_operator.runtime.kinds`` (say, from the
+kubectl plugin) loads ``kinds`` alone, not the manager, the REST client and
+prometheus_client. The ``TYPE_CHECKING`` imports below are what mypy reads.
 """
 
-from cronjob_operator.runtime.cache import Cache
-from cronjob_operator.runtime.client import ClientInterface, Reader, RestClient, load_configuration
-from cronjob_operator.runtime.clock import Clock
-from cronjob_operator.runtime.controller import (
-    Controller,
-    MapFunc,
-    Predicate,
-    Reconciler,
-    Request,
-    Result,
-    TerminalError,
-    generation_changed,
-    resource_version_changed,
-)
-from cronjob_operator.runtime.controllerutil import (
-    create_or_patch,
-    create_or_update,
-    is_controlled_by,
-    set_condition,
-    set_controller_reference,
-    write_status,
-)
-from cronjob_operator.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
-from cronjob_operator.runtime.events import Recorder
-from cronjob_operator.runtime.fake import FakeClientBuilder
-from cronjob_operator.runtime.kinds import Kind
-from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
-from cronjob_operator.runtime.manager import Manager, Options
-from cronjob_operator.runtime.objects import Obj, thaw
+from typing import TYPE_CHECKING
+
+from cronjob_operator._lazy import exports
+
+if TYPE_CHECKING:
+    from cronjob_operator.runtime.cache import Cache
+    from cronjob_operator.runtime.client import (
+        ClientInterface,
+        Reader,
+        RestClient,
+        load_configuration,
+    )
+    from cronjob_operator.runtime.clock import Clock
+    from cronjob_operator.runtime.controller import (
+        Controller,
+        MapFunc,
+        Predicate,
+        Reconciler,
+        Request,
+        Result,
+        TerminalError,
+        generation_changed,
+        resource_version_changed,
+    )
+    from cronjob_operator.runtime.controllerutil import (
+        create_or_patch,
+        create_or_update,
+        is_controlled_by,
+        set_condition,
+        set_controller_reference,
+        write_status,
+    )
+    from cronjob_operator.runtime.errors import AlreadyExists, ApiError, Conflict, NotFound
+    from cronjob_operator.runtime.events import Recorder
+    from cronjob_operator.runtime.fake import FakeClientBuilder
+    from cronjob_operator.runtime.kinds import Kind
+    from cronjob_operator.runtime.leaderelection import LeaderElectionConfig
+    from cronjob_operator.runtime.manager import Manager, Options
+    from cronjob_operator.runtime.objects import Obj, thaw
 
 __all__ = [
     "AlreadyExists",
@@ -85,3 +100,39 @@ __all__ = [
     "thaw",
     "write_status",
 ]
+
+_HOMES = {
+    "cache": ("Cache",),
+    "client": ("ClientInterface", "Reader", "RestClient", "load_configuration"),
+    "clock": ("Clock",),
+    "controller": (
+        "Controller",
+        "MapFunc",
+        "Predicate",
+        "Reconciler",
+        "Request",
+        "Result",
+        "TerminalError",
+        "generation_changed",
+        "resource_version_changed",
+    ),
+    "controllerutil": (
+        "create_or_patch",
+        "create_or_update",
+        "is_controlled_by",
+        "set_condition",
+        "set_controller_reference",
+        "write_status",
+    ),
+    "errors": ("AlreadyExists", "ApiError", "Conflict", "NotFound"),
+    "events": ("Recorder",),
+    "fake": ("FakeClientBuilder",),
+    "kinds": ("Kind",),
+    "leaderelection": ("LeaderElectionConfig",),
+    "manager": ("Manager", "Options"),
+    "objects": ("Obj", "thaw"),
+}
+"""The module each name of ``__all__`` is imported from on first use."""
+
+if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error
+    __getattr__, __dir__ = exports(globals(), _HOMES)

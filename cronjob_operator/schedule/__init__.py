@@ -31,7 +31,9 @@ docstrings:
   walk that accounts for skipped runs;
 * ``_union``: :class:`ScheduleUnion` for ``spec.schedules`` (:func:`parse_schedules`),
   and :func:`most_recent_due`, :func:`missed_times` and :func:`times_between` over one
-  schedule or a union.
+  schedule or a union;
+* ``_window``: :class:`Window`, which of a schedule's times run (``spec.window``,
+  ``spec.exclusions``).
 
 Each imports only those above it in this list; nothing here imports the rest of the
 operator.
@@ -55,6 +57,7 @@ from cronjob_operator.schedule._union import (
     parse_schedules,
     times_between,
 )
+from cronjob_operator.schedule._window import Window
 from cronjob_operator.schedule._zones import validate_time_zone
 
 __all__ = [
@@ -69,6 +72,7 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "ScheduleUnion",
+    "Window",
     "missed_times",
     "most_recent_due",
     "parse_schedule",

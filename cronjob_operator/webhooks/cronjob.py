@@ -31,17 +31,18 @@ from typing import Any, Final
 from pydantic_core import PydanticUndefined
 
 from cronjob_operator import schedule
-from cronjob_operator.api import batch_v1
+from cronjob_operator.api import batch_v1, run_overrides
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.cronjob_rules import (
     HISTORY_LIMITS,
     MAX_HISTORY_LIMIT,
     PAUSE_FIELD,
     STAGGER_FIELD,
+    START_TIMEOUT_FIELD,
     TOKEN_FIELD,
     parse_spec_schedule,
     stagger_problem,
-    token_problem,
+    window_problems,
 )
 from cronjob_operator.runtime import objects, webhook
 from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
@@ -262,7 +263,15 @@ def _spec_errors(spec: Mapping[str, Any], old_spec: Mapping[str, Any] | None) ->
         errors.append(
             webhook.required("spec.jobTemplate", "the Job to create at each scheduled time")
         )
-    return errors + _stagger_errors(spec) + _failure_policy_errors(spec)
+    window = [webhook.invalid(*problem) for problem in window_problems(spec)]
+    return (
+        errors
+        + _stagger_errors(spec)
+        + _failure_policy_errors(spec)
+        + _group_errors(spec)
+        + _start_timeout_errors(spec)
+        + window
+    )
 
 
 def _stagger_errors(spec: Mapping[str, Any]) -> list[FieldError]:
@@ -296,16 +305,58 @@ def _failure_policy_errors(spec: Mapping[str, Any]) -> list[FieldError]:
     ]
 
 
-def _run_request_errors(cronjob: Mapping[str, Any]) -> list[FieldError]:
-    annotations = (cronjob.get("metadata") or {}).get("annotations") or {}
-    token = annotations.get(batch_v1.RUN_ANNOTATION)
-    if not isinstance(token, str):
+def _start_timeout_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    value = spec.get("runStartTimeoutSeconds")
+    detail = rules.start_timeout_problem(value)
+    return [] if detail is None else [webhook.invalid(START_TIMEOUT_FIELD, value, detail)]
+
+
+def _group_errors(spec: Mapping[str, Any]) -> list[FieldError]:
+    """spec.concurrencyGroup: a group name, and whenFull Wait or Skip."""
+    ref = spec.get("concurrencyGroup")
+    if ref is None:
         return []
-    problem = token_problem(token)
+    if not isinstance(ref, Mapping):
+        return [webhook.invalid("spec.concurrencyGroup", ref, "must be an object")]
+    name = ref.get("name")
+    errors = []
+    if not isinstance(name, str) or not name:
+        errors.append(
+            webhook.required(
+                "spec.concurrencyGroup.name", "the ConcurrencyGroup whose slots the runs take"
+            )
+        )
+    when_full = ref.get("whenFull")
+    choices = [choice.value for choice in batch_v1.WhenGroupFull]
+    if when_full is not None and when_full not in choices:
+        errors.append(webhook.not_supported("spec.concurrencyGroup.whenFull", when_full, choices))
+    return errors
+
+
+def _run_request(cronjob: Mapping[str, Any] | None) -> Any:
+    annotations = ((cronjob or {}).get("metadata") or {}).get("annotations") or {}
+    return annotations.get(batch_v1.RUN_ANNOTATION)
+
+
+def _run_request_errors(
+    cronjob: Mapping[str, Any], spec: Mapping[str, Any], old: Mapping[str, Any] | None
+) -> list[FieldError]:
+    """The run request annotation: its token and overrides, and, when it is new or
+    changed, that the containers it names are the template's (a template edit that drops
+    one is not refused for an old request: the controller reports it if it runs)."""
+    raw = _run_request(cronjob)
+    if not isinstance(raw, str):
+        return []
+    job_template = spec.get("jobTemplate")
+    job_spec = job_template.get("spec") if isinstance(job_template, Mapping) else None
+    unchanged = old is not None and _run_request(old) == raw
+    problem = run_overrides.request_problem(
+        raw, None if unchanged or not isinstance(job_spec, Mapping) else job_spec
+    )
     if problem is None:
         return []
-    detail = problem.partition(": ")[2]
-    return [webhook.invalid(TOKEN_FIELD, f"<{len(token)} characters>", detail)]
+    shown = raw if len(raw) <= 200 else f"<{len(raw)} characters>"
+    return [webhook.invalid(TOKEN_FIELD, shown, problem.partition(": ")[2])]
 
 
 def _backfill_request(cronjob: Mapping[str, Any] | None) -> Any:
@@ -347,7 +398,7 @@ def _validate(cronjob: Mapping[str, Any], old: Mapping[str, Any] | None) -> list
     return (
         nesting_errors(cronjob, old)
         + _spec_errors(spec, None if old is None else _spec(old))
-        + _run_request_errors(cronjob)
+        + _run_request_errors(cronjob, spec, old)
         + _backfill_errors(cronjob, spec, old)
     )
 

@@ -31,7 +31,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,13 @@ WEBHOOK_CONFIGURATIONS = ("validatingwebhookconfigurations", "mutatingwebhookcon
 VALIDATING = "cronjob-operator-validating-webhook-configuration"
 CERT_VALIDITY = "45s"
 """Renewed after 30 s (two thirds): one rotation within the rotation test's wait."""
+SHORT_CERT_VALIDITY = (
+    {
+        "op": "add",
+        "path": "/spec/template/spec/containers/0/args/-",
+        "value": f"--webhook-cert-validity={CERT_VALIDITY}",
+    },
+)
 
 
 def webhook_port_patches(webhook_port: int) -> list[dict[str, Any]]:
@@ -80,17 +87,16 @@ def webhook_port_patches(webhook_port: int) -> list[dict[str, Any]]:
     ]
 
 
-def write_default_overlay(directory: Path, apiserver_port: int) -> Path:
+def write_default_overlay(
+    directory: Path,
+    apiserver_port: int,
+    deployment_patches: Sequence[dict[str, Any]] = SHORT_CERT_VALIDITY,
+) -> Path:
+    """config/default for the real node, with ``deployment_patches`` on its Deployment."""
     metrics_port, health_port, webhook_port = free_ports(3)
     patches = overlay_patches(apiserver_port, metrics_port, health_port)
     patches += webhook_port_patches(webhook_port)
-    patches.append(
-        {
-            "op": "add",
-            "path": "/spec/template/spec/containers/0/args/-",
-            "value": f"--webhook-cert-validity={CERT_VALIDITY}",
-        }
-    )
+    patches += deployment_patches
     directory.mkdir(parents=True, exist_ok=True)
     privileged = [
         {

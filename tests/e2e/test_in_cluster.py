@@ -153,11 +153,15 @@ class Cluster:
         """Apply the overlay and wait for the manager's rollout; the seconds it took."""
         started = time.monotonic()
         self.plane.kubectl("apply", "-k", str(self.overlay), check=True, timeout=120)
+        self.wait_rolled_out(DEPLOYMENT)
+        return time.monotonic() - started
+
+    def wait_rolled_out(self, deployment: str) -> None:
+        """Block until ``deployment``'s rollout is complete (``kubectl rollout status``)."""
         self.plane.kubectl(
-            "rollout", "status", f"deployment/{DEPLOYMENT}", "-n", SYSTEM,
+            "rollout", "status", f"deployment/{deployment}", "-n", SYSTEM,
             f"--timeout={ROLLOUT_TIMEOUT:.0f}s", check=True, timeout=ROLLOUT_TIMEOUT + 10,
         )  # fmt: skip
-        return time.monotonic() - started
 
     def manager_pods(self, selector: str = MANAGER_LABELS) -> list[dict[str, Any]]:
         pods: list[dict[str, Any]] = self.get("pods", "-n", SYSTEM, "-l", selector)["items"]

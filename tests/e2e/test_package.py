@@ -83,6 +83,7 @@ def test_the_installed_wheel_runs(installed: Path, dist: Path) -> None:
     assert {crd["metadata"]["name"] for crd in crds} == {
         "cronjobs.batch.tutorial.kubebuilder.io",
         "configdeployments.apps.tutorial.kubebuilder.io",
+        "concurrencygroups.batch.tutorial.kubebuilder.io",
     }
     scripts = console_scripts(dist)
     assert scripts == ["cronjob-operator", "kubectl-cjt"]

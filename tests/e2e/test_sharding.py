@@ -30,6 +30,14 @@ then one stopped with SIGTERM (it exits 0 after releasing its Lease). A run (9 k
 288 handovers between replicas (1 within one second), every one ordered by the
 assigner's relabel. Both tests also check that every Job carries its CronJob's bucket
 and that no Job was written by anyone but the shards: a move writes only the CronJob.
+
+``test_chaos_group_limit_holds_across_replicas`` (issue 40's proof; about 3 minutes): 8
+CronJobs of one ConcurrencyGroup with limit 2 (Jobs of 20 s, every minute) over 3
+replicas, one SIGKILLed and replaced every 30 s, 4 times. From the Jobs' creation and
+completion times, never more than 2 active at once; at the end every slot is held by a
+running Job. Two runs: 10 and 12 Jobs, at most 2 active, 0 slots leaked, 7 replicas
+wrote the slots, 34 and 27 of their writes refused with a 409 (two replicas deciding at
+once: the loser read again).
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ import itertools
 import signal
 import time
 import urllib.request
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,12 +69,15 @@ from tests.e2e.support import (
     cronjobs,
     figure_reporter,
     free_port,
+    jobs,
     operator_process,
+    parse_stamp,
 )
 
 SHARD = "sharding.cronjob-operator.io/shard"
 BUCKET = "sharding.cronjob-operator.io/bucket"
 GROUP = "sharding.cronjob-operator.io/group"
+GROUPS = "concurrencygroups.batch.tutorial.kubebuilder.io"
 FAST_LEASE = (
     "--sharded",
     "--leader-elect-lease-duration=4s",
@@ -244,6 +255,11 @@ def all_ran(plane: ControlPlane, namespace: str, names: list[str], tick: datetim
     return run.lost == 0
 
 
+def sharded_in(namespace: str) -> dict[str, Any]:
+    """``operator_process`` arguments of a sharded replica watching ``namespace``."""
+    return {"namespace": namespace, "leader_election_namespace": namespace, "args": FAST_LEASE}
+
+
 def metrics_args(port: int) -> tuple[str, ...]:
     """FAST_LEASE, with plain-HTTP /metrics on ``port``."""
     return (*FAST_LEASE, f"--metrics-bind-address=127.0.0.1:{port}", "--no-metrics-secure")
@@ -349,11 +365,7 @@ def test_chaos(
     plane: ControlPlane, namespace: str, tmp_path: Path, report: Callable[[str], None]
 ) -> None:
     started = time.monotonic()
-    common: dict[str, Any] = {
-        "namespace": namespace,
-        "leader_election_namespace": namespace,
-        "args": FAST_LEASE,
-    }
+    common = sharded_in(namespace)
     names = [f"chaos-{i:02d}" for i in range(60)]
     spawned = 0
 
@@ -372,9 +384,18 @@ def test_chaos(
         def members(processes: list[OperatorProcess]) -> set[str]:
             return {str(member_of(process)) for process in processes}
 
+        def placement() -> str:
+            per_owner = Counter(owners(plane, namespace).values())
+            return f"members {sorted(members(running))}, CronJobs per owner {dict(per_owner)}"
+
         running = [spawn() for _ in range(3)]
         apply_all(plane, [cronjob_manifest(name, namespace, **KEEP) for name in names])
-        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="3 shares")
+        wait_for(
+            lambda: settled_on(plane, namespace, members(running)),
+            90,
+            message="3 shares",
+            detail=placement,
+        )
         first_kill = time.monotonic() + KILL_EVERY
         for kill in range(KILLS):
             # On a fixed cadence: a replacement's start (slow on a loaded machine) comes out
@@ -386,14 +407,29 @@ def test_chaos(
             running.remove(victim)
             running.append(spawn())
             report(f"SIGKILLed {victim.name} (leader: {was_leader}), started {running[-1].name}")
-        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="settled")
+        wait_for(
+            lambda: settled_on(plane, namespace, members(running)),
+            90,
+            message="settled",
+            detail=placement,
+        )
         running.append(spawn())
-        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="4 shares")
+        wait_for(
+            lambda: settled_on(plane, namespace, members(running)),
+            90,
+            message="4 shares",
+            detail=placement,
+        )
         report("a 4th member got its share")
         leaving = running.pop(0)
         leaving.signal(signal.SIGTERM)
         assert leaving.wait(60) == 0
-        wait_for(lambda: settled_on(plane, namespace, members(running)), 90, message="3 again")
+        wait_for(
+            lambda: settled_on(plane, namespace, members(running)),
+            90,
+            message="3 again",
+            detail=placement,
+        )
         report(f"{leaving.name} left with SIGTERM (exit 0); its CronJobs moved")
 
         tick = wait_for_next_minute(report, "the last move")
@@ -425,4 +461,108 @@ def test_chaos(
         # Every move wrote only the CronJob: its Jobs kept the bucket they were made with.
         assert jobs_without_their_buckets(plane, namespace) == []
         assert job_writes_outside_the_shards(plane, namespace) == []
+    report(f"took {time.monotonic() - started:.0f}s")
+
+
+GROUP_LIMIT = 2
+GROUP_KILL_EVERY = 30.0
+GROUP_KILLS = 4
+GROUP_TIMEOUT = 600
+"""About 4 minutes on a quiet machine."""
+
+
+def max_concurrent(jobs: list[dict[str, Any]], now: datetime) -> tuple[int, datetime | None]:
+    """The most Jobs active at once, from their creation and completion times (a Job
+    holds its slot from before its creation until it completes; a completion and a
+    creation in the same second are ordered completion first), and when."""
+    moments: list[tuple[datetime, int]] = []
+    for job in jobs:
+        created = parse_stamp(job["metadata"]["creationTimestamp"])
+        done = (job.get("status") or {}).get("completionTime")
+        moments += [(created, 1), (parse_stamp(done) if done else now, -1)]
+    most, active, when = 0, 0, None
+    for moment, step in sorted(moments):
+        active += step
+        if active > most:
+            most, when = active, moment
+    return most, when
+
+
+def leaked_slots(plane: ControlPlane, namespace: str, group: str) -> list[str]:
+    """The group's slots not held by a running Job (finished, or gone)."""
+    status = plane.kubectl_json("get", GROUPS, group, "-n", namespace).get("status") or {}
+    running = {
+        job["metadata"]["name"]
+        for job in jobs(plane, namespace)
+        if not (job.get("status") or {}).get("completionTime")
+    }
+    return [str(h["job"]) for h in status.get("holders") or () if h["job"] not in running]
+
+
+def group_writers(plane: ControlPlane, namespace: str, group: str) -> tuple[set[str], int]:
+    """The replicas that wrote the group's slots, and how many of their writes got a 409."""
+    events = [
+        event
+        for event in writes(plane.audit_events(), resource="concurrencygroups")
+        if event.namespace == namespace and event.name == group and event.subresource == "status"
+    ]
+    return {writer(e) for e in events if e.code < 300}, sum(1 for e in events if e.code == 409)
+
+
+@pytest.mark.timeout(GROUP_TIMEOUT)
+def test_chaos_group_limit_holds_across_replicas(
+    plane: ControlPlane, namespace: str, tmp_path: Path, report: Callable[[str], None]
+) -> None:
+    """Issue 40's proof: 8 CronJobs of one ConcurrencyGroup (limit 2, Jobs of 20 s, each
+    every minute) spread over 3 replicas, one SIGKILLed and replaced every 30 s: never
+    more than 2 Jobs active at once, and in the end every slot is held by a running Job."""
+    started = time.monotonic()
+    common = sharded_in(namespace)
+    names = [f"grouped-{i}" for i in range(8)]
+    group = {
+        "apiVersion": "batch.tutorial.kubebuilder.io/v1",
+        "kind": "ConcurrencyGroup",
+        "metadata": {"name": "chaos", "namespace": namespace},
+        "spec": {"limit": GROUP_LIMIT},
+    }
+    grouped = {**KEEP, "concurrencyGroup": {"name": "chaos"}}
+    with contextlib.ExitStack() as stack:
+        spawned = itertools.count(1)
+
+        def spawn() -> OperatorProcess:
+            name = f"g{next(spawned)}"
+            process = stack.enter_context(operator_process(plane, tmp_path, name=name, **common))
+            process.wait_ready()
+            wait_for(lambda: member_of(process), 60, message=f"{name} to join")
+            return process
+
+        running = [spawn() for _ in range(3)]
+        apply_all(
+            plane, [group, *(cronjob_manifest(n, namespace, run="20s", **grouped) for n in names)]
+        )
+        members = {str(member_of(process)) for process in running}
+        wait_for(lambda: settled_on(plane, namespace, members), 90, message="3 shares")
+        first_kill = time.monotonic() + GROUP_KILL_EVERY
+        for kill in range(GROUP_KILLS):
+            time.sleep(max(0.0, first_kill + kill * GROUP_KILL_EVERY - time.monotonic()))
+            victim = running.pop(0)
+            victim.signal(signal.SIGKILL)
+            running.append(spawn())
+            report(f"SIGKILLed {victim.name}, started {running[-1].name}")
+        wait_for_next_minute(report, "the last kill")
+        wait_for(
+            lambda: leaked_slots(plane, namespace, "chaos") == [],
+            90,
+            message="every slot free or held by a running Job",
+            detail=lambda: leaked_slots(plane, namespace, "chaos"),
+        )
+        most, when = max_concurrent(jobs(plane, namespace), datetime.now(UTC))
+        writers, conflicts = group_writers(plane, namespace, "chaos")
+        report(
+            f"{len(jobs(plane, namespace))} Jobs, at most {most} active at once (at {when}; "
+            f"limit {GROUP_LIMIT}); slots leaked 0; {len(writers)} replicas wrote the slots, "
+            f"{conflicts} of their writes refused with a 409"
+        )
+        assert most <= GROUP_LIMIT
+        assert len(writers) >= 2, writers  # the group's CronJobs lived on several replicas
     report(f"took {time.monotonic() - started:.0f}s")

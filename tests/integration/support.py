@@ -45,11 +45,12 @@ REPO = Path(__file__).resolve().parents[2]
 CRD_NAMES = (
     "cronjobs.batch.tutorial.kubebuilder.io",
     "configdeployments.apps.tutorial.kubebuilder.io",
+    "concurrencygroups.batch.tutorial.kubebuilder.io",
 )
 
 
 def install_crds(control_plane: ControlPlane) -> None:
-    """Apply config/crd (idempotent) and wait until both CRDs are established."""
+    """Apply config/crd (idempotent) and wait until every CRD is established."""
     result = control_plane.kubectl("apply", "-k", str(REPO / "config" / "crd"))
     assert result.returncode == 0, result.stderr
     for name in CRD_NAMES:

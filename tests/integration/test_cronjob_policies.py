@@ -1,4 +1,5 @@
-"""Catch-up, BufferOne and skipped-run accounting (issue 23) on the local control plane.
+"""Catch-up, BufferOne, skipped-run accounting (issue 23) and the limit shared by CronJobs
+(issue 40: ConcurrencyGroup) on the local control plane.
 
 The controller runs with a fake clock that a test moves, then kicks the CronJob, as in
 test_cronjob_controller; an outage is the clock jumping several schedule times. Jobs run
@@ -8,17 +9,19 @@ under kwok. Everything is read back through kubectl, as a user would.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.controllerutil import rfc3339
+from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 from cronjob_operator.runtime.manager import Options
 from tests.integration.support import RunningManager, apply, install_crds, refused_by_rule
 from tests.integration.support import running_manager as start_manager
@@ -267,3 +270,136 @@ def test_a_backfill_through_the_plugin_runs_each_time_once_in_order(
     assert {line.split()[1]: line.split()[2] for line in history} == dict.fromkeys(
         expected, "backfill"
     )
+
+
+# --- spec.concurrencyGroup (issue 40 item 1) -------------------------------------------
+
+GROUPS = "concurrencygroups.batch.tutorial.kubebuilder.io"
+
+
+def group_object(name: str, namespace: str, limit: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch.tutorial.kubebuilder.io/v1",
+        "kind": "ConcurrencyGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"limit": limit},
+    }
+
+
+def grouped_cronjob(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    """A CronJob on ``* * * * *`` (its other fields ``spec``, the group among them)."""
+    return cronjob_object(name, namespace, schedule="* * * * *", **spec)
+
+
+def group_created(
+    control_plane: ControlPlane, clock: FakeClock, world: World, name: str
+) -> datetime:
+    """Create the ConcurrencyGroup ``name`` with limit 1 and set the clock to now."""
+    apply(control_plane, group_object(name, world.ns, 1))
+    now = datetime.now(UTC)
+    clock.set(now)
+    return now
+
+
+def in_use(control_plane: ControlPlane, namespace: str, group: str) -> int:
+    status = control_plane.kubectl_json("get", GROUPS, group, "-n", namespace).get("status")
+    return int((status or {}).get("inUse") or 0)
+
+
+def next_minute(after: datetime) -> datetime:
+    return after.replace(second=0, microsecond=0) + timedelta(minutes=1)
+
+
+def job_interval(job: dict[str, Any]) -> tuple[datetime, datetime | None]:
+    created = parse_time(job["metadata"]["creationTimestamp"])
+    assert created is not None
+    return created, parse_time((job.get("status") or {}).get("completionTime"))
+
+
+def overlapping(jobs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Pairs of Jobs that were active at once (created before the other completed)."""
+    spans = sorted((job_interval(job), job["metadata"]["name"]) for job in jobs)
+    pairs = []
+    for ((_, end), name), ((start, _), other) in itertools.pairwise(spans):
+        if end is None or start < end:
+            pairs.append((name, other))
+    return pairs
+
+
+def test_three_cronjobs_with_limit_one_never_run_two_jobs_at_once(
+    control_plane: ControlPlane, operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    now = group_created(control_plane, clock, world, "nightly")
+    names = ["g-a", "g-b", "g-c"]
+    for name in names:
+        apply(
+            control_plane,
+            grouped_cronjob(name, world.ns, run="10s", concurrencyGroup={"name": "nightly"}),
+        )
+    wait_for(lambda: all(world.condition(n, "Available") for n in names), 30, message="reconciled")
+    tick = next_minute(now)
+    clock.set(tick + timedelta(seconds=1))
+    for name in names:
+        operator.kick("cronjob", world.ns, name)
+    wait_for(
+        lambda: sum(1 for n in names if world.status(n).get("waitingForGroup")) == 2,
+        60,
+        message="two runs waiting for the group",
+    )
+    group = control_plane.kubectl_json("get", GROUPS, "nightly", "-n", world.ns)
+    assert len(group["status"].get("waiting") or ()) == 2, group
+    shown = kubectl_cjt(world, "groups", "-n", world.ns)
+    assert shown.returncode == 0, shown.stderr
+    assert "nightly" in shown.stdout
+    assert "@" in shown.stdout  # its waiting runs, cronjob@scheduledTime
+    wait_for(
+        lambda: (
+            len([j for j in world.jobs().values() if j.get("status", {}).get("completionTime")])
+            == 3
+        ),
+        120,
+        message="the three runs, one after another",
+    )
+    jobs = list(world.jobs().values())
+    assert sorted(j["metadata"]["name"] for j in jobs) == [
+        f"{name}-{int(tick.timestamp())}" for name in names
+    ]
+    assert overlapping(jobs) == []
+    wait_for(lambda: in_use(control_plane, world.ns, "nightly") == 0, 30, message="slots free")
+    assert all("waitingForGroup" not in world.status(n) for n in names)
+
+
+def test_skip_counts_the_run_that_finds_the_group_full(
+    control_plane: ControlPlane, operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    now = group_created(control_plane, clock, world, "one")
+    apply(
+        control_plane,
+        grouped_cronjob("holder", world.ns, run="60s", concurrencyGroup={"name": "one"}),
+    )
+    skip = {"name": "one", "whenFull": "Skip"}
+    apply(control_plane, grouped_cronjob("skipper", world.ns, concurrencyGroup=skip))
+    wait_for(lambda: world.condition("skipper", "Available"), 30, message="reconciled")
+    tick = next_minute(now)
+    clock.set(tick + timedelta(seconds=1))
+    operator.kick("cronjob", world.ns, "holder")
+    wait_for(lambda: f"holder-{int(tick.timestamp())}" in world.jobs(), 30, message="holder runs")
+    operator.kick("cronjob", world.ns, "skipper")
+    wait_for(
+        lambda: (world.status("skipper").get("skippedRuns") or {}).get("groupFull") == 1,
+        30,
+        message="the skipped run counted",
+    )
+    assert "RunsSkipped" in world.event_reasons("skipper")
+    assert [job for job in world.jobs() if job.startswith("skipper-")] == []
+
+
+@pytest.mark.parametrize("limit", [0, 101])
+def test_a_limit_out_of_range_is_refused_naming_the_field(
+    control_plane: ControlPlane, world: World, limit: int
+) -> None:
+    result = control_plane.kubectl(
+        "apply", "-f", "-", input=json.dumps(group_object("bad", world.ns, limit))
+    )
+    assert result.returncode != 0
+    assert "spec.limit" in result.stderr

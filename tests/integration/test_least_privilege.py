@@ -6,8 +6,9 @@ sharding labels and annotations of a CronJob, and a Job's bucket label, with the
 message; the manager's ServiceAccount (impersonated too, with its own RBAC) may, and the
 tenant's other edits go through. config/namespaced: the manager with ``--namespace``
 runs both controllers with a token of its ServiceAccount, bound only to Roles; a Secret
-change still rolls a ConfigDeployment, any RBAC denial the manager logs fails the test,
-and the same account may read Secrets and write Deployments and Jobs nowhere else.
+change still rolls a ConfigDeployment, a CronJob's run takes a ConcurrencyGroup's slot,
+any RBAC denial the manager logs fails the test, and the same account may read Secrets
+and write Deployments and Jobs nowhere else.
 
 Each test applies its overlay's render without the CRDs (the session installed them and
 other tests need them) and the Deployment (the manager runs here), and deletes it after.
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP as GROUP_KIND
 from cronjob_operator.controllers import configdeployment, cronjob
 from cronjob_operator.controllers.configdeployment import CONFIG_HASH_ANNOTATION
 from cronjob_operator.envtest import ControlPlane, wait_for
@@ -201,6 +203,7 @@ def test_the_namespaced_install_grants_only_its_namespace(
         ("list", "secrets"),
         ("create", "deployments.apps"),
         ("create", "jobs.batch"),
+        ("list", "pods"),  # a run past spec.runStartTimeoutSeconds: its Pods, for the cause
     ):
         assert can_i(control_plane, verb, resource, "-n", SYSTEM) == "yes"
         assert can_i(control_plane, verb, resource, "-n", namespace) == "no"
@@ -227,6 +230,15 @@ def test_the_namespaced_manager_does_its_job_with_only_roles(
     control_plane.kubectl(
         "patch", "configdeployment", "configdeployment-sample", "-n", SYSTEM, "--type=merge",
         "-p", '{"spec": {"secrets": [{"name": "db"}]}}',
+        check=True,
+    )  # fmt: skip
+    # The sample's runs take a slot of a ConcurrencyGroup: the role reads and writes it.
+    group = {"apiVersion": GROUP_KIND.api_version, "kind": GROUP_KIND.kind,
+             "metadata": {"name": "sample"}, "spec": {"limit": 1}}  # fmt: skip
+    control_plane.kubectl("apply", "-n", SYSTEM, "-f", "-", input=json.dumps(group), check=True)
+    control_plane.kubectl(
+        "patch", CRONJOBS, "cronjob-sample", "-n", SYSTEM, "--type=merge",
+        "-p", '{"spec": {"concurrencyGroup": {"name": "sample"}}}',
         check=True,
     )  # fmt: skip
     setups: dict[str, Callable[[Manager], Controller]] = {
@@ -272,4 +284,8 @@ def test_the_namespaced_manager_does_its_job_with_only_roles(
             60,
             message=f"Job {job} created",
         )
+        holders = control_plane.kubectl_json("get", GROUP_KIND.plural, "sample", "-n", SYSTEM)[
+            "status"
+        ]["holders"]
+        assert [holder["job"] for holder in holders] == [job]
     assert denials.lines == [], "config/namespaced lacks a permission the manager needs"

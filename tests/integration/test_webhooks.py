@@ -347,6 +347,27 @@ def test_a_backfill_before_1970_is_refused_by_the_webhook_on_create_and_update(e
     assert "spec.successfulJobsHistoryLimit: Invalid value: 1001" in too_many.stderr
 
 
+def test_a_run_request_with_bad_overrides_is_refused_by_the_webhook(env: Env) -> None:
+    """A run request's overrides (issue 40) are checked when the annotation is set: the
+    shape, and that the containers named are the template's."""
+    field = f"metadata.annotations[{batch_v1.RUN_ANNOTATION}]"
+    assert env.apply(a_cronjob("ovr", env.namespace)).returncode == 0
+
+    def annotate(request: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        value = f"{batch_v1.RUN_ANNOTATION}={json.dumps(request)}"
+        return env.kubectl("annotate", V1, "ovr", "-n", env.namespace, value, "--overwrite")
+
+    missing = annotate({"token": "t1", "overrides": {"containers": [{"name": "x", "image": "y"}]}})
+    assert missing.returncode != 0
+    assert field in missing.stderr, missing.stderr
+    assert "no container 'x' (it has c)" in missing.stderr
+    numeric = annotate({"token": "t1", "overrides": {"env": [{"name": "N", "value": 3}]}})
+    assert numeric.returncode != 0
+    assert "overrides.env[0].value must be a string" in numeric.stderr
+    good = {"token": "t1", "overrides": {"containers": [{"name": "c", "args": ["--full"]}]}}
+    assert annotate(good).returncode == 0
+
+
 def test_all_errors_come_back_together_on_create_and_update(env: Env) -> None:
     result = env.apply(a_cronjob("together", env.namespace, schedule="60 * * * 7"))
     assert env.validated("together")

@@ -293,7 +293,7 @@ def test_the_runtime_facade_exports_exactly_the_public_names() -> None:
 
 
 CRONJOB_CONTROLLER = PACKAGE / "controllers" / "cronjob"
-CRONJOB_IO = ("reconciler.py", "__init__.py")
+CRONJOB_IO = ("reconciler.py", "group_slots.py", "__init__.py")
 """The CronJob controller's modules that do I/O: observe and act. The rest decide."""
 IMPURE = (
     "cronjob_operator.runtime.client",

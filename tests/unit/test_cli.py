@@ -122,10 +122,11 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"cronjob-operator {__version__}"
 
 
-def test_crd_prints_both_generated_crds(capsys: pytest.CaptureFixture[str]) -> None:
+def test_crd_prints_every_generated_crd(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["crd"]) == 0
     docs = [doc for doc in yaml.safe_load_all(capsys.readouterr().out) if doc]
     assert sorted(doc["metadata"]["name"] for doc in docs) == [
+        "concurrencygroups.batch.tutorial.kubebuilder.io",
         "configdeployments.apps.tutorial.kubebuilder.io",
         "cronjobs.batch.tutorial.kubebuilder.io",
     ]

@@ -20,6 +20,7 @@ BASES = ROOT / "config" / "crd" / "bases"
 PATCHES = ROOT / "config" / "crd" / "patches"
 CRONJOB_FILE = "batch.tutorial.kubebuilder.io_cronjobs.yaml"
 CONFIG_DEPLOYMENT_FILE = "apps.tutorial.kubebuilder.io_configdeployments.yaml"
+CONCURRENCY_GROUP_FILE = "batch.tutorial.kubebuilder.io_concurrencygroups.yaml"
 CRONJOB_PATCH_FILE = "webhook_in_cronjobs.yaml"
 
 
@@ -90,7 +91,7 @@ def test_committed_crd_is_what_the_generator_writes(crd: dict[str, Any]) -> None
 
 def test_file_names_are_kubebuilders() -> None:
     names = [crdgen.crd_file_name(crd) for crd in crdgen.generate_crds()]
-    assert names == [CRONJOB_FILE, CONFIG_DEPLOYMENT_FILE]
+    assert names == [CRONJOB_FILE, CONFIG_DEPLOYMENT_FILE, CONCURRENCY_GROUP_FILE]
 
 
 def test_kustomization_lists_every_base() -> None:
@@ -98,9 +99,10 @@ def test_kustomization_lists_every_base() -> None:
     assert kustomization["resources"] == [
         f"bases/{CRONJOB_FILE}",
         f"bases/{CONFIG_DEPLOYMENT_FILE}",
+        f"bases/{CONCURRENCY_GROUP_FILE}",
     ]
     assert sorted(path.name for path in BASES.iterdir()) == sorted(
-        [CRONJOB_FILE, CONFIG_DEPLOYMENT_FILE]
+        [CRONJOB_FILE, CONFIG_DEPLOYMENT_FILE, CONCURRENCY_GROUP_FILE]
     )
 
 

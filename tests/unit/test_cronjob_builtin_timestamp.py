@@ -17,6 +17,7 @@ import pytest
 
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, RUN_ANNOTATION
 from cronjob_operator.api.cronjob_rules import manual_job_name
+from cronjob_operator.api.run_overrides import RunRequest
 from cronjob_operator.controllers.cronjob.jobs import (
     SCHEDULED_TIMESTAMP_ANNOTATION,
     build_job,
@@ -92,7 +93,7 @@ def test_a_job_template_without_pod_metadata_gets_some() -> None:
 
 
 def test_a_run_requests_job_has_no_scheduled_time_as_kubectl_create_job_from() -> None:
-    built = build_manual_job(template_cronjob(), "token-1")
+    built = build_manual_job(template_cronjob(), RunRequest("token-1"))
     # The template's annotations are copied as they are (kubectl copies them too).
     assert built["metadata"]["annotations"][SCHEDULED_TIMESTAMP_ANNOTATION] == "forged"
     assert built["spec"]["template"]["metadata"]["annotations"] == {"pod": "z"}

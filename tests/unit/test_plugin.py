@@ -10,7 +10,7 @@ import pytest
 
 from cronjob_operator import plugin
 
-VERBS = ("run", "next", "suspend", "resume", "history", "backfill")
+VERBS = ("run", "next", "suspend", "resume", "history", "backfill", "groups")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -69,6 +69,7 @@ def test_public_names() -> None:
             "Schedule",
             "ScheduleError",
             "ScheduleUnion",
+            "Window",
             "missed_times",
             "most_recent_due",
             "parse_schedule",

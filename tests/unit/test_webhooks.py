@@ -256,6 +256,17 @@ BAD_INPUTS = [
         id="suspend",
     ),
     pytest.param({"jobTemplate": None}, "spec.jobTemplate: Required value", id="no-template"),
+    pytest.param(
+        {"concurrencyGroup": {"whenFull": "Wait"}},
+        "spec.concurrencyGroup.name: Required value",
+        id="group-without-name",
+    ),
+    pytest.param(
+        {"concurrencyGroup": {"name": "g", "whenFull": "Later"}},
+        'spec.concurrencyGroup.whenFull: Unsupported value: "Later": supported values: '
+        '"Wait", "Skip"',
+        id="group-when-full",
+    ),
 ]
 
 
@@ -833,6 +844,20 @@ def test_catch_up_buffer_one_and_the_skip_accounting_convert_losslessly() -> Non
     assert conversion.convert(v2, V1) == v1
     v2_native = conversion.convert(v1, V2)
     assert conversion.convert(conversion.convert(v2_native, V1), V2) == v2_native
+
+
+def test_the_concurrency_group_and_its_status_convert_losslessly() -> None:
+    """Issue 40's fields are the same in both versions: copied, never touched."""
+    v1 = a_stored_cronjob("*/5 * * * *")
+    v1["spec"]["concurrencyGroup"] = {"name": "warehouse", "whenFull": "Skip"}
+    v1["status"].update(
+        waitingForGroup={"group": "warehouse", "scheduledTime": "2026-01-02T03:05:00Z"},
+        skippedRuns={"accountedThrough": "2026-01-02T03:00:00Z", "groupFull": 2},
+    )
+    v2 = conversion.convert(v1, V2)
+    assert v2["spec"]["concurrencyGroup"] == v1["spec"]["concurrencyGroup"]
+    assert v2["status"]["waitingForGroup"] == v1["status"]["waitingForGroup"]
+    assert conversion.convert(v2, V1) == v1
 
 
 # --- spec.schedules (issue 23 item 4) -------------------------------------------------

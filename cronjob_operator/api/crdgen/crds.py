@@ -20,7 +20,7 @@ import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from cronjob_operator.api import apps_v1, batch_v1, batch_v2
+from cronjob_operator.api import apps_v1, batch_v1, batch_v2, concurrencygroup_v1
 from cronjob_operator.api.crdgen.schema import openapi_schema
 from cronjob_operator.api.markers import ConversionWebhook, PrinterColumn, Resource
 
@@ -38,6 +38,7 @@ RESOURCES: tuple[Resource, ...] = (
     batch_v1.CRONJOB_RESOURCE,
     batch_v2.CRONJOB_RESOURCE,
     apps_v1.CONFIG_DEPLOYMENT_RESOURCE,
+    concurrencygroup_v1.CONCURRENCY_GROUP_RESOURCE,
 )
 """Every version of every custom resource of the project, kinds in the order the CRD
 files are listed."""

@@ -7,12 +7,14 @@ its concept's module and this one only sequences them:
 1. history (``history.py``): bring status in line with the Jobs (``lastScheduleTime``
    first, so a run whose Job exists is recorded before anything else is decided), count
    failures, lift a failure pause on a new generation, prune what the stored status has
-   recorded;
+   recorded; then end each run none of whose Pods started in time (``start_timeout.py``),
+   before anything starts, so its end makes room;
 2. requests (``requests.py``, ``backfill.py``): a run request, then a backfill's next
    time (both before the suspend and pause checks);
 3. due runs (``due.py`` computes them from ``runs.py``, ``policies.py``,
-   ``concurrency.py`` and the stagger of ``api/cronjob_rules.py``): the scheduled run
-   due now, skip accounting, BufferOne;
+   ``concurrency.py``, ``limits.py`` and the stagger of ``api/cronjob_rules.py``): the
+   scheduled run due now, skip accounting, BufferOne, the run window, run limit and
+   exclusions;
 4. conditions and next time (``conditions.py``).
 
 The rule modules return what they decide (named results: ``concurrency.Room``,
@@ -45,11 +47,14 @@ from cronjob_operator.controllers.cronjob import (
     concurrency,
     conditions,
     due,
+    groups,
     history,
     jobs,
+    limits,
     policies,
     requests,
     runs,
+    start_timeout,
 )
 from cronjob_operator.controllers.cronjob.due import SOON, Walks
 from cronjob_operator.controllers.cronjob.plan import (
@@ -57,6 +62,7 @@ from cronjob_operator.controllers.cronjob.plan import (
     Created,
     Delete,
     Foreign,
+    GroupFull,
     Outcome,
     Pending,
     Plan,
@@ -128,6 +134,7 @@ class _Decision:
         self.walks = walks
         self.status: dict[str, Any] = objects.thaw(view.stored)
         self.started: list[objects.Obj] = []
+        self.group_skipped: datetime | None = None  # a scheduled run skipped, its group full
 
     def _plan(self, status: dict[str, Any] | None = None, **fields: Any) -> Plan:
         """The Plan, its status (if any) rendered for the API."""
@@ -140,24 +147,30 @@ class _Decision:
         self._prune()
         observed = status.get("observedSchedule")
         try:
+            start_timeout.end_overdue(self.view, status, self.steps, self.now, notices)
             manual = self._run_requested()
             filled = self._backfill()
+            status.pop("waitingForGroup", None)  # set again while a run still waits
             scheduled = self._schedule()
+            accounting = groups.with_group_skip(scheduled.accounting, self.group_skipped)
         except errors.ApiError as exc:
             # Keep what this reconcile learned, but not its skip accounting: the retry
             # does it again and reports it with the write that records it.
             _restore(status, stored, "skippedRuns")
             _restore(status, stored, "bufferedRun")  # a dropped one is counted again
+            _restore(status, stored, "waitingForGroup")
             return self._plan(status=status, notices=tuple(notices), error=exc)
         problem = scheduled.problem or self._stored_problem() or manual or filled.problem
-        requeue = _sooner(scheduled.requeue, filled.look_again)
-        accounting = scheduled.accounting
+        requeue = _sooner(
+            _sooner(scheduled.requeue, filled.look_again),
+            start_timeout.requeue_after(self.view.spec, self.view.jobs.active, self.now),
+        )
         if self.started:
             # Jobs first: this reconcile created a Job. Its status is written by a
             # follow-up reconcile queued behind every other due run; that one finds the
             # Job (which records the run) and the unchanged stored status (so it reports
             # the notices of this one).
-            write = _record_with_the_run(status, stored, observed)
+            write = _record_with_the_run(status, stored, observed) or _ended_a_run(notices)
             return self._plan(
                 status=status if write else None,
                 notices=tuple(notices),
@@ -209,14 +222,14 @@ class _Decision:
     def _run_requested(self) -> Problem | None:
         """Run now: create the Job an unhandled run request asks for (even if suspended)."""
         view, status = self.view, self.status
-        token = requests.run_request(view.obj)
-        if token is None or view.deleting:
+        request = requests.run_request(view.obj)
+        if request is None or view.deleting:
             status.pop("pendingRunRequest", None)
             return None
-        problem = rules.token_problem(token)
-        if problem is not None:
-            self.steps.event("Warning", "InvalidRunRequest", problem)
-            return Problem("InvalidRunRequest", problem, stops_schedule=False)
+        if isinstance(request, str):
+            self.steps.event("Warning", "InvalidRunRequest", request)
+            return Problem("InvalidRunRequest", request, stops_schedule=False)
+        token = request.token
         name = rules.manual_job_name(view.name, token)
         owned = {objects.name_of(job) for job in view.jobs.owned()}
         if name not in owned:
@@ -230,7 +243,7 @@ class _Decision:
                     )
                 status["pendingRunRequest"] = token
                 return None
-            failed = self._create(jobs.build_manual_job(view.obj, token), track=False)
+            failed = self._create(jobs.build_manual_job(view.obj, request), track=False)
             if failed is not None:
                 return dataclasses.replace(failed, stops_schedule=False)
         status.pop("pendingRunRequest", None)
@@ -316,9 +329,14 @@ class _Decision:
             return _Scheduled()
         # Suspended or paused: nothing starts, but the times that come are accounted for.
         holding = view.spec.suspend or conditions.paused(view.spec, status)
-        timing = due.timing_of(
-            view, status, now=now, since=since, holding=holding, walks=self.walks
-        )
+        try:
+            window = limits.bounds(status, view)  # the run limit's count, then the window
+        except (schedules.ScheduleError, rules.WindowError) as exc:
+            timing: due.Timing | due.Unschedulable | None = due.refusal(exc, holding)
+        else:
+            timing = due.timing_of(
+                view, status, now=now, since=since, holding=holding, walks=self.walks, window=window
+            )
         if timing is None:
             return _Scheduled()
         if isinstance(timing, due.Unschedulable):
@@ -352,7 +370,7 @@ class _Decision:
         """Record the next time and start the due run, if any."""
         walked, offset, accounting = timing.due, timing.offset, due_runs.accounting
         conditions.set_next_schedule_time(
-            self.status, None if walked.next_time is None else walked.next_time + offset
+            self.status, limits.next_run(timing.window, timing.schedule, walked, offset)
         )
         target = due_runs.buffering.run_now
         if target is None:
@@ -430,6 +448,9 @@ class _Decision:
         outcome = self.steps.perform(Create(job, due=due_at))
         if isinstance(outcome, Unknown):
             raise outcome.error
+        if isinstance(outcome, GroupFull):
+            self.group_skipped = groups.skipped_time(outcome, scheduled)
+            return groups.on_full(self.status, self.view.stored, outcome, scheduled, self.steps)
         if isinstance(outcome, Foreign):
             message = f"Job {name} exists and is not controlled by this CronJob; not touching it"
             self.steps.event("Warning", "UnexpectedJob", message)
@@ -488,6 +509,8 @@ class _Decision:
         else:
             condition("Degraded", False, "AsExpected", "")
         available = conditions.availability(self.view, status, problem)
+        if available.available and (halt := limits.stopped(self.view.spec, status, self.now)):
+            available = conditions.Availability(False, *halt)
         condition("Available", *available)
         if available.reason == conditions.PAUSED_REASON and not was_paused:
             self.steps.event("Warning", conditions.PAUSED_REASON, available.message)
@@ -530,6 +553,12 @@ def _record_with_the_run(
         or new_backfill
         or status.get("bufferedRun") != stored.get("bufferedRun")
     )
+
+
+def _ended_a_run(notices: list[history.Notice]) -> bool:
+    """Whether this reconcile ended a run by its start timeout: its Job is gone, so only
+    this write can count it."""
+    return any(notice.reason == start_timeout.REASON for notice in notices)
 
 
 def _restore(status: dict[str, Any], stored: Mapping[str, Any], key: str) -> None:

@@ -21,7 +21,16 @@ from cronjob_operator.controllers.cronjob import concurrency, conditions, polici
 from cronjob_operator.controllers.cronjob.plan import Problem
 from cronjob_operator.controllers.cronjob.view import CronJobView, time_at
 
-__all__ = ["SOON", "DueRuns", "Timing", "Unschedulable", "Walks", "due_runs_of", "timing_of"]
+__all__ = [
+    "SOON",
+    "DueRuns",
+    "Timing",
+    "Unschedulable",
+    "Walks",
+    "due_runs_of",
+    "refusal",
+    "timing_of",
+]
 
 SOON: Final = timedelta(seconds=1)
 """How soon to look again when catch-up All has more times to run or the accounting more
@@ -74,6 +83,9 @@ class Timing(NamedTuple):
     """The unmet times the catch-up policy still runs, oldest first."""
     reach: datetime | None
     """The oldest time the deadline still starts (None: no deadline)."""
+    window: schedules.Window | None
+    """Which times may run (``limits.bounds``: the run window, run limit and exclusions;
+    None: every time)."""
 
 
 class Unschedulable(NamedTuple):
@@ -107,15 +119,16 @@ def timing_of(
     since: datetime,
     holding: bool,
     walks: Walks,
+    window: schedules.Window | None,
 ) -> Timing | Unschedulable | None:
-    """Where the schedule stands at ``now`` (``since``: the schedule's last edit); or why
-    the spec cannot be scheduled (None: a schedule error of a CronJob ``holding``, which
-    is reported once it runs again)."""
+    """Where the schedule stands at ``now`` (``since``: the schedule's last edit) for the
+    times ``window`` lets run; or why the spec cannot be scheduled (None: a schedule
+    error of a CronJob ``holding``, which is reported once it runs again)."""
     spec = view.spec
     try:
         schedule = rules.schedule_of(spec)
     except schedules.ScheduleError as exc:
-        return None if holding else Unschedulable(exc.reason, Problem(exc.reason, str(exc)))
+        return refusal(exc, holding)
     if len(view.name) > MAX_NAME_LENGTH and not holding:  # stored past validation
         message = (
             f"metadata.name: {len(view.name)} characters, at most {MAX_NAME_LENGTH} leave "
@@ -145,8 +158,18 @@ def timing_of(
         earliest=earliest,
         now=shifted,
         starting_deadline_seconds=deadline,
+        window=window,
     )
-    return Timing(schedule, offset, shifted, due, queue, schedules.reach_of(shifted, deadline))
+    reach = schedules.reach_of(shifted, deadline)
+    return Timing(schedule, offset, shifted, due, queue, reach, window)
+
+
+def refusal(
+    error: schedules.ScheduleError | rules.WindowError, holding: bool
+) -> Unschedulable | None:
+    """Why a spec whose schedule, window or exclusions cannot be read is not scheduled
+    (None while the CronJob is ``holding``: reported once it runs again)."""
+    return None if holding else Unschedulable(error.reason, Problem(error.reason, str(error)))
 
 
 def _stagger_of(view: CronJobView, schedule: schedules.AnySchedule) -> timedelta | Unschedulable:
@@ -212,6 +235,7 @@ def due_runs_of(
         ran=ran if buffering.buffered is None else {*ran, buffering.buffered},
         pending=buffering.may_run,
         block=block,
+        window=timing.window,
     )
     if accounting.skipped_runs is not None:
         recorded = accounting.skipped_runs

@@ -9,7 +9,8 @@ docs/cronjob-semantics.md, and the failure count of docs/beyond-builtin.md):
   added, and ``lastSuccessfulTime`` only ever moves forward.
 * Failure awareness: ``record_failures`` counts each failed Job once, by the time its
   ``Failed`` condition became true, against a watermark (``status.lastFailureTime``)
-  written in the same status update as the count.
+  written in the same status update as the count; ``count_failed_run`` counts a run
+  that failed without a failed Job (ended by its start timeout).
 * Exactly once past the Job's life: ``advance_last_schedule_time`` moves
   ``status.lastScheduleTime`` forward to the newest scheduled time among the Jobs that
   exist, so a run is recorded before anything else is decided. ``prunable`` deletes only
@@ -47,6 +48,7 @@ __all__ = [
     "Notice",
     "advance_last_schedule_time",
     "capped_limits",
+    "count_failed_run",
     "counted",
     "prunable",
     "record_failures",
@@ -226,6 +228,14 @@ def record_failures(
     if fresh:
         status["lastFailureTime"] = stamp(fresh[-1][0])
     return [name for _, name in fresh]
+
+
+def count_failed_run(status: dict[str, Any], when: datetime) -> None:
+    """Count one failed run that leaves no failed Job to count (a run ended by its start
+    timeout, its Job deleted), at ``when``. The watermark moves to ``when``, and never
+    behind ``lastSuccessfulTime``: ``record_failures`` would reset the count otherwise."""
+    status["consecutiveFailures"] = int(status.get("consecutiveFailures") or 0) + 1
+    _advance(status, "lastFailureTime", (when, time_at(status, "lastSuccessfulTime")))
 
 
 def counted(

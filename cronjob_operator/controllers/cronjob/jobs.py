@@ -16,7 +16,8 @@ the decision (``decide.py``):
   (``builtin_timestamp``, also on its pod template for the Downward API).
 * A run request's Job is ``<cronjob>-m<9 base32 characters of sha256(token)>``
   (``manual_job_name``): one Job per token, and never a scheduled name (whose suffix is
-  all digits).
+  all digits). Its overrides (``api.run_overrides``) are applied to the template's
+  spec and recorded on it.
 * The informer cache keeps a slim Job (``slim_job``) and indexes it by its controlling
   CronJob's name (``job_owner_index``, the ``.metadata.controller`` index).
 """
@@ -33,6 +34,12 @@ from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.api.cronjob_rules import (
     INSTANTIATE_ANNOTATION,
     manual_job_name,
+)
+from cronjob_operator.api.run_overrides import (
+    OVERRIDES_ANNOTATION,
+    RunRequest,
+    overridden_spec,
+    overrides_json,
 )
 from cronjob_operator.runtime import controllerutil, objects
 from cronjob_operator.runtime.cache import strip_managed_fields
@@ -178,13 +185,20 @@ def builtin_timestamp(wall: datetime) -> str:
     return wall.strftime("%Y-%m-%dT%H:%M:%S") + suffix
 
 
-def build_manual_job(cronjob: objects.Obj, token: str) -> dict[str, Any]:
-    """The Job a run request with ``token`` creates."""
-    return job_from_template(
+def build_manual_job(cronjob: objects.Obj, request: RunRequest) -> dict[str, Any]:
+    """The Job ``request`` creates: the template with the request's overrides applied
+    and recorded (``OVERRIDES_ANNOTATION``)."""
+    annotations = {INSTANTIATE_ANNOTATION: "manual", RUN_TOKEN_ANNOTATION: request.token}
+    if request.overrides is not None:
+        annotations[OVERRIDES_ANNOTATION] = overrides_json(request.overrides)
+    job = job_from_template(
         cronjob,
-        name=manual_job_name(cronjob["metadata"]["name"], token),
-        annotations={INSTANTIATE_ANNOTATION: "manual", RUN_TOKEN_ANNOTATION: token},
+        name=manual_job_name(cronjob["metadata"]["name"], request.token),
+        annotations=annotations,
     )
+    if request.overrides is not None:
+        job["spec"] = overridden_spec(job["spec"], request.overrides)
+    return job
 
 
 def job_from_template(
@@ -233,7 +247,15 @@ def slim_job(job: dict[str, Any]) -> dict[str, Any]:
     status = job.get("status") or {}
     job["status"] = {
         key: status[key]
-        for key in ("conditions", "startTime", "completionTime", "active", "succeeded", "failed")
+        for key in (
+            "conditions",
+            "startTime",
+            "completionTime",
+            "active",
+            "ready",
+            "succeeded",
+            "failed",
+        )
         if key in status
     }
     return job

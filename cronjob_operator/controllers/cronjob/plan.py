@@ -29,6 +29,7 @@ __all__ = [
     "Deleted",
     "Event",
     "Foreign",
+    "GroupFull",
     "Outcome",
     "Plan",
     "Problem",
@@ -64,7 +65,8 @@ class Event:
 @dataclass(frozen=True, slots=True)
 class Delete:
     """Delete the Job ``name`` if it still has ``uid``. ``replace``: an active Job
-    ``Replace`` makes room for (its outcome matters); else a pruned one."""
+    ``Replace`` makes room for, or a run ended by its start timeout (its outcome matters);
+    else a pruned one."""
 
     name: str
     uid: str | None
@@ -116,7 +118,18 @@ class Deleted:
     """The Job is gone (deleted now, or already)."""
 
 
-Outcome = Created | Foreign | Rejected | Unknown | Deleted
+@dataclass(frozen=True, slots=True)
+class GroupFull:
+    """No slot of the CronJob's ConcurrencyGroup ``group`` for the Job (``groups.py``):
+    ``queued``, the run holds a place among the waiting ones; ``missing``, the group
+    does not exist."""
+
+    group: str
+    queued: bool = False
+    missing: bool = False
+
+
+Outcome = Created | Foreign | Rejected | Unknown | Deleted | GroupFull
 
 
 @dataclass(frozen=True, slots=True)

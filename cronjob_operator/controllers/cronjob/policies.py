@@ -22,7 +22,9 @@ only records.
   reconcile. The reason is what keeps the time from running when it is counted
   (suspended, paused, Forbid or BufferOne with a run active since before it: a
   :class:`Block`), else DeadlinePassed for a time out of reach, else CatchUpBound (a
-  time the catch-up policy does not run).
+  time the catch-up policy does not run). An excluded time (``spec.exclusions``) is
+  Excluded whatever else kept it; a time outside ``spec.window`` (or after the run limit
+  was reached) is no run and is not walked.
 """
 
 from __future__ import annotations
@@ -68,20 +70,25 @@ def due_queue(
     earliest: datetime,
     now: datetime,
     starting_deadline_seconds: int | None,
+    window: schedules.Window | None = None,
 ) -> tuple[datetime, ...]:
     """The unmet times the catch-up policy still runs, oldest first (the first is the
-    one to run now): Latest, the newest in reach; All, every one in reach, bounded."""
+    one to run now): Latest, the newest in reach; All, every one in reach, bounded;
+    without those ``window`` does not let run (outside it, excluded, past the run
+    limit)."""
     if due.scheduled is None:
         return ()
     if policy is CatchUpPolicy.LATEST:
-        return (due.scheduled,)
-    return schedules.missed_times(
-        schedule,
-        earliest=earliest,
-        now=now,
-        starting_deadline_seconds=starting_deadline_seconds,
-        limit=MAX_CATCH_UP,
-    )
+        queue: tuple[datetime, ...] = (due.scheduled,)
+    else:
+        queue = schedules.missed_times(
+            schedule,
+            earliest=earliest,
+            now=now,
+            starting_deadline_seconds=starting_deadline_seconds,
+            limit=MAX_CATCH_UP,
+        )
+    return queue if window is None else tuple(t for t in queue if window.runs(t))
 
 
 @dataclass(frozen=True)
@@ -139,6 +146,7 @@ def account(
     ran: Collection[datetime],
     pending: Collection[datetime],
     block: Block | None,
+    window: schedules.Window | None = None,
 ) -> Accounting:
     """Account for the times in (accountedThrough, now] of ``status.skippedRuns``
     (``skipped_runs``), returning the counts and the field as it is to be recorded.
@@ -151,8 +159,12 @@ def account(
     still run (the walk stops before the oldest); ``reach``: ``now -
     startingDeadlineSeconds`` (None: no deadline). ``latest``: the newest schedule time at
     or before ``now`` (``Due.latest``); with the watermark at or after it there is nothing
-    to walk, which is every reconcile between two times (no walk, no cost).
+    to walk, which is every reconcile between two times (no walk, no cost). ``window``
+    (``spec.window``, the run limit, ``spec.exclusions``): times outside it are no runs and
+    are not walked; an excluded time is counted as Excluded.
     """
+    if window is not None:
+        floor, now = window.clamp(floor, now)
     through = time_at(skipped_runs, "accountedThrough")
     if through is not None and through >= floor and (latest is None or latest <= through):
         return Accounting(Counter(), None, more=False)
@@ -169,7 +181,9 @@ def account(
         mark = moment
         if moment in ran:
             continue
-        if block is not None and block.applies(moment):
+        if window is not None and window.excludes(moment):
+            reason = SkipReason.EXCLUDED
+        elif block is not None and block.applies(moment):
             reason = block.reason
         elif reach is not None and moment <= reach:
             reason = SkipReason.DEADLINE_PASSED

@@ -3,7 +3,8 @@
 Observe: read the CronJob and, through the informer cache's ``.metadata.controller``
 field index (never by listing all Jobs), the Jobs whose controller owner uid is this
 CronJob's; ask the API server about each ``status.active`` entry the cache lacks (the
-cache may lag a Job just created), and build the view (``view.py``). Decide: ``decide``
+cache may lag a Job just created), read live the Pods of each run past its start timeout
+(``start_timeout.py``), and build the view (``view.py``). Decide: ``decide``
 (``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
 deletes, creates); a step whose outcome the decision needs (``plan.pending``) is
 performed and the decision asked again with its outcome. Then write the status (once,
@@ -17,11 +18,14 @@ retries with backoff.
 
 RBAC this code needs (mirrored in config/rbac/role.yaml, checked by an e2e test):
 cronjobs get/list/watch, cronjobs/status get/update; jobs get/list/watch/create/delete;
-events create/patch.
+pods list (only the Pods of a run past spec.runStartTimeoutSeconds, by label, for the
+cause its event names; docs/security.md); events create/patch; concurrencygroups get,
+concurrencygroups/status update (the slots, ``group_slots.py``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime
 from typing import Any
@@ -29,8 +33,9 @@ from typing import Any
 from prometheus_client import Histogram
 
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.controllers.cronjob import history, jobs, policies
+from cronjob_operator.controllers.cronjob import history, jobs, policies, start_timeout
 from cronjob_operator.controllers.cronjob.decide import Walks, decide
+from cronjob_operator.controllers.cronjob.group_slots import GroupSlots, with_wait_poll
 from cronjob_operator.controllers.cronjob.jobs import JOB_OWNER_INDEX
 from cronjob_operator.controllers.cronjob.plan import (
     Create,
@@ -45,7 +50,12 @@ from cronjob_operator.controllers.cronjob.plan import (
     Step,
     Unknown,
 )
-from cronjob_operator.controllers.cronjob.view import CronJobView, created_at, view_of
+from cronjob_operator.controllers.cronjob.view import (
+    CronJobView,
+    StartReport,
+    created_at,
+    view_of,
+)
 from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import ClientInterface, Propagation
@@ -53,7 +63,7 @@ from cronjob_operator.runtime.clock import Clock, utc_now
 from cronjob_operator.runtime.controller import Controller, Request, Result
 from cronjob_operator.runtime.controllerutil import write_status
 from cronjob_operator.runtime.events import Recorder
-from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.kinds import JOB, POD
 from cronjob_operator.runtime.manager import Manager
 from cronjob_operator.runtime.sharding import Shard
 
@@ -77,6 +87,7 @@ class CronJobReconciler:
         self._recorder = recorder
         self._clock = clock
         self._metrics = metrics if metrics is not None else CronJobMetrics(None)
+        self._slots = GroupSlots(client, clock, self._metrics)
 
     def reconcile(self, request: Request) -> Result:
         try:
@@ -85,10 +96,11 @@ class CronJobReconciler:
             self._metrics.forget_cronjob(request.namespace, request.name)
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
-        view = self._observe(cronjob)
+        view = self._observe(cronjob, now)
         plan = self._act(view, now)
         if plan.status is not None:
             self._record(view, plan)
+        self._slots.release(view)  # the slots of this CronJob's finished Jobs
         if plan.error is not None:
             raise plan.error
         if plan.active is not None:
@@ -97,14 +109,22 @@ class CronJobReconciler:
 
     # --- observe --------------------------------------------------------------------
 
-    def _observe(self, cronjob: objects.Obj) -> CronJobView:
+    def _observe(self, cronjob: objects.Obj, now: datetime) -> CronJobView:
         owned = self._owned_jobs(cronjob)
         missing = [
             ref["uid"]
             for ref in history.unconfirmed_active(cronjob.get("status") or {}, owned.owned())
             if not self._exists_live(ref)
         ]
-        return view_of(cronjob, owned, missing=missing)
+        view = view_of(cronjob, owned, missing=missing)
+        overdue = start_timeout.overdue(view.spec, owned.active, now)
+        if not overdue:
+            return view
+        reports = {jobs.job_uid(job): self._start_report(job) for job in overdue}
+        return dataclasses.replace(
+            view,
+            start_reports={uid: report for uid, report in reports.items() if report is not None},
+        )
 
     def _owned_jobs(self, cronjob: objects.Obj) -> jobs.JobSets:
         metadata = cronjob["metadata"]
@@ -116,6 +136,26 @@ class CronJobReconciler:
         uid = metadata.get("uid")
         ours = [job for job in listed if (objects.controller_ref(job) or {}).get("uid") == uid]
         return jobs.classify(ours)
+
+    def _start_report(self, job: objects.Obj) -> StartReport | None:
+        """What the Pods of a run past its start timeout say, read live (the cached Job may
+        lag: one that started, or that an earlier reconcile deleted); None when the Job
+        is gone or going."""
+        metadata = job["metadata"]
+        try:
+            live = self._client.live.get(JOB, metadata["name"], metadata["namespace"])
+        except errors.NotFound:
+            return None
+        if jobs.job_uid(live) != jobs.job_uid(job) or live["metadata"].get("deletionTimestamp"):
+            return None
+        if start_timeout.started_by_status(live):
+            return StartReport(started=True)
+        pods = self._client.live.list(
+            POD,
+            namespace=metadata["namespace"],
+            label_selector={start_timeout.CONTROLLER_UID_LABEL: jobs.job_uid(job)},
+        )
+        return start_timeout.report_of(pods)
 
     def _exists_live(self, ref: dict[str, Any]) -> bool:
         # The cache may lag a Job we just created: ask the server before calling it missing.
@@ -141,7 +181,7 @@ class CronJobReconciler:
                     outcomes[index] = outcome
             applied = len(plan.steps)
             if not plan.pending:
-                return plan
+                return with_wait_poll(plan, outcomes.values())
 
     def _apply(self, view: CronJobView, step: Step) -> Outcome | None:
         if isinstance(step, Event):
@@ -173,6 +213,12 @@ class CronJobReconciler:
         """Create the Job; an existing one of the same name is ours (``Created``, not new)
         or another owner's (``Foreign``)."""
         job = step.job
+        try:
+            full = self._slots.claim(view, step)  # the slot first, then the Job
+        except errors.ApiError as exc:
+            return Unknown(exc)
+        if full is not None:
+            return full
         try:
             created: objects.Obj = self._client.create(JOB, job)
         except errors.AlreadyExists:

@@ -3,7 +3,8 @@
 ``observe`` (in ``reconciler.py``) reads the CronJob and its Jobs from the cache and asks
 the API server about the active entries the cache lacks; :func:`view_of` turns what it
 read into a :class:`CronJobView`: the metadata the decision asks about, the Jobs by
-state, and which active entries are confirmed gone. The decision (``decide.py``) reads
+state, which active entries are confirmed gone, and what the Pods of a run past its
+start timeout say (:class:`StartReport`). The decision (``decide.py``) reads
 only this.
 
 Every timestamp the decision reads is parsed here, at most once, and nowhere else: the
@@ -18,6 +19,7 @@ ones with :func:`stamp` (the second-precision value the API server keeps), and
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,11 +32,14 @@ from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 
 __all__ = [
+    "GROUP_TIMES",
     "STATUS_TIMES",
     "CronJobView",
     "JobTimes",
+    "StartReport",
     "api_status",
     "created_at",
+    "group_status_of",
     "job_times_of",
     "shown",
     "stamp",
@@ -55,6 +60,8 @@ STATUS_TIMES: Final[Mapping[str | None, tuple[str, ...]]] = {
     "observedSchedule": ("since",),
     "skippedRuns": ("accountedThrough",),
     "backfill": ("from", "to", "next"),
+    "scheduledRuns": ("countedThrough",),
+    "waitingForGroup": ("scheduledTime",),
 }
 """The status's timestamps the decision reads and writes: by the field that holds them
 (None: status itself). Conditions' ``lastTransitionTime`` stay strings: the runtime's
@@ -99,6 +106,15 @@ class JobTimes:
         return self._job.get("status") or {}
 
 
+@dataclass(frozen=True, slots=True)
+class StartReport:
+    """What the Pods of a run past its start timeout say (``start_timeout``): whether one
+    started after all (Running or finished), else the cause they give."""
+
+    started: bool
+    cause: str = ""
+
+
 class _CreatedByName(Mapping[str, "datetime | None"]):
     """Jobs' creation times by Job name, each parsed when it is first read."""
 
@@ -141,9 +157,17 @@ class CronJobView:
     """The active Jobs' creation times, by name (each parsed when first read)."""
     missing: frozenset[str]
     """The uids of ``status.active`` entries the API server confirmed are gone."""
+    start_reports: Mapping[str, StartReport] = dataclasses.field(default_factory=dict)
+    """What the Pods of each run past its start timeout say, by Job uid
+    (``start_timeout``; read only for those runs)."""
 
 
-def view_of(cronjob: objects.Obj, jobs: JobSets, *, missing: Iterable[str] = ()) -> CronJobView:
+def view_of(
+    cronjob: objects.Obj,
+    jobs: JobSets,
+    *,
+    missing: Iterable[str] = (),
+) -> CronJobView:
     """The view of ``cronjob`` and the Jobs it controls, by state (``jobs.classify``)."""
     metadata = cronjob["metadata"]
     times = job_times_of(jobs.owned())
@@ -206,6 +230,28 @@ def _parsed_times(holder: Mapping[str, Any], keys: Iterable[str]) -> dict[str, d
         if isinstance(value, str) and value:
             parsed[key] = parse_time(value)
     return parsed
+
+
+GROUP_TIMES: Final[Mapping[str, tuple[str, ...]]] = {
+    "holders": ("acquiredAt",),
+    "waiting": ("scheduledTime", "deadline", "seenAt"),
+}
+"""A ConcurrencyGroup's status timestamps, by the list whose entries hold them."""
+
+
+def group_status_of(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A mutable copy of a ConcurrencyGroup's status, its :data:`GROUP_TIMES` parsed to
+    aware UTC datetimes (``groups.py`` decides on them; ``api_status`` renders them)."""
+    status: dict[str, Any] = objects.thaw(stored)
+    for field, keys in GROUP_TIMES.items():
+        entries = status.get(field)
+        if isinstance(entries, list):
+            status[field] = [
+                {**entry, **_parsed_times(entry, keys)}
+                for entry in entries
+                if isinstance(entry, dict)
+            ]
+    return status
 
 
 def status_of(stored: Mapping[str, Any]) -> dict[str, Any]:

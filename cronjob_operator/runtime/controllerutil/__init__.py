@@ -9,40 +9,45 @@ Machinery: ``_ownership``, ``_status``, ``_conditions``, ``_apply`` (the server-
 apply field-ownership model the fake client uses).
 """
 
-from cronjob_operator.runtime.controllerutil._apply import (
-    ApplyConflict,
-    Ownership,
-    apply_configuration,
-    leaf_paths,
-)
-from cronjob_operator.runtime.controllerutil._conditions import (
-    ConditionSetter,
-    condition_setter,
-    find_condition,
-    parse_time,
-    rfc3339,
-    set_condition,
-)
-from cronjob_operator.runtime.controllerutil._ownership import (
-    AlreadyOwnedError,
-    ObjectClient,
-    OperationResult,
-    add_finalizer,
-    contains_finalizer,
-    controller_reference,
-    create_or_patch,
-    create_or_update,
-    is_controlled_by,
-    merge_patch,
-    remove_finalizer,
-    set_controller_reference,
-)
-from cronjob_operator.runtime.controllerutil._status import (
-    STATUS_WRITE_ATTEMPTS,
-    StatusClient,
-    merge_status,
-    write_status,
-)
+from typing import TYPE_CHECKING
+
+from cronjob_operator._lazy import exports
+
+if TYPE_CHECKING:
+    from cronjob_operator.runtime.controllerutil._apply import (
+        ApplyConflict,
+        Ownership,
+        apply_configuration,
+        leaf_paths,
+    )
+    from cronjob_operator.runtime.controllerutil._conditions import (
+        ConditionSetter,
+        condition_setter,
+        find_condition,
+        parse_time,
+        rfc3339,
+        set_condition,
+    )
+    from cronjob_operator.runtime.controllerutil._ownership import (
+        AlreadyOwnedError,
+        ObjectClient,
+        OperationResult,
+        add_finalizer,
+        contains_finalizer,
+        controller_reference,
+        create_or_patch,
+        create_or_update,
+        is_controlled_by,
+        merge_patch,
+        remove_finalizer,
+        set_controller_reference,
+    )
+    from cronjob_operator.runtime.controllerutil._status import (
+        STATUS_WRITE_ATTEMPTS,
+        StatusClient,
+        merge_status,
+        write_status,
+    )
 
 __all__ = [
     "STATUS_WRITE_ATTEMPTS",
@@ -72,3 +77,44 @@ __all__ = [
     "set_controller_reference",
     "write_status",
 ]
+
+_HOMES = {
+    "_apply": (
+        "ApplyConflict",
+        "Ownership",
+        "apply_configuration",
+        "leaf_paths",
+    ),
+    "_conditions": (
+        "ConditionSetter",
+        "condition_setter",
+        "find_condition",
+        "parse_time",
+        "rfc3339",
+        "set_condition",
+    ),
+    "_ownership": (
+        "AlreadyOwnedError",
+        "ObjectClient",
+        "OperationResult",
+        "add_finalizer",
+        "contains_finalizer",
+        "controller_reference",
+        "create_or_patch",
+        "create_or_update",
+        "is_controlled_by",
+        "merge_patch",
+        "remove_finalizer",
+        "set_controller_reference",
+    ),
+    "_status": (
+        "STATUS_WRITE_ATTEMPTS",
+        "StatusClient",
+        "merge_status",
+        "write_status",
+    ),
+}
+"""The module each name of ``__all__`` is imported from on first use."""
+
+if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error
+    __getattr__, __dir__ = exports(globals(), _HOMES)

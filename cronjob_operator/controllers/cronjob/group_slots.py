@@ -1,0 +1,148 @@
+"""The reconciler's I/O for spec.concurrencyGroup: take a slot before a Job, free it after.
+
+``groups.py`` decides; this reads the ConcurrencyGroup from the API server (never the
+cache: on a sharded replica the group's other CronJobs and their Jobs live elsewhere),
+asks the API server about the holders' Jobs when the group looks full (at most
+spec.limit reads), and writes the group's status with the resourceVersion it read. A
+409 means another replica (or worker) wrote first: read again and decide again. The
+writes go through the reconciler's client, so on a sharded replica the shard's fence
+refuses them (and the Job's create after them) once its Lease may have passed on: a
+replica paused past the claim grace cannot create a Job whose slot was reclaimed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Any, Final
+
+from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
+from cronjob_operator.controllers.cronjob import groups, jobs
+from cronjob_operator.controllers.cronjob.plan import Create, GroupFull, Outcome, Plan
+from cronjob_operator.controllers.cronjob.view import CronJobView, group_status_of
+from cronjob_operator.controllers.metrics import GROUP_IN_USE, GROUP_LIMIT, CronJobMetrics
+from cronjob_operator.runtime import errors, objects
+from cronjob_operator.runtime.client import ClientInterface
+from cronjob_operator.runtime.clock import Clock
+from cronjob_operator.runtime.controller import Result
+from cronjob_operator.runtime.kinds import JOB
+
+__all__ = ["GroupSlots", "with_wait_poll"]
+
+CONFLICT_ATTEMPTS: Final = 10
+"""How many times a claim or release reads the group again after a 409 before the
+reconcile fails (and is retried with backoff)."""
+
+
+class GroupSlots:
+    """Claims and releases the slots of the CronJobs' ConcurrencyGroups."""
+
+    def __init__(self, client: ClientInterface, clock: Clock, metrics: CronJobMetrics) -> None:
+        self._client = client
+        self._clock = clock
+        self._metrics = metrics
+
+    def claim(self, view: CronJobView, step: Create) -> GroupFull | None:
+        """Take a slot for the Job of ``step`` before it is created: None when it has one
+        (or the CronJob names no group), else why not."""
+        group = view.spec.concurrency_group
+        if group is None:
+            return None
+        job = str(step.job["metadata"]["name"])
+        now = self._clock()
+        scheduled = jobs.scheduled_time(view.name, job)
+        deadline_seconds = view.spec.starting_deadline_seconds
+        start = step.due or scheduled or now
+        request = groups.Claim(
+            cron_job=view.name,
+            job=job,
+            scheduled=scheduled or now,
+            deadline=None
+            if deadline_seconds is None
+            else start + timedelta(seconds=deadline_seconds),
+            wait=scheduled is not None and view.spec.group_waits,
+        )
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                obj = self._client.live.get(CONCURRENCY_GROUP, group, view.namespace)
+            except errors.NotFound:
+                self._metrics.forget_group(view.namespace, group)
+                return GroupFull(group, missing=True)
+            limit, status = _limit(obj), group_status_of(obj.get("status") or {})
+            verdict = groups.claim(status, limit, request, now, {})
+            if not verdict.granted and status.get("holders"):
+                states = self._job_states(view.namespace, status["holders"])
+                verdict = groups.claim(status, limit, request, now, states)
+            if self._write(obj, verdict.status, final=attempt == CONFLICT_ATTEMPTS):
+                break
+        return None if verdict.granted else GroupFull(group, queued=verdict.queued)
+
+    def release(self, view: CronJobView) -> None:
+        """Free the slots of this CronJob's Jobs that the view shows finished."""
+        group = view.spec.concurrency_group
+        if group is None:
+            return
+        finished = {objects.name_of(job) for job in (*view.jobs.successful, *view.jobs.failed)}
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                obj = self._client.live.get(CONCURRENCY_GROUP, group, view.namespace)
+            except errors.NotFound:
+                return  # reported by the claim of the next run
+            released = groups.release(group_status_of(obj.get("status") or {}), finished)
+            if self._write(obj, released, final=attempt == CONFLICT_ATTEMPTS):
+                return
+
+    def _job_states(
+        self, namespace: str, holders: Iterable[Mapping[str, Any]]
+    ) -> dict[str, groups.JobState]:
+        """What the API server says of each holder's Job."""
+        states = {}
+        for holder in holders:
+            name = str(holder.get("job"))
+            try:
+                job = self._client.live.get(JOB, name, namespace)
+            except errors.NotFound:
+                states[name] = groups.JobState.ABSENT
+                continue
+            finished = jobs.finished_state(job) is not None
+            states[name] = groups.JobState.FINISHED if finished else groups.JobState.RUNNING
+        return states
+
+    def _write(self, obj: objects.Obj, status: dict[str, Any], *, final: bool) -> bool:
+        """Write ``status`` to the group read as ``obj`` (its resourceVersion the
+        precondition) if it changed; False on a 409, which raises when ``final``."""
+        metadata = obj["metadata"]
+        if status != _comparable(obj.get("status")):
+            try:
+                self._client.update_status(CONCURRENCY_GROUP, {**obj, "status": status})
+            except errors.Conflict:
+                if final:
+                    raise
+                return False
+        gauge = self._metrics.group_slots
+        gauge.labels(metadata["namespace"], metadata["name"], GROUP_IN_USE).set(status["inUse"])
+        gauge.labels(metadata["namespace"], metadata["name"], GROUP_LIMIT).set(_limit(obj))
+        return True
+
+
+def with_wait_poll(plan: Plan, outcomes: Iterable[Outcome]) -> Plan:
+    """``plan``, asking to be reconciled again within ``WAIT_POLL`` if a run found its
+    group full (it may get a slot once another CronJob's Job finishes)."""
+    if not any(isinstance(outcome, GroupFull) for outcome in outcomes):
+        return plan
+    poll = groups.WAIT_POLL.total_seconds()
+    if plan.result.follow_up or 0 < plan.result.requeue_after <= poll:
+        return plan
+    return dataclasses.replace(plan, result=Result(requeue_after=poll))
+
+
+def _limit(obj: Mapping[str, Any]) -> int:
+    limit = (obj.get("spec") or {}).get("limit")
+    return limit if isinstance(limit, int) and limit > 0 else 0
+
+
+def _comparable(status: Any) -> dict[str, Any]:
+    """The stored status as ``groups`` renders one (so an unchanged one is not written)."""
+    thawed = objects.thaw(status or {})
+    return {key: thawed[key] for key in ("holders", "inUse", "waiting") if key in thawed}

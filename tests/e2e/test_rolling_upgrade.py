@@ -1,0 +1,362 @@
+"""A rolling upgrade of the operator, and its downgrade, on the real node: no run lost or
+repeated, admission answering throughout.
+
+Two images are built from this tree (``tests.images``): the tree's version, and the same
+build with ``NEXT_VERSION`` stamped in (``hack/build-image.sh NAME VERSION``); each
+manager logs its version when it starts, and the test reads it from every new Pod's log.
+config/default (webhooks, the manager's own certificate) runs with two replicas on the
+real node's host network. One node cannot hold two Pods of one Deployment there (they
+would need the same host ports), so the two replicas are test_default_install's two
+Deployments of one replica (own ports, one Lease, both behind the webhook Service),
+each updated with ``maxSurge: 0, maxUnavailable: 1`` (a surge Pod could not be placed
+beside the one it replaces), one after the other: the Pod sequence of a two-replica
+RollingUpdate, with one replica serving at every moment.
+
+CronJobs due every minute (two ``Forbid``, two with ``successfulJobsHistoryLimit: 0``,
+one ``BufferOne`` whose 65 s runs keep a time buffered), and one mid-way through a
+backfill of 40 past hourly times (``Forbid``, one at a time), run while the managers go
+from the first image to the second and back. Each rollout's window spans at least two
+scheduled minutes. Then, from the API server's audit log (every Job create, with its
+response code): every Job name (a CronJob and its scheduled time) created once; every
+scheduled minute from the CronJobs' creation to the last one has its Job, or is counted
+in ``status.skippedRuns`` (``BufferOne``'s ``bufferFull``; none for the others) or waits
+in ``status.bufferedRun``; the backfill moved on during each rollout, its Jobs are its
+first times in order. A probe writes a CronJob about every second throughout; no write
+is refused, by a webhook failure or otherwise. The counts, the refusals and the test's
+time are printed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cronjob_operator import __version__
+from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION
+from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.envtest.audit import AuditEvent, writes
+from cronjob_operator.runtime.controllerutil import rfc3339
+from tests.e2e.support import (
+    apply_all,
+    cronjob_manifest,
+    cronjobs,
+    figure_reporter,
+    minute_ticks,
+    parse_stamp,
+    wait_for_second,
+)
+from tests.e2e.test_default_install import second_replica, write_default_overlay
+from tests.e2e.test_in_cluster import (
+    DEPLOYMENT,
+    SYSTEM,
+    Cluster,
+    diagnose_on_failure,  # noqa: F401 (an autouse fixture: prints what a failure needs)
+    is_ready,
+    log_records,
+)
+from tests.images import NEXT_VERSION, Image, next_image, node_bin_dir, operator_image
+
+NAMESPACE = "e2e-upgrade"
+PROBE = "probe"
+REPLICAS = (DEPLOYMENT, f"{DEPLOYMENT}-b")
+ONE_AT_A_TIME = (
+    {
+        "op": "add",
+        "path": "/spec/strategy",
+        "value": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+    },
+)
+EVERY_MINUTE: dict[str, dict[str, Any]] = {
+    "forbid-a": {"concurrencyPolicy": "Forbid"},
+    "forbid-b": {"concurrencyPolicy": "Forbid"},
+    "history0-a": {"successfulJobsHistoryLimit": 0},
+    "history0-b": {"successfulJobsHistoryLimit": 0},
+}
+BUFFERED = "buffered"
+BUFFERED_RUN = "65s"
+"""Longer than a minute: each time comes due while the previous run is active."""
+BUFFERED_WAIT = timedelta(seconds=5)
+"""A run created later than this after its time waited in ``status.bufferedRun``."""
+BACKFILL = "backfill"
+BACKFILL_TIMES = 40
+BACKFILL_RUN = "15s"
+"""40 hourly times one at a time, ~20 s each: still running when the test ends."""
+TICKS_PER_ROLLOUT = 2
+WEBHOOK_FAILURE = "failed calling webhook"
+"""How the API server words a refusal because it could not get a webhook's answer."""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    image, upgrade = operator_image(), next_image()
+    with ControlPlane(real_node=True, node_bin_dir=node_bin_dir(), audit=True) as plane:
+        plane.import_image(image.archive)
+        plane.import_image(upgrade.archive)
+        overlay = write_default_overlay(
+            tmp_path_factory.mktemp("overlay"), plane.ports.apiserver, ONE_AT_A_TIME
+        )
+        yield Cluster(plane, image, overlay)
+
+
+class AdmissionProbe:
+    """While in ``with``: the suspended CronJob ``probe`` created, then updated, about
+    every second (each write passes the mutating and the validating webhook); every
+    refused write kept, those a webhook failure refused apart."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.writes = 0
+        self.webhook_failures: list[str] = []
+        self.other_failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            body = cronjob_manifest(PROBE, NAMESPACE, suspend=True)
+            body["metadata"]["annotations"] = {"e2e/probe-write": str(self.writes)}
+            result = self.cluster.plane.kubectl("apply", "-f", "-", input=json.dumps(body))
+            self.writes += 1
+            if result.returncode != 0:
+                failures = (
+                    self.webhook_failures
+                    if WEBHOOK_FAILURE in result.stderr
+                    else self.other_failures
+                )
+                failures.append(f"{datetime.now(UTC):%H:%M:%S} {result.stderr.strip()}")
+
+    def __enter__(self) -> AdmissionProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+def pods_of(cluster: Cluster, deployment: str) -> list[dict[str, Any]]:
+    """The Pods of one of the two Deployments (``<deployment>-<hash>-<suffix>``)."""
+    dashes = deployment.count("-") + 2
+    return [
+        pod
+        for pod in cluster.manager_pods()
+        if pod["metadata"]["name"].startswith(f"{deployment}-")
+        and pod["metadata"]["name"].count("-") == dashes
+    ]
+
+
+def started_version(cluster: Cluster, pod: str) -> str:
+    """The version the manager in ``pod`` logged when it started."""
+    for record in log_records(cluster.manager_log(pod)):
+        if record.get("msg") == "starting manager":
+            return str(record["version"])
+    raise AssertionError(f"no 'starting manager' line in the log of {pod}")
+
+
+def roll_out(cluster: Cluster, deployment: str, image: Image) -> str:
+    """Set ``deployment``'s image and wait for its rollout; the new Pod's name."""
+    cluster.plane.kubectl(
+        "set", "image", f"deployment/{deployment}", f"manager={image.name}", "-n", SYSTEM,
+        check=True,
+    )  # fmt: skip
+    cluster.wait_rolled_out(deployment)
+    (pod,) = pods_of(cluster, deployment)
+    assert is_ready(pod)
+    assert pod["spec"]["containers"][0]["image"] == image.name
+    return str(pod["metadata"]["name"])
+
+
+class Window:
+    """One rollout: when it began and ended, and the versions its new Pods started."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.began = datetime.now(UTC)
+        self.ended = self.began
+        self.started: dict[str, str] = {}
+
+    def ticks(self) -> list[datetime]:
+        return minute_ticks(self.began, self.ended)
+
+
+def rolling_update(cluster: Cluster, image: Image, name: str) -> Window:
+    """Both replicas to ``image``, one after the other; the window ends once it spans
+    ``TICKS_PER_ROLLOUT`` scheduled minutes (waiting for the next one when it does not)."""
+    window = Window(name)
+    for deployment in REPLICAS:
+        pod = roll_out(cluster, deployment, image)
+        window.started[pod] = started_version(cluster, pod)
+    while len(minute_ticks(window.began, datetime.now(UTC))) < TICKS_PER_ROLLOUT:
+        time.sleep(61 - datetime.now(UTC).second)
+    window.ended = datetime.now(UTC)
+    return window
+
+
+def the_cronjobs(now: datetime) -> list[dict[str, Any]]:
+    """The every-minute CronJobs, the buffered one, and the backfill of past hours."""
+    objects = [cronjob_manifest(name, NAMESPACE, **spec) for name, spec in EVERY_MINUTE.items()]
+    objects.append(
+        cronjob_manifest(BUFFERED, NAMESPACE, run=BUFFERED_RUN, concurrencyPolicy="BufferOne")
+    )
+    backfill = cronjob_manifest(
+        BACKFILL, NAMESPACE, schedule="0 * * * *", run=BACKFILL_RUN, concurrencyPolicy="Forbid"
+    )
+    first = backfill_times(now)[0]
+    request = {
+        "token": "upgrade",
+        "from": rfc3339(first),
+        "to": rfc3339(first + timedelta(hours=BACKFILL_TIMES)),
+    }
+    backfill["metadata"]["annotations"] = {BACKFILL_ANNOTATION: json.dumps(request)}
+    objects.append(backfill)
+    return objects
+
+
+def backfill_times(now: datetime) -> list[datetime]:
+    """The backfill's hourly times: ``BACKFILL_TIMES`` of them, from two days back."""
+    first = now.replace(minute=0, second=0, microsecond=0) - timedelta(days=2)
+    return [first + timedelta(hours=hour) for hour in range(BACKFILL_TIMES)]
+
+
+Creates = dict[tuple[str, datetime], list[AuditEvent]]
+"""(CronJob, scheduled time) -> each create of its Job the API server logged."""
+
+
+def job_creates(plane: ControlPlane) -> Creates:
+    """Every Job create the API server answered 201, by its Job's CronJob and time (a
+    Job is named ``<cronjob>-<unix seconds of its scheduled time>``)."""
+    created: Creates = {}
+    for event in writes(plane.audit_events(), resource="jobs"):
+        if event.verb == "create" and event.namespace == NAMESPACE and event.code == 201:
+            owner, _, stamp = event.name.rpartition("-")
+            key = (owner, datetime.fromtimestamp(int(stamp), UTC))
+            created.setdefault(key, []).append(event)
+    return created
+
+
+def backfill_done(cluster: Cluster) -> int:
+    status = cronjobs(cluster.plane, NAMESPACE)[BACKFILL].get("status") or {}
+    return int((status.get("backfill") or {}).get("done") or 0)
+
+
+def scheduled_minutes(name: str, since: datetime, last: datetime) -> list[datetime]:
+    """The times in (since, last] the CronJob ``name`` is scheduled at."""
+    ticks = minute_ticks(since, last)
+    return [t for t in ticks if t.minute == 0] if name == BACKFILL else ticks
+
+
+def runs_not_made(cluster: Cluster, created: Creates, last: datetime) -> dict[str, int]:
+    """Per CronJob (the probe aside), its scheduled times up to ``last`` with no Job and
+    not waiting in ``status.bufferedRun``, less those ``status.skippedRuns`` counts (any
+    reason): above 0, a time lost."""
+    lost = {}
+    for name, cronjob in cronjobs(cluster.plane, NAMESPACE).items():
+        if name == PROBE:
+            continue
+        status = cronjob.get("status") or {}
+        waiting = {parse_stamp(status["bufferedRun"])} if status.get("bufferedRun") else set()
+        since = parse_stamp(cronjob["metadata"]["creationTimestamp"])
+        missing = [
+            t
+            for t in scheduled_minutes(name, since, last)
+            if (name, t) not in created and t not in waiting
+        ]
+        lost[name] = len(missing) - skipped(status)
+    return lost
+
+
+def skipped(status: dict[str, Any]) -> int:
+    """The times ``status.skippedRuns`` counts, every reason."""
+    runs = status.get("skippedRuns") or {}
+    return sum(count for key, count in runs.items() if key != "accountedThrough")
+
+
+def install_two_replicas(cluster: Cluster) -> None:
+    """config/default's Deployment and the second one, both Ready on the first image."""
+    cluster.roll_out_overlay()
+    cluster.apply(second_replica(cluster))
+    cluster.wait_rolled_out(REPLICAS[1])
+    for deployment in REPLICAS:
+        (pod,) = pods_of(cluster, deployment)
+        assert started_version(cluster, pod["metadata"]["name"]) == __version__
+
+
+def wait_for_every_run(cluster: Cluster, last: datetime) -> None:
+    """Until every scheduled minute up to ``last`` has its Job, waits in the buffer or is
+    counted skipped (the last minute's Jobs are created shortly after it)."""
+
+    def lost() -> dict[str, int]:
+        return runs_not_made(cluster, job_creates(cluster.plane), last)
+
+    wait_for(
+        lambda: all(n <= 0 for n in lost().values()),
+        90,
+        interval=2,
+        message=f"a Job, a buffered time or a skip counted for every scheduled minute to {last}",
+        detail=lambda: str(lost()),
+    )
+
+
+def test_a_rolling_upgrade_and_downgrade_lose_no_run_and_keep_admission(
+    cluster: Cluster, request: pytest.FixtureRequest
+) -> None:
+    report = figure_reporter(request, "rolling upgrade")
+    began = time.monotonic()
+    install_two_replicas(cluster)
+    cluster.plane.kubectl("create", "namespace", NAMESPACE, check=True)
+    now = datetime.now(UTC)
+    apply_all(cluster.plane, the_cronjobs(now))
+    windows, done = [], [backfill_done(cluster)]
+    with AdmissionProbe(cluster) as probe:
+        for name, image, version in (
+            ("upgrade", next_image(), NEXT_VERSION),
+            ("downgrade", cluster.image, __version__),
+        ):
+            wait_for_second(45, 55)  # the first scheduled minute comes within the rollout
+            window = rolling_update(cluster, image, name)
+            windows.append(window)
+            done.append(backfill_done(cluster))
+            assert set(window.started.values()) == {version}, window.started
+        last = windows[-1].ticks()[-1]
+        wait_for_every_run(cluster, last)
+    created = job_creates(cluster.plane)
+    statuses = {n: c.get("status") or {} for n, c in cronjobs(cluster.plane, NAMESPACE).items()}
+    skips = {name: skipped(status) for name, status in statuses.items() if name != PROBE}
+    buffered = [
+        t
+        for (owner, t), creates in created.items()
+        if owner == BUFFERED and creates[0].received - t > BUFFERED_WAIT
+    ]
+    for window in windows:
+        ticks = [f"{t:%H:%M}" for t in window.ticks()]
+        report(f"{window.name} {window.began:%H:%M:%S}-{window.ended:%H:%M:%S}: scheduled "
+               f"minutes {ticks}, new Pods and their versions {window.started}")  # fmt: skip
+    per_time = Counter(len(creates) for creates in created.values())
+    per_cronjob = Counter(owner for owner, _ in created)
+    writers = Counter(c.user_agent.split(" ")[0] for creates in created.values() for c in creates)
+    report(f"times with a Job per CronJob {dict(per_cronjob)}; Job creates per (CronJob, "
+           f"scheduled time) -> how many times: {dict(per_time)}; "
+           f"skipped {skips}; {len(buffered)} {BUFFERED} runs started from the buffer, "
+           f"{statuses[BUFFERED].get('bufferedRun')} buffered at the end; "
+           f"backfill done {done} of {BACKFILL_TIMES}; creates by {dict(writers)}")  # fmt: skip
+    report(f"admission probe: {probe.writes} writes, {len(probe.webhook_failures)} refused "
+           f"by a webhook failure, {len(probe.other_failures)} otherwise; "
+           f"test time {time.monotonic() - began:.0f}s")  # fmt: skip
+
+    assert all(len(window.ticks()) >= TICKS_PER_ROLLOUT for window in windows)
+    assert {key: n for key, n in created.items() if len(n) > 1} == {}
+    assert runs_not_made(cluster, created, last) == dict.fromkeys(skips, 0)
+    assert all(skips[name] == 0 for name in EVERY_MINUTE), skips
+    assert buffered, f"no {BUFFERED} run waited in the buffer"
+    assert probe.webhook_failures == []
+    assert probe.other_failures == []
+    assert done[0] < done[1] < done[2] < BACKFILL_TIMES, done
+    backfilled = sorted(t for (owner, t) in created if owner == BACKFILL and t < now)
+    assert backfilled == backfill_times(now)[: len(backfilled)]

@@ -1,0 +1,176 @@
+"""Run now with overrides (issue 40, item 4) on the local control plane, as a user runs it.
+
+``kubectl cjt run NAME --env ... --image ... -- ARGS`` through kubectl's plugin lookup
+on PATH against the test cluster's kubeconfig; Jobs really run under kwok. Nothing
+waits on a wall-clock duration: the active run under Forbid lasts an hour and is ended
+by deleting it, the event the waiting request is tested against.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cronjob_operator.api.batch_v1 import RUN_ANNOTATION
+from cronjob_operator.api.cronjob_rules import TOKEN_FIELD
+from cronjob_operator.api.run_overrides import OVERRIDES_ANNOTATION
+from cronjob_operator.controllers import cronjob
+from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.manager import Options
+from tests.integration.support import RunningManager, apply, install_crds, running_manager
+from tests.integration.test_cronjob_controller import World, cronjob_object
+from tests.integration.test_cronjob_features import CJT
+
+
+@pytest.fixture(scope="module", autouse=True)
+def crds(control_plane: ControlPlane) -> None:
+    install_crds(control_plane)
+
+
+@pytest.fixture
+def operator(control_plane: ControlPlane) -> Iterator[RunningManager]:
+    clock = FakeClock()
+    setups = {"cronjob": lambda mgr: cronjob.setup(mgr, clock=clock)}
+    options = Options(health_probe_bind_address="0")
+    with running_manager(control_plane, setups, options=options) as running:
+        yield running
+
+
+@pytest.fixture
+def world(control_plane: ControlPlane, namespace: str) -> World:
+    return World(control_plane, namespace)
+
+
+def cjt(world: World, verb: str, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of ``kubectl cjt VERB ARGS`` found on PATH, as a user's
+    shell runs it, the kubeconfig given before any ``--``."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    kubectl = str(world.cp.bin_dir / "kubectl")
+    return [kubectl, "cjt", verb, "--kubeconfig", str(world.cp.kubeconfig), *args], env
+
+
+def run_cjt(world: World, verb: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv, env = cjt(world, verb, *args)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def container(job: dict[str, object]) -> dict[str, object]:
+    """The Job's one container."""
+    (only,) = job["spec"]["template"]["spec"]["containers"]  # type: ignore[index]
+    return only  # type: ignore[no-any-return]
+
+
+def history_row(world: World, name: str, job: str) -> list[str]:
+    shown = run_cjt(world, "history", name, "-n", world.ns)
+    assert shown.returncode == 0, shown.stderr
+    header, *rows = shown.stdout.splitlines()
+    assert header.split()[-1] == "OVERRIDES"
+    (row,) = (row.split() for row in rows if row.split()[1] == job)
+    return row
+
+
+def test_run_with_overrides_creates_one_job_with_them_and_history_shows_them(
+    operator: RunningManager, world: World
+) -> None:
+    apply(world.cp, cronjob_object("ovr", world.ns, suspend=True))
+    wait_for(lambda: world.condition("ovr", "Available"), 30, message="first reconcile")
+
+    ran = run_cjt(
+        world,
+        "run",
+        "ovr",
+        "-n",
+        world.ns,
+        "--env",
+        "DRY_RUN=1",
+        "--env",
+        "LEVEL=debug",
+        "--image",
+        "busybox:1.37",
+        "--",
+        "echo",
+        "hello world",
+    )
+    assert ran.returncode == 0, ran.stderr
+    (printed,) = ran.stdout.splitlines()
+    job_name = printed.removeprefix("job.batch/")
+    assert list(world.jobs()) == [job_name]
+    job = world.jobs()[job_name]
+    assert container(job)["image"] == "busybox:1.37"
+    assert container(job)["args"] == ["echo", "hello world"]
+    assert container(job)["env"] == [
+        {"name": "DRY_RUN", "value": "1"},
+        {"name": "LEVEL", "value": "debug"},
+    ]
+    recorded = json.loads(job["metadata"]["annotations"][OVERRIDES_ANNOTATION])
+    assert recorded == {
+        "env": [{"name": "DRY_RUN", "value": "1"}, {"name": "LEVEL", "value": "debug"}],
+        "containers": [{"name": "main", "image": "busybox:1.37", "args": ["echo", "hello world"]}],
+    }
+    wait_for(lambda: world.job_finished(job_name, "Complete"), 60, message="the run completes")
+    row = history_row(world, "ovr", job_name)
+    assert row[2:4] == ["manual", "Complete"]
+    assert row[-1] == "env=DRY_RUN,LEVEL;main:image=busybox:1.37,args"
+
+
+def test_under_forbid_a_run_with_overrides_waits_for_the_active_run_then_starts(
+    operator: RunningManager, world: World
+) -> None:
+    apply(
+        world.cp,
+        cronjob_object("fbd", world.ns, suspend=True, run="1h", concurrencyPolicy="Forbid"),
+    )
+    wait_for(lambda: world.condition("fbd", "Available"), 30, message="first reconcile")
+    first = run_cjt(world, "run", "fbd", "-n", world.ns)
+    assert first.returncode == 0, first.stderr
+    active = first.stdout.strip().removeprefix("job.batch/")
+
+    argv, env = cjt(world, "run", "fbd", "-n", world.ns, "--env", "A=1", "--timeout", "90")
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as run:
+        try:
+            wait_for(
+                lambda: world.status("fbd").get("pendingRunRequest"),
+                30,
+                message="the request waits",
+            )
+            assert list(world.jobs()) == [active], "no second run while one is active"
+            world.cp.kubectl("delete", "job", active, "-n", world.ns, check=True)
+            out, err = run.communicate(timeout=90)
+        finally:
+            run.kill()
+    assert run.returncode == 0, err
+    assert "waiting: a job is active and concurrencyPolicy is Forbid" in err.decode()
+    started = out.decode().strip().removeprefix("job.batch/")
+    assert started in world.jobs()
+    assert container(world.jobs()[started])["env"] == [{"name": "A", "value": "1"}]
+    assert "pendingRunRequest" not in world.status("fbd")
+
+
+def test_a_bad_request_through_the_api_is_reported_on_the_cronjob(
+    operator: RunningManager, world: World
+) -> None:
+    apply(world.cp, cronjob_object("bad", world.ns, suspend=True))
+    wait_for(lambda: world.condition("bad", "Available"), 30, message="first reconcile")
+    request = {"token": "t1", "overrides": {"containers": [{"name": "nope", "image": "x"}]}}
+    annotation = f"{RUN_ANNOTATION}={json.dumps(request)}"
+    world.cp.kubectl("annotate", CJT, "bad", "-n", world.ns, annotation, check=True)
+    wait_for(
+        lambda: (world.condition("bad", "Degraded") or {}).get("reason") == "InvalidRunRequest",
+        30,
+        message="the bad request is reported",
+    )
+    message = (world.condition("bad", "Degraded") or {})["message"]
+    assert message.startswith(f"{TOKEN_FIELD}: overrides.containers[0].name")
+    assert "no container 'nope' (it has main)" in message
+    assert world.jobs() == {}
+    events = world.cp.kubectl_json(
+        "get", "events", "-n", world.ns, "--field-selector", "reason=InvalidRunRequest"
+    )["items"]
+    assert [event["involvedObject"]["name"] for event in events] == ["bad"]

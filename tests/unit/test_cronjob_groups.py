@@ -1,0 +1,325 @@
+"""spec.concurrencyGroup: the slot rules (``groups.claim``) and the reconciler taking and
+freeing slots on the fake client, several CronJobs sharing one ConcurrencyGroup.
+
+The reconcilers of different CronJobs stand in for replicas: they share only the API
+(the fake client), as sharded replicas do; a race is played by a reactor that runs
+another CronJob's reconcile between a claim's read of the group and its write.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
+from cronjob_operator.controllers.cronjob import (
+    JOB_OWNER_INDEX,
+    CronJobReconciler,
+    groups,
+    job_owner_index,
+)
+from cronjob_operator.controllers.cronjob.view import group_status_of
+from cronjob_operator.controllers.metrics import CronJobMetrics
+from cronjob_operator.runtime import objects
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.controller import Request
+from cronjob_operator.runtime.controllerutil import find_condition, rfc3339
+from cronjob_operator.runtime.fake import Action, FakeClient, FakeClientBuilder, FakeRecorder
+from cronjob_operator.runtime.kinds import JOB
+from tests.unit.cronjob_harness import cronjob
+
+NS = "team"
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+# --- the rules ------------------------------------------------------------------------
+
+
+def request(name: str, scheduled: datetime, *, wait: bool = True) -> groups.Claim:
+    job = f"{name}-{int(scheduled.timestamp())}"
+    return groups.Claim(cron_job=name, job=job, scheduled=scheduled, deadline=None, wait=wait)
+
+
+def claim(
+    status: dict[str, Any],
+    limit: int,
+    asking: groups.Claim,
+    now: datetime,
+    states: dict[str, groups.JobState],
+) -> groups.Verdict:
+    """``groups.claim`` on a group status as the API server returns it."""
+    return groups.claim(group_status_of(status), limit, asking, now, states)
+
+
+def holder(job: str, acquired: datetime) -> dict[str, Any]:
+    return {"job": job, "cronJob": job.rsplit("-", 1)[0], "acquiredAt": rfc3339(acquired)}
+
+
+def test_a_free_slot_is_taken_and_a_full_group_queues_or_refuses() -> None:
+    first = claim({}, 1, request("a", at(1)), at(1), {})
+    assert (first.granted, first.status["inUse"]) == (True, 1)
+    waiting = claim(first.status, 1, request("b", at(1)), at(1), {})
+    assert (waiting.granted, waiting.queued) == (False, True)
+    assert [w["cronJob"] for w in waiting.status["waiting"]] == ["b"]
+    skipping = claim(first.status, 1, request("c", at(1), wait=False), at(1), {})
+    assert (skipping.granted, skipping.queued, "waiting" in skipping.status) == (
+        False,
+        False,
+        False,
+    )
+
+
+def test_a_freed_slot_goes_to_the_oldest_waiting_run() -> None:
+    status = {
+        "holders": [holder("a-1", at(0))],
+        "waiting": [
+            {"cronJob": "b", "scheduledTime": rfc3339(at(2)), "seenAt": rfc3339(at(2))},
+            {"cronJob": "c", "scheduledTime": rfc3339(at(1)), "seenAt": rfc3339(at(2))},
+        ],
+    }
+    done = {"a-1": groups.JobState.FINISHED}
+    younger = claim(status, 1, request("b", at(2)), at(2.5), done)
+    assert (younger.granted, younger.queued) == (False, True)
+    older = claim(status, 1, request("c", at(1)), at(2.5), done)
+    assert older.granted
+    assert [h["cronJob"] for h in older.status["holders"]] == ["c"]
+    assert [w["cronJob"] for w in older.status["waiting"]] == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("state", "age", "freed"),
+    [
+        (groups.JobState.RUNNING, timedelta(hours=1), False),
+        (groups.JobState.FINISHED, timedelta(0), True),
+        (groups.JobState.ABSENT, groups.CLAIM_GRACE - timedelta(seconds=1), False),
+        (groups.JobState.ABSENT, groups.CLAIM_GRACE, True),
+    ],
+)
+def test_a_slot_is_free_once_its_job_finished_or_is_gone_past_the_grace(
+    state: groups.JobState, age: timedelta, freed: bool
+) -> None:
+    now = at(10)
+    status = {"holders": [holder("a-1", now - age)]}
+    verdict = claim(status, 1, request("b", now), now, {"a-1": state})
+    assert verdict.granted is freed
+
+
+@pytest.mark.parametrize(
+    "place",
+    [
+        {"seenAt": rfc3339(at(10) - groups.WAITER_STALE)},
+        {"seenAt": rfc3339(at(10)), "deadline": rfc3339(at(9))},
+    ],
+)
+def test_a_waiting_run_whose_place_lapsed_does_not_hold_the_slot(place: dict[str, str]) -> None:
+    status = {"waiting": [{"cronJob": "old", "scheduledTime": rfc3339(at(0)), **place}]}
+    verdict = claim(status, 1, request("new", at(10)), at(10), {})
+    assert verdict.granted
+    assert "waiting" not in verdict.status
+
+
+# --- the reconciler -------------------------------------------------------------------
+
+
+class World:
+    """CronJobs of one namespace sharing ConcurrencyGroup ``g`` on one fake API server."""
+
+    def __init__(self, limit: int, *specs: tuple[str, dict[str, Any]]) -> None:
+        self.clock = FakeClock(T0)
+        group = {
+            "apiVersion": CONCURRENCY_GROUP.api_version,
+            "kind": CONCURRENCY_GROUP.kind,
+            "metadata": {"name": "g", "namespace": NS},
+            "spec": {"limit": limit},
+        }
+        cronjobs = [
+            cronjob(name, NS, created=T0 - timedelta(seconds=50), spec=spec) for name, spec in specs
+        ]
+        self.client: FakeClient = (
+            FakeClientBuilder()
+            .with_kinds(CRONJOB, CONCURRENCY_GROUP)
+            .with_index(JOB, JOB_OWNER_INDEX, job_owner_index)
+            .with_clock(self.clock)
+            .with_objects(group, *cronjobs)
+            .build()
+        )
+        self.registry = CollectorRegistry()
+        self.recorder = FakeRecorder()
+        self.reconciler = CronJobReconciler(
+            self.client, self.recorder, clock=self.clock, metrics=CronJobMetrics(self.registry)
+        )
+
+    def reconcile(self, name: str, moment: datetime) -> None:
+        self.clock.set(moment)
+        result = self.reconciler.reconcile(Request(NS, name))
+        if result.follow_up:
+            self.reconciler.reconcile(Request(NS, name))
+
+    def running(self) -> list[str]:
+        return sorted(
+            objects.name_of(job)
+            for job in self.client.list(JOB, namespace=NS)
+            if not (job.get("status") or {}).get("conditions")
+        )
+
+    def status(self, name: str) -> dict[str, Any]:
+        return objects.thaw(self.client.get(CRONJOB, name, NS).get("status") or {})
+
+    def group(self) -> dict[str, Any]:
+        return objects.thaw(self.client.get(CONCURRENCY_GROUP, "g", NS).get("status") or {})
+
+    def finish(self, job: str) -> None:
+        body = objects.thaw(self.client.get(JOB, job, NS))
+        now = rfc3339(self.clock())
+        body["status"] = {
+            "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": now}],
+            "startTime": now,
+            "completionTime": now,
+        }
+        self.client.update_status(JOB, body)
+
+
+def grouped(schedule: str, when_full: str = "Wait", **more: Any) -> dict[str, Any]:
+    return {"schedule": schedule, "concurrencyGroup": {"name": "g", "whenFull": when_full}, **more}
+
+
+def job(name: str, moment: datetime) -> str:
+    return f"{name}-{int(moment.timestamp())}"
+
+
+def test_three_cronjobs_limit_one_run_one_at_a_time_in_scheduled_order() -> None:
+    world = World(
+        1, ("a", grouped("0 * * * *")), ("b", grouped("2 * * * *")), ("c", grouped("1 * * * *"))
+    )
+    world.reconcile("a", at(0))
+    world.reconcile("c", at(1))
+    world.reconcile("b", at(2))
+    world.reconcile("c", at(2.5))  # a waiting CronJob asks again (every WAIT_POLL)
+    assert world.running() == [job("a", at(0))]
+    assert world.status("b")["waitingForGroup"] == {"group": "g", "scheduledTime": rfc3339(at(2))}
+    assert world.group()["inUse"] == 1
+    world.clock.set(at(3))
+    world.finish(job("a", at(0)))
+    world.reconcile("b", at(3))  # younger: c (01) waits since before it
+    assert world.running() == []
+    world.reconcile("c", at(3))
+    assert world.running() == [job("c", at(1))]
+    assert "waitingForGroup" not in world.status("c")
+    world.reconcile("a", at(3.1))  # frees nothing more; b still waits
+    world.reconcile("b", at(3.2))
+    assert world.running() == [job("c", at(1))]
+    world.clock.set(at(4))
+    world.finish(job("c", at(1)))
+    world.reconcile("b", at(4))
+    assert world.running() == [job("b", at(2))]
+    assert [h["job"] for h in world.group()["holders"]] == [job("b", at(2))]
+
+
+def test_a_waiting_run_is_announced_once_however_often_it_asks_again() -> None:
+    world = World(1, ("a", grouped("0 * * * *")), ("b", grouped("1 * * * *")))
+    world.reconcile("a", at(0))
+    for poll in range(4):
+        world.reconcile("b", at(1) + poll * groups.WAIT_POLL)
+    assert world.recorder.reasons().count("WaitingForGroup") == 1
+
+
+def test_skip_counts_the_run_skipped_with_its_own_reason_and_never_runs_it() -> None:
+    world = World(1, ("a", grouped("0 * * * *")), ("s", grouped("1 * * * *", "Skip")))
+    world.reconcile("a", at(0))
+    world.reconcile("s", at(1))
+    status = world.status("s")
+    assert status["skippedRuns"]["groupFull"] == 1
+    assert status["skippedRuns"]["accountedThrough"] == rfc3339(at(1))
+    sample = world.registry.get_sample_value(
+        "cronjob_operator_runs_skipped_total",
+        {"namespace": NS, "cronjob": "s", "reason": "GroupFull"},
+    )
+    assert sample == 1
+    world.finish(job("a", at(0)))
+    world.reconcile("a", at(1.5))
+    world.reconcile("s", at(1.5))  # a slot is free now, but the 01 run was skipped
+    assert world.running() == []
+    assert world.status("s")["skippedRuns"]["groupFull"] == 1
+
+
+def test_a_waiting_run_whose_deadline_passes_is_counted_and_stops_waiting() -> None:
+    world = World(
+        1, ("a", grouped("0 * * * *")), ("d", grouped("1 * * * *", startingDeadlineSeconds=30))
+    )
+    world.reconcile("a", at(0))
+    world.reconcile("d", at(1))
+    assert "waitingForGroup" in world.status("d")
+    world.finish(job("a", at(0)))
+    world.reconcile("d", at(1) + timedelta(seconds=31))
+    status = world.status("d")
+    assert world.running() == []
+    assert "waitingForGroup" not in status
+    assert status["skippedRuns"]["deadlinePassed"] == 1
+
+
+def test_slots_of_a_dead_replica_are_reclaimed_from_the_jobs_state() -> None:
+    world = World(2, ("a", grouped("0 * * * *")), ("b", grouped("5 * * * *")))
+    world.reconcile("a", at(0))
+    # A replica that died: took a slot, never created the Job (b-..., long ago), and
+    # a's Job finished with no reconcile of a since.
+    body = objects.thaw(world.client.get(CONCURRENCY_GROUP, "g", NS))
+    body["status"]["holders"].append(holder("ghost-1", at(0)))
+    body["status"]["inUse"] = 2
+    world.client.update_status(CONCURRENCY_GROUP, body)
+    world.finish(job("a", at(0)))
+    world.reconcile("b", at(5))
+    assert world.running() == [job("b", at(5))]
+    assert [h["job"] for h in world.group()["holders"]] == [job("b", at(5))]
+
+
+def test_the_owners_reconcile_frees_the_slot_of_its_finished_job() -> None:
+    world = World(1, ("a", grouped("0 * * * *")))
+    world.reconcile("a", at(0))
+    world.finish(job("a", at(0)))
+    world.reconcile("a", at(0.5))
+    assert world.group() == {"holders": [], "inUse": 0}
+    gauge = world.registry.get_sample_value(
+        "cronjob_operator_concurrency_group_slots",
+        {"namespace": NS, "group": "g", "state": "inUse"},
+    )
+    assert gauge == 0
+
+
+def test_two_replicas_deciding_at_once_on_the_last_slot_start_one_job() -> None:
+    world = World(1, ("a", grouped("0 * * * *")), ("b", grouped("0 * * * *")))
+    raced = iter([True])
+
+    def other_replica_first(action: Action) -> None:
+        # a has read the group (one free slot) and is about to write: b decides now.
+        if action.subresource == "status" and next(raced, False):
+            world.reconciler.reconcile(Request(NS, "b"))
+
+    world.client.prepend_reactor("update", CONCURRENCY_GROUP, other_replica_first)
+    world.reconcile("a", at(0))
+    world.reconcile("b", at(0.1))
+    assert world.running() == [job("b", at(0))]
+    assert world.status("a")["waitingForGroup"]["group"] == "g"
+    group_writes = [
+        write
+        for write in world.client.writes
+        if write.kind == CONCURRENCY_GROUP and write.subresource == "status"
+    ]
+    assert len(group_writes) >= 3  # b's slot, a's refused one (409), a's place among the waiting
+
+
+def test_a_missing_group_stops_runs_and_names_the_field() -> None:
+    world = World(1, ("a", {"schedule": "0 * * * *", "concurrencyGroup": {"name": "nope"}}))
+    world.reconcile("a", at(0))
+    assert world.running() == []
+    degraded = find_condition(world.status("a")["conditions"], "Degraded")
+    assert degraded is not None
+    assert degraded["reason"] == "GroupNotFound"
+    assert "spec.concurrencyGroup.name" in degraded["message"]
