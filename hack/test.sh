@@ -24,8 +24,8 @@ cd "${REPO_ROOT}"
 
 # What could differ on the oldest supported release: the CRDs (CEL rules, printer columns
 # in `kubectl get`), the streamed initial sync and its paged-LIST fallback, server-side
-# apply, config/policy's ValidatingAdmissionPolicy, the webhooks and conversion, and both
-# controllers against the real API server.
+# apply, config/policy's ValidatingAdmissionPolicy, the webhooks and conversion, both
+# controllers against the real API server, and the run window's CEL rules (timestamps).
 COMPAT_TESTS=(
   tests/integration/test_bad_input.py
   tests/integration/test_cronjob_features.py::test_next_schedule_time_advances_as_runs_happen_and_shows_in_kubectl_get
@@ -35,6 +35,7 @@ COMPAT_TESTS=(
   tests/integration/test_webhooks.py
   tests/integration/test_cronjob_controller.py
   tests/integration/test_configdeployment.py
+  tests/integration/test_cronjob_windows.py
 )
 
 # use_binaries: build or reuse the control plane's binaries and the tools (helm,

@@ -480,6 +480,8 @@ class SkippedRuns(KubeModel):
     (concurrencyPolicy BufferOne)."""
     excluded: NonNegativeInt64 | None = None
     """Times excluded by spec.exclusions (a date or an exclusion schedule)."""
+    group_full: NonNegativeInt64 | None = None
+    """Times that found every slot of spec.concurrencyGroup taken (whenFull Skip)."""
 
 
 class ScheduledRuns(KubeModel):
@@ -492,9 +494,6 @@ class ScheduledRuns(KubeModel):
     again (Jobs are named by their scheduled time, so a retried create is the same Job)."""
     remaining: NonNegativeInt64
     """How many scheduled runs are left before the limit."""
-
-    group_full: NonNegativeInt64 | None = None
-    """Times that found every slot of spec.concurrencyGroup taken (whenFull Skip)."""
 
 
 class BackfillState(StrEnum):

@@ -24,7 +24,7 @@ from cronjob_operator.api.cronjob_rules import manual_job_name, stagger_offset
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.controllers.cronjob.conditions import PAUSED_REASON
 from cronjob_operator.envtest import ControlPlane, wait_for
-from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.clock import FakeClock, utc_now
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 from cronjob_operator.runtime.manager import Options
 from tests.integration.support import RunningManager, apply, install_crds
@@ -243,18 +243,28 @@ def test_a_run_whose_pod_stays_pending_is_ended_and_the_next_run_starts(
     started = start_of(world, first)
     assert started is not None
 
-    clock.set(started + START_TIMEOUT - timedelta(seconds=1))
+    second = timedelta(seconds=1)
+    clock.set(started + START_TIMEOUT - second)
     operator.kick_and_wait("cronjob", world.ns, "stuck")
     assert first in world.jobs(), "a second before its timeout the run waits"
 
-    clock.set(started + START_TIMEOUT + timedelta(seconds=1))
+    # The fake clock stays at started + START_TIMEOUT + second, while the Job controller
+    # stamps the next run's startTime (whole seconds) from the real clock: a next run
+    # stamped within that second of the first (the scheduler gives up at once) would be
+    # past its own timeout as it starts, and be ended and counted as well. Created from
+    # two seconds after the first's start on, it is stamped at least that late.
+    wait_for(lambda: utc_now() >= started + 2 * second, 10, message="the first start 2s old")
+    clock.set(started + START_TIMEOUT + second)
     nextrun = f"stuck-{int(tick_after(clock(), 0).timestamp())}"
     operator.kick("cronjob", world.ns, "stuck")
     wait_for(lambda: nextrun in world.jobs(), 30, message="the next scheduled run started")
+    wait_for(  # written by the reconcile after the one that created the Job
+        lambda: [ref["name"] for ref in world.status("stuck").get("active") or ()] == [nextrun],
+        30,
+        message="the next run recorded in status.active",
+    )
     assert first not in world.jobs()
-    status = world.status("stuck")
-    assert status["consecutiveFailures"] == 1
-    assert [ref["name"] for ref in status["active"]] == [nextrun]
+    assert world.status("stuck")["consecutiveFailures"] == 1
     (message,) = event_messages(world, "stuck", "RunStartTimeout")
     assert message.startswith(f"Job {first}: no Pod started within spec.runStartTimeoutSeconds")
     assert "Unschedulable: 0/" in message

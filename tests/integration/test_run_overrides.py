@@ -3,7 +3,8 @@
 ``kubectl cjt run NAME --env ... --image ... -- ARGS`` through kubectl's plugin lookup
 on PATH against the test cluster's kubeconfig; Jobs really run under kwok. Nothing
 waits on a wall-clock duration: the active run under Forbid lasts an hour and is ended
-by deleting it, the event the waiting request is tested against.
+by deleting it, the event the waiting request is tested against, once the plugin has
+said on stderr that its request waits.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -59,6 +62,36 @@ def cjt(world: World, verb: str, *args: str) -> tuple[list[str], dict[str, str]]
 def run_cjt(world: World, verb: str, *args: str) -> subprocess.CompletedProcess[str]:
     argv, env = cjt(world, verb, *args)
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+WAITING = "waiting: a job is active and concurrencyPolicy is Forbid"
+"""What ``kubectl cjt run`` says on stderr while its request is pending."""
+
+
+class StreamLines:
+    """A stream's lines, read by a thread as they come, so a test can wait for one."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._lines.append(line)
+
+    def has(self, text: str) -> bool:
+        """Whether a line read so far contains ``text``."""
+        return any(text in line for line in list(self._lines))
+
+    def text(self) -> str:
+        """The lines read so far."""
+        return "".join(self._lines)
+
+    def join(self) -> None:
+        """Wait until the stream has ended (its process has exited)."""
+        self._thread.join(timeout=30)
+        assert not self._thread.is_alive(), "the stream did not end"
 
 
 def container(job: dict[str, object]) -> dict[str, object]:
@@ -133,21 +166,28 @@ def test_under_forbid_a_run_with_overrides_waits_for_the_active_run_then_starts(
     active = first.stdout.strip().removeprefix("job.batch/")
 
     argv, env = cjt(world, "run", "fbd", "-n", world.ns, "--env", "A=1", "--timeout", "90")
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as run:
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+    ) as run:
         try:
-            wait_for(
-                lambda: world.status("fbd").get("pendingRunRequest"),
+            assert run.stderr is not None
+            assert run.stdout is not None
+            err = StreamLines(run.stderr)
+            wait_for(  # the plugin saw the request pending: only then may the run start
+                lambda: err.has(WAITING),
                 30,
-                message="the request waits",
+                message="the plugin says the request waits",
+                detail=lambda: (err.text(), world.status("fbd")),
             )
             assert list(world.jobs()) == [active], "no second run while one is active"
             world.cp.kubectl("delete", "job", active, "-n", world.ns, check=True)
-            out, err = run.communicate(timeout=90)
+            run.wait(timeout=90)  # stdout is one line: the pipe cannot fill meanwhile
+            out = run.stdout.read()
+            err.join()
         finally:
             run.kill()
-    assert run.returncode == 0, err
-    assert "waiting: a job is active and concurrencyPolicy is Forbid" in err.decode()
-    started = out.decode().strip().removeprefix("job.batch/")
+    assert run.returncode == 0, err.text()
+    started = out.strip().removeprefix("job.batch/")
     assert started in world.jobs()
     assert container(world.jobs()[started])["env"] == [{"name": "A", "value": "1"}]
     assert "pendingRunRequest" not in world.status("fbd")

@@ -19,6 +19,7 @@ from cronjob_operator.runtime.controller import (
     Controller,
     EnqueueHandler,
     ItemExponentialFailureRateLimiter,
+    Predicate,
     Request,
     Result,
     TerminalError,
@@ -313,3 +314,14 @@ def test_for_and_owns_without_predicates_enqueue_inline_and_the_rest_on_a_thread
     assert EnqueueHandler(queue, handlers.for_owner(PARENT)).runs_inline
     assert not EnqueueHandler(queue, handlers.for_object, [changed]).runs_inline
     assert not EnqueueHandler(queue, lambda obj: []).runs_inline
+
+
+def test_for_with_inline_predicates_only_enqueues_inline() -> None:
+    # Failed before: any predicate gave the handler a thread (the status echo filter of
+    # the CronJob controller, a dict read, cost a thread wake-up per watch event).
+    queue = Controller("inline-test", Recorder(lambda _r, _c: Result())).queue
+    cheap = Predicate(update=lambda old, new: True, inline=True)
+    assert EnqueueHandler(queue, handlers.for_object, [cheap]).runs_inline
+    assert not EnqueueHandler(
+        queue, handlers.for_object, [cheap, resource_version_changed()]
+    ).runs_inline

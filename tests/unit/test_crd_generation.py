@@ -304,6 +304,15 @@ def test_cronjob_status_schema() -> None:
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])
+def test_cronjob_status_keeps_a_count_of_every_skip_reason(version: str) -> None:
+    """A count the schema lacks is pruned from every status write by the API server."""
+    skipped = at(schema_of("CronJob", version), "status.skippedRuns")["properties"]
+    counts = {reason.status_key for reason in batch_v1.SkipReason}
+    assert set(skipped) == {"accountedThrough", *counts}
+    assert not counts & set(at(schema_of("CronJob", version), "status.scheduledRuns")["properties"])
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
 def test_cronjob_status_records_the_observed_schedule_in_both_versions(version: str) -> None:
     observed = at(schema_of("CronJob", version), "status.observedSchedule")
     assert observed["required"] == ["since"]  # and schedule or schedules

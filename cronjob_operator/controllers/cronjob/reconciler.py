@@ -8,7 +8,8 @@ cache may lag a Job just created), read live the Pods of each run past its start
 (``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
 deletes, creates); a step whose outcome the decision needs (``plan.pending``) is
 performed and the decision asked again with its outcome. Then write the status (once,
-only when it changed, retrying conflicts against a fresh read; ``controllerutil.write_status``),
+only when it changed, retrying conflicts against a fresh read; ``controllerutil.write_status``;
+the watch echo of that write is not reconciled again: ``StatusEchoes``),
 report the notices and skipped runs with that write, set the active gauge, and raise the
 Plan's API error if it has one.
 
@@ -60,14 +61,14 @@ from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import ClientInterface, Propagation
 from cronjob_operator.runtime.clock import Clock, utc_now
-from cronjob_operator.runtime.controller import Controller, Request, Result
-from cronjob_operator.runtime.controllerutil import write_status
+from cronjob_operator.runtime.controller import Controller, Predicate, Request, Result
+from cronjob_operator.runtime.controllerutil import StatusEchoes, write_status
 from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import JOB, POD
 from cronjob_operator.runtime.manager import Manager
 from cronjob_operator.runtime.sharding import Shard
 
-__all__ = ["CronJobReconciler", "observe_skew", "setup"]
+__all__ = ["CronJobReconciler", "observe_skew", "setup", "skip_status_echoes"]
 
 log = logging.getLogger("cronjob_operator.controllers.cronjob")
 
@@ -88,8 +89,12 @@ class CronJobReconciler:
         self._clock = clock
         self._metrics = metrics if metrics is not None else CronJobMetrics(None)
         self._slots = GroupSlots(client, clock, self._metrics)
+        self.echoes = StatusEchoes()
+        """This reconciler's status writes; ``setup`` skips their watch echoes."""
 
     def reconcile(self, request: Request) -> Result:
+        # Before the read: a cache that lacks our last write is read with its echo still due.
+        self.echoes.forget(request.namespace, request.name)
         try:
             cronjob = self._client.get(CRONJOB, request.name, request.namespace)
         except errors.NotFound:
@@ -241,7 +246,7 @@ class CronJobReconciler:
         reported once, by the reconcile whose write records it (none when the server had
         it)."""
         assert plan.status is not None
-        if not write_status(self._client, CRONJOB, view.obj, plan.status):
+        if not write_status(self._client, CRONJOB, view.obj, plan.status, echoes=self.echoes):
             return
         if plan.accounting is not None and plan.accounting.skipped:
             self._report_skips(view, plan.accounting)
@@ -265,6 +270,20 @@ def observe_skew(skew: Histogram, job: objects.Obj, scheduled: datetime) -> None
         skew.observe(max(0.0, (created - scheduled).total_seconds()))
 
 
+def skip_status_echoes(echoes: StatusEchoes) -> Predicate:
+    """Every CronJob event but the watch echoes of the reconciler's own status writes
+    (``StatusEchoes``); a deletion also drops the object's note. Dict reads only, so it
+    runs on the informer's thread (``inline``)."""
+
+    def deleted(obj: objects.Obj) -> bool:
+        echoes.forget(objects.namespace_of(obj), objects.name_of(obj))
+        return True
+
+    return Predicate(
+        update=lambda old, new: not echoes.is_echo(old, new), delete=deleted, inline=True
+    )
+
+
 def setup(manager: Manager, *, clock: Clock = utc_now, shard: Shard | None = None) -> Controller:
     """Register the Job transform and owner index, and the CronJob controller.
 
@@ -277,6 +296,11 @@ def setup(manager: Manager, *, clock: Clock = utc_now, shard: Shard | None = Non
     metrics = CronJobMetrics(manager.metrics.registry)
     if shard is not None:
         reconciler = CronJobReconciler(shard.client, shard.recorder, clock=clock, metrics=metrics)
-        return shard.builder("cronjob").for_(CRONJOB).owns(JOB).complete(reconciler)
-    reconciler = CronJobReconciler(manager.client, manager.recorder, clock=clock, metrics=metrics)
-    return manager.builder("cronjob").for_(CRONJOB).owns(JOB).complete(reconciler)
+        builder = shard.builder("cronjob")
+    else:
+        reconciler = CronJobReconciler(
+            manager.client, manager.recorder, clock=clock, metrics=metrics
+        )
+        builder = manager.builder("cronjob")
+    skip = skip_status_echoes(reconciler.echoes)
+    return builder.for_(CRONJOB, skip).owns(JOB).complete(reconciler)

@@ -8,9 +8,9 @@ predicates, to an informer's event handler, adding each request to the queue; on
 update both the old and the new object are mapped, and duplicates collapse in the queue.
 The informer calls each ``EnqueueHandler`` on that handler's own thread (``_informer``),
 so a slow map function or predicate holds up only its own watch; except one of
-``for_object`` or ``for_owner`` without predicates, which only reads the object and adds
-to a queue that never blocks: it ``runs_inline``, on the informer's thread, which saves
-a thread wake-up per event.
+``for_object`` or ``for_owner`` whose predicates (if any) are all ``inline``, which only
+reads the object and adds to a queue that never blocks: it ``runs_inline``, on the
+informer's thread, which saves a thread wake-up per event.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class EnqueueHandler:
         self._queue = queue
         self._map = map_fn
         self._predicates = tuple(predicates)
-        self.runs_inline = not self._predicates and (
+        self.runs_inline = all(p.inline for p in self._predicates) and (
             map_fn is for_object or isinstance(map_fn, _OwnerMap)
         )
         """The informer may call it on its own thread (module doc)."""

@@ -5,7 +5,8 @@ updates), ``generation_changed`` (spec changes only), ``labels_changed`` and
 ``annotations_changed`` (metadata a controller keys on), and the combinators ``and_``,
 ``or_`` and ``not_``. A predicate is a triple of functions, one per event type; the
 "changed" predicates filter updates only and let creates and deletes through, as
-controller-runtime's do.
+controller-runtime's do. A predicate marked ``inline`` only reads the objects and never
+blocks, so it may run on the informer's thread (``_handlers``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class Predicate:
     create: Callable[[Obj], bool] = _always
     update: Callable[[Obj, Obj], bool] = _always
     delete: Callable[[Obj], bool] = _always
+    inline: bool = False
+    """True when each function only reads the objects and never blocks (module doc)."""
 
 
 def _metadata(obj: Obj, field: str) -> object:

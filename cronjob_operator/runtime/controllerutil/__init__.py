@@ -3,7 +3,8 @@
 ``set_controller_reference`` / ``is_controlled_by`` and finalizer helpers;
 ``create_or_update`` / ``create_or_patch`` returning an ``OperationResult``;
 ``write_status`` (write only when changed, a Conflict merged three-way onto a fresh
-read); ``set_condition`` / ``condition_setter`` (metav1.Condition rules).
+read) and ``StatusEchoes`` (skip the watch echo of that write); ``set_condition`` /
+``condition_setter`` (metav1.Condition rules).
 
 Machinery: ``_ownership``, ``_status``, ``_conditions``, ``_apply`` (the server-side
 apply field-ownership model the fake client uses).
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from cronjob_operator.runtime.controllerutil._status import (
         STATUS_WRITE_ATTEMPTS,
         StatusClient,
+        StatusEchoes,
         merge_status,
         write_status,
     )
@@ -58,6 +60,7 @@ __all__ = [
     "OperationResult",
     "Ownership",
     "StatusClient",
+    "StatusEchoes",
     "add_finalizer",
     "apply_configuration",
     "condition_setter",
@@ -110,6 +113,7 @@ _HOMES = {
     "_status": (
         "STATUS_WRITE_ATTEMPTS",
         "StatusClient",
+        "StatusEchoes",
         "merge_status",
         "write_status",
     ),
