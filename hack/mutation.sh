@@ -29,7 +29,8 @@ fi
 # The CronJob decision's sequencing methods (controllers/cronjob/decide.py). All of it is
 # too slow on one core; the rest is event text, the conditions' wording and the error
 # path, which the other listed modules' rules and the trace harness cover.
-DECISIONS=(plan _schedule _run _create _prune _sync _count_failures)
+DECISIONS=(plan _schedule _record_due_runs _start_due_run _run _make_room _create _prune _sync
+  _count_failures)
 
 # The modules come from pyproject (one place): cronjob_operator/a/b.py -> cronjob_operator.a.b
 mapfile -t listed < <("${VENV}/bin/python" -c '

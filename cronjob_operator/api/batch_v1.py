@@ -9,13 +9,13 @@ the OpenAPI schema, so both checks stay one fact.
 The reconciler does not validate whole objects: the job template is copied to the Job
 as the JSON it is, and a CronJob stored while validation was bypassed (say, an unknown
 time zone) must still be read so the controller can report it. ``read_settings`` reads
-just the fields the reconciler acts on, without those checks.
+just the fields the reconciler acts on, typed, without those checks: the one way the
+controller reads a spec.
 """
 
 from __future__ import annotations
 
 import zoneinfo
-from collections.abc import Mapping
 from datetime import date, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Self
@@ -38,6 +38,15 @@ from cronjob_operator.api.batch_v1_constants import (
     MAX_STAGGER_SECONDS,
     MIN_RUN_START_TIMEOUT_SECONDS,
     RUN_ANNOTATION,
+)
+from cronjob_operator.api.batch_v1_settings import (
+    CatchUpPolicy,
+    ConcurrencyPolicy,
+    CronJobSettings,
+    Unusable,
+    WhenGroupFull,
+    read_settings,
+    settings_of,
 )
 from cronjob_operator.api.core import JobTemplateSpec
 from cronjob_operator.api.markers import PrinterColumn, Resource, ValidationRule
@@ -84,8 +93,10 @@ __all__ = [
     "ScheduledRuns",
     "SkipReason",
     "SkippedRuns",
+    "Unusable",
     "WhenGroupFull",
     "read_settings",
+    "settings_of",
 ]
 
 MAX_NAME_LENGTH = 52
@@ -145,38 +156,9 @@ def _cel(rules: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
 
 
-class ConcurrencyPolicy(StrEnum):
-    """Specifies how to treat concurrent executions of a Job. Valid values are:
-
-    - "Allow" (default): allows CronJobs to run concurrently;
-    - "Forbid": forbids concurrent runs, skipping next run if previous run hasn't
-      finished yet;
-    - "Replace": cancels currently running job and replaces it with a new one;
-    - "BufferOne": a time that comes due while a run is active starts as soon as that
-      run finishes; at most one waits (status.bufferedRun), later ones are skipped"""
-
-    ALLOW = "Allow"
-    FORBID = "Forbid"
-    REPLACE = "Replace"
-    BUFFER_ONE = "BufferOne"
-
-
 MAX_CATCH_UP = 100
 """The most missed times ``catchUpPolicy: All`` runs after an outage: the newest 100 in
 reach (the built-in's bound on missed times); older ones are skipped (CatchUpBound)."""
-
-
-class CatchUpPolicy(StrEnum):
-    """Which missed scheduled times run after the controller could not start them (it
-    was down, or behind). Valid values are:
-
-    - "Latest" (the default when unset): the newest missed time within
-      startingDeadlineSeconds, as the built-in CronJob;
-    - "All": every missed time within startingDeadlineSeconds, oldest first, each once,
-      at most the newest 100"""
-
-    LATEST = "Latest"
-    ALL = "All"
 
 
 class SkipReason(StrEnum):
@@ -282,17 +264,6 @@ class Exclusions(KubeModel):
             except ValueError:
                 raise ValueError(f"exclusions.dates: {value!r} is no calendar date") from None
         return dates
-
-
-class WhenGroupFull(StrEnum):
-    """What a run does when its concurrency group has no free slot. Valid values are:
-
-    - "Wait" (the default): it starts when a slot frees, the waiting runs of the group
-      in scheduled-time order, while its startingDeadlineSeconds has not passed;
-    - "Skip": it does not run, and is counted in status.skippedRuns.groupFull"""
-
-    WAIT = "Wait"
-    SKIP = "Skip"
 
 
 class ConcurrencyGroupRef(KubeModel):
@@ -641,35 +612,6 @@ class CronJob(KubeModel):
         if len(name) > MAX_NAME_LENGTH:
             raise ValueError(CRONJOB_NAME_RULE.message)
         return self
-
-
-class CronJobSettings(KubeModel):
-    """The spec fields the reconciler acts on, read without validating their values.
-
-    Defaults are the schema's, for objects stored before the defaults existed."""
-
-    model_config = ConfigDict(frozen=True)
-
-    schedule: str | None = None
-    schedules: list[str] | None = None
-    time_zone: str | None = None
-    starting_deadline_seconds: int | None = None
-    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.ALLOW
-    suspend: bool = False
-    successful_jobs_history_limit: int | None = 3
-    failed_jobs_history_limit: int | None = 1
-    catch_up_policy: CatchUpPolicy | None = None
-    concurrency_group: ConcurrencyGroupRef | None = None
-
-
-def read_settings(cronjob: Mapping[str, Any]) -> CronJobSettings:
-    """The reconciler's view of a CronJob object (raw JSON, e.g. from the cache).
-
-    Unknown fields and the job template are not looked at; a time zone or schedule that
-    validation would reject is returned as stored, for the controller to report.
-    Raises ``pydantic.ValidationError`` only when a field has the wrong JSON type.
-    """
-    return CronJobSettings.model_validate(cronjob.get("spec") or {})
 
 
 CRONJOB_RESOURCE = Resource(

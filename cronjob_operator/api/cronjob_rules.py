@@ -51,6 +51,7 @@ from cronjob_operator.api.batch_v1_constants import (
     MIN_RUN_START_TIMEOUT_SECONDS,
     RUN_ANNOTATION,
 )
+from cronjob_operator.api.batch_v1_settings import CronJobSettings, Unusable, settings_of
 from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
@@ -80,12 +81,14 @@ __all__ = [
     "parse_spec_schedule",
     "parse_spec_window",
     "request_problem",
+    "schedule_of",
     "shortest_gap",
     "stagger_offset",
     "stagger_problem",
     "start_timeout_problem",
     "times_of",
     "token_problem",
+    "window_of",
     "window_problems",
 ]
 
@@ -212,6 +215,19 @@ def window_problems(spec: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
     return problems
 
 
+def window_of(settings: CronJobSettings) -> schedules.Window | None:
+    """:func:`parse_spec_window` of the typed spec (the controller's)."""
+    limit = settings.max_scheduled_runs
+    return parse_spec_window(
+        {
+            "window": settings.window,
+            "exclusions": settings.exclusions,
+            "maxScheduledRuns": limit.value if isinstance(limit, Unusable) else limit,
+            "timeZone": settings.time_zone,
+        }
+    )
+
+
 def parse_spec_window(spec: Mapping[str, Any]) -> schedules.Window | None:
     """``spec.window`` and ``spec.exclusions`` in ``spec.timeZone``; None when neither is
     set. Raises ``ScheduleError`` naming the field for a value stored past validation."""
@@ -262,12 +278,16 @@ def _exclusion_schedule(index: int, expression: Any, time_zone: Any) -> schedule
 
 
 def parse_spec_schedule(spec: Mapping[str, Any]) -> schedules.AnySchedule:
+    """:func:`schedule_of` the raw ``spec`` (a request's, or the plugin's)."""
+    return schedule_of(settings_of(spec))
+
+
+def schedule_of(settings: CronJobSettings) -> schedules.AnySchedule:
     """``spec.schedule`` or, when it is unset, ``spec.schedules`` (their union), in
     ``spec.timeZone``. Raises ``ScheduleError`` naming the field (``spec.schedules[1]``)."""
-    many = spec.get("schedules")
-    if spec.get("schedule") is None and isinstance(many, (list, tuple)):
-        return schedules.parse_schedules([str(entry) for entry in many], spec.get("timeZone"))
-    return schedules.parse_schedule(str(spec.get("schedule") or ""), spec.get("timeZone"))
+    if settings.schedule is None and settings.schedules is not None:
+        return schedules.parse_schedules(list(settings.schedules), settings.time_zone)
+    return schedules.parse_schedule(settings.schedule or "", settings.time_zone)
 
 
 # --- backfill requests -------------------------------------------------------------

@@ -479,8 +479,37 @@ def test_read_settings_does_not_fail_on_what_validation_would_reject() -> None:
     settings = batch_v1.read_settings(obj)
     assert settings.time_zone == "Mars/Phobos"
     assert settings.schedule == "obvious error schedule"
-    assert settings.successful_jobs_history_limit == 3
+    assert settings.successful_jobs_history_limit is None  # unset: the controller's cap
     assert settings.concurrency_policy is batch_v1.ConcurrencyPolicy.ALLOW
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"concurrencyPolicy": "Sometimes"}, {"concurrency_policy": "Allow"}),
+        ({"catchUpPolicy": ["All"]}, {"catch_up_policy": "Latest"}),
+        ({"staggerSeconds": False}, {"stagger_seconds": 0}),
+        ({"staggerSeconds": "20"}, {"stagger_seconds": batch_v1.Unusable("20")}),
+        ({"startingDeadlineSeconds": True}, {"starting_deadline_seconds": None}),
+        ({"failurePolicy": {}}, {"pause_after_failures": None, "unusable_pause": None}),
+        (
+            {"failurePolicy": {"pauseAfterConsecutiveFailures": 0}},
+            {"pause_after_failures": None, "unusable_pause": batch_v1.Unusable(0)},
+        ),
+        (
+            {"failurePolicy": 3},
+            {"pause_after_failures": None, "unusable_pause": batch_v1.Unusable(3)},
+        ),
+        ({"failurePolicy": {"pauseAfterConsecutiveFailures": 2}}, {"pause_after_failures": 2}),
+        ({"schedules": ["0 * * * *", 5]}, {"schedules": ("0 * * * *", "5")}),
+        ({"schedules": "0 * * * *"}, {"schedules": None}),
+    ],
+)
+def test_read_settings_types_what_was_stored_past_validation(
+    spec: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    settings = batch_v1.settings_of(spec)
+    assert {field: getattr(settings, field) for field in expected} == expected
 
 
 def test_config_deployment_read_settings() -> None:

@@ -11,6 +11,7 @@ import pytest
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, MAX_BACKFILL
+from cronjob_operator.controllers.cronjob import backfill
 from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.webhooks import cronjob as webhook
@@ -198,3 +199,21 @@ def test_the_range_is_half_open() -> None:
     times = rules.times_of(hourly, rules.Request("t", at(2), at(4)))
     assert times == (at(2), at(3))
     assert times[0].tzinfo is UTC or times[0].utcoffset() == timedelta(0)
+
+
+def test_the_progress_rules_return_new_progress_and_keep_the_recorded_one() -> None:
+    times = (at(1), at(2), at(3))
+    recorded = {"token": "t", "requested": 3, "done": 0, "next": at(1), "state": "Running"}
+    kept = dict(recorded)
+    moved = backfill.advanced(recorded, times, {at(1), at(2)})
+    assert moved == {**recorded, "done": 2, "next": at(3)}
+    done = backfill.advanced(moved, times, set(times))
+    assert done == {"token": "t", "requested": 3, "done": 3, "state": "Complete"}
+    assert backfill.cancelled(moved) == {
+        "token": "t",
+        "requested": 3,
+        "done": 2,
+        "state": "Cancelled",
+    }
+    assert recorded == kept
+    assert moved["next"] == at(3)

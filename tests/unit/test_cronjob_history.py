@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from cronjob_operator.api.batch_v1 import settings_of
 from cronjob_operator.controllers.cronjob.history import (
     advance_last_schedule_time,
     recorded_by,
@@ -265,7 +266,9 @@ EDITED = datetime(2016, 5, 19, 10, 40, 0, 700000, tzinfo=UTC)
 
 def test_first_sight_of_a_schedule_dates_it_from_creation() -> None:
     status: dict[str, Any] = {}
-    since = observe_schedule(status, {"schedule": "0 * * * *"}, created=CREATED, now=EDITED)
+    since = observe_schedule(
+        status, settings_of({"schedule": "0 * * * *"}), created=CREATED, now=EDITED
+    )
     assert since == CREATED
     assert api_status(status)["observedSchedule"] == {
         "schedule": "0 * * * *",
@@ -285,7 +288,7 @@ def test_an_unchanged_schedule_keeps_its_since() -> None:
     )
     before = dict(status["observedSchedule"])
     spec = {"schedule": "0 * * * *", "timeZone": "UTC"}
-    assert observe_schedule(status, spec, created=CREATED, now=EDITED) == datetime(
+    assert observe_schedule(status, settings_of(spec), created=CREATED, now=EDITED) == datetime(
         2016, 5, 19, 9, tzinfo=UTC
     )
     assert status["observedSchedule"] == before
@@ -303,6 +306,6 @@ def test_an_edit_dates_the_schedule_from_the_reconcile_that_sees_it(spec: dict[s
     status = status_of(
         {"observedSchedule": {"schedule": "0 * * * *", "since": "2016-05-19T09:59:00Z"}}
     )
-    since = observe_schedule(status, spec, created=CREATED, now=EDITED)
+    since = observe_schedule(status, settings_of(spec), created=CREATED, now=EDITED)
     assert since == EDITED.replace(microsecond=0)
     assert api_status(status)["observedSchedule"] == {**spec, "since": "2016-05-19T10:40:00Z"}

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from cronjob_operator.api.batch_v1 import settings_of
 from cronjob_operator.api.cronjob_rules import MAX_HISTORY_LIMIT
 from cronjob_operator.controllers.cronjob.history import capped_limits, to_prune
 from cronjob_operator.controllers.cronjob.jobs import JobSets, build_job, job_name
@@ -42,12 +43,12 @@ def test_a_limit_above_the_cap_keeps_the_cap(limit: int | None) -> None:
 
 
 def test_the_cap_is_reported_only_when_it_prunes_what_the_limit_would_keep() -> None:
-    spec = {"successfulJobsHistoryLimit": 5000, "failedJobsHistoryLimit": 1}
+    spec = settings_of({"successfulJobsHistoryLimit": 5000, "failedJobsHistoryLimit": 1})
     (message,) = capped_limits(spec, JobSets(successful=finished(MAX_HISTORY_LIMIT + 1)))
     assert message.startswith("spec.successfulJobsHistoryLimit: 5000: ")
     assert f"at most {MAX_HISTORY_LIMIT}" in message
     assert capped_limits(spec, JobSets(successful=finished(MAX_HISTORY_LIMIT))) == []
-    within = {"successfulJobsHistoryLimit": MAX_HISTORY_LIMIT}
+    within = settings_of({"successfulJobsHistoryLimit": MAX_HISTORY_LIMIT})
     assert capped_limits(within, JobSets(successful=finished(MAX_HISTORY_LIMIT + 1))) == []
 
 

@@ -15,8 +15,15 @@ from typing import Any
 import pytest
 
 from cronjob_operator import schedule as schedules
-from cronjob_operator.api.batch_v1 import CRONJOB, MAX_CATCH_UP, CatchUpPolicy, SkipReason
-from cronjob_operator.controllers.cronjob import policies
+from cronjob_operator.api.batch_v1 import (
+    CRONJOB,
+    MAX_CATCH_UP,
+    CatchUpPolicy,
+    ConcurrencyPolicy,
+    SkipReason,
+    settings_of,
+)
+from cronjob_operator.controllers.cronjob import concurrency, policies
 from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.controllers.cronjob.view import api_status
 from cronjob_operator.runtime import errors
@@ -350,14 +357,14 @@ def test_buffer_one_waits_for_a_manual_run_too() -> None:
 def test_the_most_fundamental_block_names_the_skip(
     flags: dict[str, bool], reason: SkipReason | None
 ) -> None:
-    block = policies.blocked_by(policy="Allow", active_since=at(1), **flags)
+    block = policies.blocked_by(policy=ConcurrencyPolicy.ALLOW, active_since=at(1), **flags)
     assert (block and block.reason) == reason
 
 
 def test_forbid_and_buffer_one_block_only_the_times_after_the_active_run() -> None:
     for policy, reason in (
-        ("Forbid", SkipReason.FORBID_WHILE_ACTIVE),
-        ("BufferOne", SkipReason.BUFFER_FULL),
+        (ConcurrencyPolicy.FORBID, SkipReason.FORBID_WHILE_ACTIVE),
+        (ConcurrencyPolicy.BUFFER_ONE, SkipReason.BUFFER_FULL),
     ):
         block = policies.blocked_by(
             suspended=False, paused=False, active_since=at(2), policy=policy
@@ -383,21 +390,32 @@ def test_after_an_outage_the_older_times_are_catch_up_not_the_active_runs_fault(
         assert counts(world) == {"CatchUpBound": 2}, policy
 
 
-def test_the_walk_never_passes_a_time_that_may_still_run() -> None:
-    status: dict[str, Any] = {}
-    accounting = policies.account(
-        status,
+def account_hourly(
+    skipped_runs: dict[str, Any] | None,
+    *,
+    now: datetime,
+    ran: set[datetime],
+    pending: set[datetime],
+) -> policies.Accounting:
+    """The accounting walk of an hourly schedule from at(0) to ``now``, no deadline."""
+    return policies.account(
+        skipped_runs,
         schedules.parse_schedule("0 * * * *"),
         initial=at(0),
         floor=at(0),
-        now=at(5),
-        latest=at(5),
+        now=now,
+        latest=now,
         reach=None,
-        ran={at(1)},
-        pending={at(3), at(4)},
+        ran=ran,
+        pending=pending,
         block=None,
     )
-    assert api_status(status)["skippedRuns"] == {
+
+
+def test_the_walk_never_passes_a_time_that_may_still_run() -> None:
+    accounting = account_hourly(None, now=at(5), ran={at(1)}, pending={at(3), at(4)})
+    assert accounting.skipped_runs is not None
+    assert api_status(accounting.skipped_runs) == {
         "accountedThrough": rfc3339(at(2)),
         "catchUpBound": 1,
     }
@@ -407,7 +425,7 @@ def test_the_walk_never_passes_a_time_that_may_still_run() -> None:
 
 @pytest.mark.parametrize("value", [None, "Latest", "Sometimes"])
 def test_anything_but_all_catches_up_latest(value: str | None) -> None:
-    assert policies.catch_up_policy({"catchUpPolicy": value}) is CatchUpPolicy.LATEST
+    assert settings_of({"catchUpPolicy": value}).catch_up_policy is CatchUpPolicy.LATEST
 
 
 # --- several schedules ----------------------------------------------------------------
@@ -453,3 +471,69 @@ def test_a_stored_bad_entry_is_reported_by_its_index() -> None:
     assert degraded["reason"] == "UnparseableSchedule"
     assert degraded["message"].startswith('spec.schedules[1]: "61 * * * *": ')
     assert created_order(world) == []
+
+
+# --- the rules return what they decide ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("policy", "active", "room"),
+    [
+        (ConcurrencyPolicy.ALLOW, 1, concurrency.Room(wait=False)),
+        (ConcurrencyPolicy.FORBID, 1, concurrency.Room(wait=True)),
+        (ConcurrencyPolicy.FORBID, 0, concurrency.Room(wait=False)),
+        (ConcurrencyPolicy.BUFFER_ONE, 1, concurrency.Room(wait=True)),
+        (
+            ConcurrencyPolicy.REPLACE,
+            2,
+            concurrency.Room(wait=False, replace=({"name": "a0"}, {"name": "a1"})),
+        ),
+    ],
+)
+def test_room_for_a_run_says_wait_or_which_jobs_replace_deletes(
+    policy: ConcurrencyPolicy, active: int, room: concurrency.Room
+) -> None:
+    refs = [{"name": f"a{index}"} for index in range(active)]
+    assert concurrency.room_for(policy, refs) == room
+    assert len(refs) == active, "the caller deletes and records"
+
+
+def test_buffer_one_decides_the_buffered_time_and_leaves_recording_to_the_caller() -> None:
+    def buffer(buffered: datetime | None, **given: Any) -> concurrency.Buffering:
+        situation: dict[str, Any] = {
+            "running": False,
+            "queue": (at(2),),
+            "ran": set(),
+            "reach": None,
+            "holding": False,
+        }
+        situation.update(given)
+        return concurrency.buffer(ConcurrencyPolicy.BUFFER_ONE, buffered, **situation)
+
+    came_due = buffer(None, running=True)
+    assert came_due == concurrency.Buffering(None, (), at(2), newly_buffered=True)
+    assert buffer(at(1), running=True) == concurrency.Buffering(None, (), at(1))
+    assert buffer(at(1)) == concurrency.Buffering(at(1), (at(2),), at(1))
+    assert buffer(at(1), reach=at(1)) == concurrency.Buffering(at(2), (at(2),), None, dropped=at(1))
+    started = concurrency.buffer(
+        ConcurrencyPolicy.ALLOW,
+        at(1),
+        running=False,
+        queue=(),
+        ran={at(1)},
+        reach=None,
+        holding=False,
+    )
+    assert started == concurrency.Buffering(None, (), None), "its Job exists: not kept"
+
+
+def test_the_accounting_returns_the_skipped_runs_it_leaves_and_keeps_its_input() -> None:
+    stored: dict[str, Any] = {"accountedThrough": at(0), "catchUpBound": 2}
+    accounting = account_hourly(stored, now=at(2), ran=set(), pending=set())
+    assert stored == {"accountedThrough": at(0), "catchUpBound": 2}
+    assert accounting.skipped_runs == {"accountedThrough": at(2), "catchUpBound": 4}
+    assert policies.skip_counted(stored, SkipReason.DEADLINE_PASSED) == {
+        **stored,
+        "deadlinePassed": 1,
+    }
+    assert "deadlinePassed" not in stored

@@ -135,10 +135,11 @@ def test_only_counted_failures_may_be_pruned() -> None:
 
 
 def test_pause_and_resume_on_a_new_generation() -> None:
-    spec = {"failurePolicy": {"pauseAfterConsecutiveFailures": 2}}
+    spec = batch_v1.settings_of({"failurePolicy": {"pauseAfterConsecutiveFailures": 2}})
     assert not paused(spec, {"consecutiveFailures": 1})
     assert paused(spec, {"consecutiveFailures": 2})
-    assert not paused({"failurePolicy": {"pauseAfterConsecutiveFailures": 0}}, {})
+    never = batch_v1.settings_of({"failurePolicy": {"pauseAfterConsecutiveFailures": 0}})
+    assert not paused(never, {})
     status: dict[str, Any] = {
         "consecutiveFailures": 2,
         "observedGeneration": 1,

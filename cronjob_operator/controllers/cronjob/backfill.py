@@ -1,9 +1,9 @@
 """Backfill progress: run every scheduled time in [from, to) once, on request (Temporal's backfill).
 
-Pure rules, no I/O and no clock (docs/beyond-builtin.md, 10, has the user's view); the
-reconciler calls them in its backfill step. The request itself (its annotation, its
-parsing, its bounds and its times) is ``api.cronjob_rules``, which the webhook and the
-plugin share.
+Pure rules, no I/O and no clock (docs/beyond-builtin.md, 10, has the user's view), that
+return the progress they decide; the reconciler records it in its backfill step. The
+request itself (its annotation, its parsing, its bounds and its times) is
+``api.cronjob_rules``, which the webhook and the plugin share.
 
 * ``status.backfill`` is a request's progress: token, from, to, requested (the times in
   [from, to)), done, next, state. The same token again changes nothing; a new token
@@ -21,7 +21,7 @@ plugin share.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -30,8 +30,8 @@ from cronjob_operator.api.cronjob_rules import Request
 from cronjob_operator.controllers.cronjob.view import stamp, time_at
 
 __all__ = [
-    "advance",
-    "cancel",
+    "advanced",
+    "cancelled",
     "protected",
     "recorded",
     "start",
@@ -59,27 +59,32 @@ def start(request: Request, times: tuple[datetime, ...]) -> dict[str, Any]:
     return progress
 
 
-def advance(progress: dict[str, Any], times: tuple[datetime, ...], exists: set[datetime]) -> None:
-    """Count done every time from ``next`` on whose Job exists, up to the first without
-    one (the next to run); Complete when none is left."""
+def advanced(
+    progress: Mapping[str, Any], times: tuple[datetime, ...], exists: Collection[datetime]
+) -> dict[str, Any]:
+    """``progress`` with every time from ``next`` on whose Job exists counted done, up to
+    the first without one (the next to run); Complete when none is left."""
+    advanced = dict(progress)
     upcoming = time_at(progress, "next")
     if upcoming is None:
-        return
+        return advanced
     remaining = [moment for moment in times if moment >= upcoming]
     while remaining and remaining[0] in exists:
         remaining.pop(0)
-        progress["done"] = int(progress.get("done") or 0) + 1
+        advanced["done"] = int(advanced.get("done") or 0) + 1
     if remaining:
-        progress["next"] = stamp(remaining[0])
+        advanced["next"] = stamp(remaining[0])
     else:
-        progress.pop("next", None)
-        progress["state"] = BackfillState.COMPLETE.value
+        advanced.pop("next", None)
+        advanced["state"] = BackfillState.COMPLETE.value
+    return advanced
 
 
-def cancel(progress: dict[str, Any]) -> None:
-    """Stop a running backfill (its annotation went, or another token replaced it)."""
-    progress.pop("next", None)
-    progress["state"] = BackfillState.CANCELLED.value
+def cancelled(progress: Mapping[str, Any]) -> dict[str, Any]:
+    """``progress`` stopped (its annotation went, or another token replaced it)."""
+    stopped = {key: value for key, value in progress.items() if key != "next"}
+    stopped["state"] = BackfillState.CANCELLED.value
+    return stopped
 
 
 def protected(stored_status: Mapping[str, Any], moment: datetime) -> bool:

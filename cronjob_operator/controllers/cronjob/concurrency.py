@@ -1,85 +1,86 @@
 """concurrencyPolicy: making room for a new run (Allow, Forbid, Replace, BufferOne).
 
-``make_room`` is asked before every new run (scheduled, requested, backfilled): Forbid
-and BufferOne say wait while a run is active; Replace deletes every active Job first. A
-delete that fails (a 500, a 409 because the name now has another uid) raises before
-anything is created, so Replace never leaves two runs active; the controller retries
-with backoff, and the next reconcile confirms against the API server whether an entry's
-Job is really gone. ``buffer`` is BufferOne's waiting time (``status.bufferedRun``).
+Pure rules that return what they decide; the decision (``decide.py``) performs and
+records it. :func:`room_for` is asked before every new run (scheduled, requested,
+backfilled): Forbid and BufferOne say wait while a run is active; Replace deletes every
+active Job first. A delete that fails (a 500, a 409 because the name now has another
+uid) raises before anything is created, so Replace never leaves two runs active; the
+controller retries with backoff, and the next reconcile confirms against the API server
+whether an entry's Job is really gone. :func:`buffer` is BufferOne's waiting time
+(``status.bufferedRun``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from cronjob_operator.api.batch_v1 import ConcurrencyPolicy, SkipReason
-from cronjob_operator.controllers.cronjob import policies
-from cronjob_operator.controllers.cronjob.plan import Delete, Rejected, Steps
-from cronjob_operator.controllers.cronjob.view import stamp, time_at
-from cronjob_operator.runtime.controllerutil import rfc3339
+from cronjob_operator.api.batch_v1 import ConcurrencyPolicy
 
-__all__ = ["buffer", "make_room"]
+__all__ = ["Buffering", "Room", "buffer", "room_for"]
 
 
-def make_room(spec: Mapping[str, Any], status: dict[str, Any], steps: Steps) -> bool:
-    """Apply concurrencyPolicy before a new run: False if Forbid (or BufferOne) says wait."""
-    active = status.get("active") or []
-    policy = spec.get("concurrencyPolicy") or "Allow"
+class Room(NamedTuple):
+    """What concurrencyPolicy says before a new run: ``wait`` (Forbid or BufferOne with a
+    run active), or go once the active Jobs in ``replace`` are deleted (Replace)."""
+
+    wait: bool
+    replace: tuple[Mapping[str, Any], ...] = ()
+
+
+def room_for(policy: ConcurrencyPolicy, active: Sequence[Mapping[str, Any]]) -> Room:
+    """What ``policy`` says before a new run, with ``active`` (``status.active``) running."""
     if policy in (ConcurrencyPolicy.FORBID, ConcurrencyPolicy.BUFFER_ONE) and active:
-        return False
-    if policy == "Replace":
-        _replace_active(status, steps)
-    return True
+        return Room(wait=True)
+    if policy is ConcurrencyPolicy.REPLACE:
+        return Room(wait=False, replace=tuple(active))
+    return Room(wait=False)
 
 
-def _replace_active(status: dict[str, Any], steps: Steps) -> None:
-    """Delete every active Job before the new run is created; a failed delete raises
-    (the reconcile writes what it learned, then fails)."""
-    active = status.get("active") or []
-    for ref in list(active):
-        outcome = steps.perform(Delete(ref["name"], ref.get("uid"), replace=True))
-        if isinstance(outcome, Rejected):
-            raise outcome.error
-        active.remove(ref)
+class Buffering(NamedTuple):
+    """BufferOne's decision over the due times (other policies: the oldest runs now)."""
+
+    run_now: datetime | None
+    """The time whose run starts now (None: none)."""
+    may_run: tuple[datetime, ...]
+    """The due times that may still run (the skip accounting stops before the oldest)."""
+    buffered: datetime | None
+    """``status.bufferedRun`` as it is to be kept (None: none)."""
+    newly_buffered: bool = False
+    """``buffered`` came due now, while a run is active (announced by an event)."""
+    dropped: datetime | None = None
+    """A buffered time dropped because its deadline passed (a skip to count)."""
 
 
 def buffer(
-    spec: Mapping[str, Any],
-    status: dict[str, Any],
+    policy: ConcurrencyPolicy,
+    buffered: datetime | None,
+    *,
+    running: bool,
     queue: tuple[datetime, ...],
-    ran: set[datetime],
+    ran: Collection[datetime],
     reach: datetime | None,
     holding: bool,
-    steps: Steps,
-) -> tuple[datetime | None, tuple[datetime, ...], datetime | None]:
-    """concurrencyPolicy BufferOne: (the time to run now, the times that may still run,
-    a buffered time dropped because its deadline passed). Other policies: the oldest of
-    ``queue`` runs now and all of it may still run."""
-    buffered = time_at(status, "bufferedRun")
+) -> Buffering:
+    """BufferOne's decision, given the stored ``buffered`` time, whether a run is
+    ``running``, the due ``queue`` (oldest first), the times that ``ran``, the deadline's
+    ``reach`` and whether the CronJob is ``holding`` (suspended or paused). A buffered time
+    whose Job exists started, and is no longer kept, whatever the policy."""
     if buffered is not None and buffered in ran:  # its Job exists: it started
-        status.pop("bufferedRun", None)
         buffered = None
-    if spec.get("concurrencyPolicy") != ConcurrencyPolicy.BUFFER_ONE:
-        return (queue[0] if queue else None), queue, None
+    oldest = queue[0] if queue else None
+    if policy is not ConcurrencyPolicy.BUFFER_ONE:
+        return Buffering(oldest, queue, buffered)
     if holding:
-        return None, queue, None
-    if status.get("active"):
+        return Buffering(None, queue, buffered)
+    if running:
         fresh = [moment for moment in queue if moment not in ran]
         if buffered is None and fresh:
-            status["bufferedRun"] = stamp(fresh[0])
-            steps.event(
-                "Normal",
-                "RunBuffered",
-                f"the run scheduled at {rfc3339(fresh[0])} waits: a job is active and "
-                "concurrencyPolicy is BufferOne; it starts when no job is active",
-            )
-        return None, (), None  # while a run is active, nothing else waits
+            return Buffering(None, (), fresh[0], newly_buffered=True)
+        return Buffering(None, (), buffered)  # while a run is active, nothing else waits
     if buffered is None:
-        return (queue[0] if queue else None), queue, None
+        return Buffering(oldest, queue, None)
     if reach is not None and buffered <= reach:
-        status.pop("bufferedRun", None)
-        policies.count_skip(status, SkipReason.DEADLINE_PASSED)
-        return (queue[0] if queue else None), queue, buffered
-    return buffered, queue, None
+        return Buffering(oldest, queue, None, dropped=buffered)
+    return Buffering(buffered, queue, buffered)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from cronjob_operator.controllers.cronjob.view import shown, stamp
-from cronjob_operator.runtime import objects
+from cronjob_operator.api.batch_v1 import CronJobSettings
+from cronjob_operator.controllers.cronjob.view import CronJobView, shown, stamp
 from cronjob_operator.runtime.controllerutil import find_condition
 
 if TYPE_CHECKING:
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PAUSED_REASON",
+    "Availability",
     "availability",
-    "pause_threshold",
     "paused",
     "resume_on_new_generation",
     "set_next_schedule_time",
@@ -37,19 +37,10 @@ __all__ = [
 PAUSED_REASON: Final = "PausedAfterFailures"
 
 
-def pause_threshold(spec: Mapping[str, Any]) -> int | None:
-    """``spec.failurePolicy.pauseAfterConsecutiveFailures`` as stored (None when unset)."""
-    policy = spec.get("failurePolicy")
-    if not isinstance(policy, Mapping):
-        return None
-    value = policy.get("pauseAfterConsecutiveFailures")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def paused(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+def paused(spec: CronJobSettings, status: Mapping[str, Any]) -> bool:
     """Whether scheduled runs are paused: the failure count reached a valid threshold."""
-    threshold = pause_threshold(spec)
-    if threshold is None or threshold < 1:
+    threshold = spec.pause_after_failures
+    if threshold is None:
         return False
     return int(status.get("consecutiveFailures") or 0) >= threshold
 
@@ -76,40 +67,47 @@ def set_next_schedule_time(status: dict[str, Any], moment: datetime | None) -> N
         status["nextScheduleTime"] = stamp(moment)
 
 
-def _pause_message(cronjob: objects.Obj, status: dict[str, Any]) -> str:
-    threshold = pause_threshold(cronjob.get("spec") or {})
+def _pause_message(view: CronJobView, status: dict[str, Any]) -> str:
+    threshold = view.spec.pause_after_failures
     return (
         f"{status.get('consecutiveFailures')} consecutive failed runs (the last at "
         f"{shown(status.get('lastFailureTime'))}) reached spec.failurePolicy."
         f"pauseAfterConsecutiveFailures={threshold}: no scheduled run starts. To resume, fix "
         "the job template and edit the spec, or start a manual run "
-        f"(kubectl cjt run {cronjob['metadata']['name']}) that succeeds"
+        f"(kubectl cjt run {view.name}) that succeeds"
     )
 
 
+class Availability(NamedTuple):
+    """The Available condition: ``available`` True only when runs really start on
+    schedule; else ``reason`` names what keeps them from starting."""
+
+    available: bool
+    reason: str
+    message: str
+
+
 def availability(
-    cronjob: objects.Obj, status: dict[str, Any], problem: Problem | None
-) -> tuple[bool, str, str]:
-    """Available's (status, reason, message): True only when runs really start on schedule.
+    view: CronJobView, status: dict[str, Any], problem: Problem | None
+) -> Availability:
+    """The Available condition, True only when runs really start on schedule.
 
     The reason names what keeps runs from starting, most fundamental first: the CronJob
     is being deleted, suspended, has a problem that stops scheduled runs (which includes a
     Job template that the API server rejects: every run would fail to start), or is paused
     after consecutive failures (spec.failurePolicy)."""
-    metadata = cronjob["metadata"]
-    if metadata.get("deletionTimestamp"):
-        finalizers = ", ".join(metadata.get("finalizers") or ()) or "none"
-        return (
+    if view.deleting:
+        finalizers = ", ".join(view.obj["metadata"].get("finalizers") or ()) or "none"
+        return Availability(
             False,
             "Terminating",
             "metadata.deletionTimestamp is set: no new runs start; the CronJob is removed "
             f"once its finalizers are gone ({finalizers})",
         )
-    spec = cronjob.get("spec") or {}
-    if spec.get("suspend"):
-        return False, "Suspended", "spec.suspend is true: no new runs start"
+    if view.spec.suspend:
+        return Availability(False, "Suspended", "spec.suspend is true: no new runs start")
     if problem is not None and problem.stops_schedule:
-        return False, problem.reason, problem.message
-    if paused(spec, status):
-        return False, PAUSED_REASON, _pause_message(cronjob, status)
-    return True, "Scheduling", "runs start on schedule"
+        return Availability(False, problem.reason, problem.message)
+    if paused(view.spec, status):
+        return Availability(False, PAUSED_REASON, _pause_message(view, status))
+    return Availability(True, "Scheduling", "runs start on schedule")

@@ -11,10 +11,15 @@ its concept's module and this one only sequences them:
    before anything starts, so its end makes room;
 2. requests (``requests.py``, ``backfill.py``): a run request, then a backfill's next
    time (both before the suspend and pause checks);
-3. due runs (``runs.py``, ``policies.py``, ``concurrency.py``, ``limits.py``, and the
-   stagger of ``api/cronjob_rules.py``): the scheduled run due now, skip accounting,
-   BufferOne, the run window, run limit and exclusions;
+3. due runs (``due.py`` computes them from ``runs.py``, ``policies.py``,
+   ``concurrency.py``, ``limits.py`` and the stagger of ``api/cronjob_rules.py``): the
+   scheduled run due now, skip accounting, BufferOne, the run window, run limit and
+   exclusions;
 4. conditions and next time (``conditions.py``).
+
+The rule modules return what they decide (named results: ``concurrency.Room``,
+``concurrency.Buffering``, ``policies.Accounting``, ``due.Timing``, a backfill's new
+progress); this module performs the steps and records the results in the status.
 
 Jobs first: a decision that creates a Job returns ``follow_up`` without writing status
 (unless it holds what the follow-up cannot learn again: ``_record_with_the_run``), so
@@ -28,21 +33,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import (
     BACKFILL_ANNOTATION,
-    MAX_NAME_LENGTH,
     BackfillState,
-    SkipReason,
 )
 from cronjob_operator.controllers.cronjob import (
     backfill,
     concurrency,
     conditions,
+    due,
     groups,
     history,
     jobs,
@@ -52,9 +56,11 @@ from cronjob_operator.controllers.cronjob import (
     runs,
     start_timeout,
 )
+from cronjob_operator.controllers.cronjob.due import SOON, Walks
 from cronjob_operator.controllers.cronjob.plan import (
     Create,
     Created,
+    Delete,
     Foreign,
     GroupFull,
     Outcome,
@@ -81,44 +87,24 @@ from cronjob_operator.runtime.controllerutil import (
 )
 from cronjob_operator.runtime.sharding import owned_object_labels
 
-__all__ = ["Walks", "decide"]
-
-_SOON: Final = timedelta(seconds=1)
-"""How soon to look again when catch-up All has more times to run or the accounting more
-times to walk."""
+__all__ = ["Walks", "decide"]  # Walks: due.py's, passed in by the reconciler
 
 
-class Walks:
-    """The schedule walks of one reconcile's decisions, by their arguments.
+class _Backfilled(NamedTuple):
+    """What the backfill step decided: any problem, and when to look again (None: the
+    events that matter reconcile again)."""
 
-    A reconcile that creates a Job decides again with the step's outcome, with the same
-    view and time, so its schedule walk (the newest due time, the misses, the next time:
-    most of a decision's CPU at a due time) gives the same answer: the reconcile passes
-    one ``Walks`` to each of its decisions and the walk is done once.
-    """
+    problem: Problem | None = None
+    look_again: timedelta | None = None
 
-    def __init__(self) -> None:
-        self._due: dict[tuple[Any, ...], schedules.Due] = {}
 
-    def most_recent_due(
-        self,
-        schedule: schedules.AnySchedule,
-        *,
-        earliest: datetime,
-        now: datetime,
-        starting_deadline_seconds: int | None,
-    ) -> schedules.Due:
-        """``schedule.most_recent_due``, walked once per set of arguments."""
-        key = (schedule, earliest, now, starting_deadline_seconds)
-        due = self._due.get(key)
-        if due is None:
-            due = self._due[key] = schedules.most_recent_due(
-                schedule,
-                earliest=earliest,
-                now=now,
-                starting_deadline_seconds=starting_deadline_seconds,
-            )
-        return due
+class _Scheduled(NamedTuple):
+    """What the scheduling step decided: when to look again, any problem, and the
+    skipped runs this reconcile accounted for."""
+
+    requeue: timedelta | None = None
+    problem: Problem | None = None
+    accounting: policies.Accounting | None = None
 
 
 def decide(
@@ -163,10 +149,10 @@ class _Decision:
         try:
             start_timeout.end_overdue(self.view, status, self.steps, self.now, notices)
             manual = self._run_requested()
-            filled, filling = self._backfill()
+            filled = self._backfill()
             status.pop("waitingForGroup", None)  # set again while a run still waits
-            requeue, problem, accounting = self._schedule()
-            accounting = groups.with_group_skip(accounting, self.group_skipped)
+            scheduled = self._schedule()
+            accounting = groups.with_group_skip(scheduled.accounting, self.group_skipped)
         except errors.ApiError as exc:
             # Keep what this reconcile learned, but not its skip accounting: the retry
             # does it again and reports it with the write that records it.
@@ -174,14 +160,11 @@ class _Decision:
             _restore(status, stored, "bufferedRun")  # a dropped one is counted again
             _restore(status, stored, "waitingForGroup")
             return self._plan(status=status, notices=tuple(notices), error=exc)
-        if problem is None:
-            problem = self._stored_problem() or manual or filled
-        for sooner in (
-            filling,
+        problem = scheduled.problem or self._stored_problem() or manual or filled.problem
+        requeue = _sooner(
+            _sooner(scheduled.requeue, filled.look_again),
             start_timeout.requeue_after(self.view.spec, self.view.jobs.active, self.now),
-        ):
-            if sooner is not None and (requeue is None or sooner < requeue):
-                requeue = sooner
+        )
         if self.started:
             # Jobs first: this reconcile created a Job. Its status is written by a
             # follow-up reconcile queued behind every other due run; that one finds the
@@ -250,7 +233,7 @@ class _Decision:
         name = rules.manual_job_name(view.name, token)
         owned = {objects.name_of(job) for job in view.jobs.owned()}
         if name not in owned:
-            if not concurrency.make_room(view.spec, status, self.steps):
+            if not self._make_room():
                 if status.get("pendingRunRequest") != token:
                     self.steps.event(
                         "Normal",
@@ -267,23 +250,22 @@ class _Decision:
         status["lastHandledRunRequest"] = token
         return None
 
-    def _backfill(self) -> tuple[Problem | None, timedelta | None]:
+    def _backfill(self) -> _Backfilled:
         """Start, cancel or advance the requested backfill, and create the Job of its
         next time when it is due and concurrencyPolicy makes room (one per reconcile, in
-        order). Returns any problem and when to look again."""
+        order)."""
         view, status, now = self.view, self.status, self.now
         raw = view.annotations.get(BACKFILL_ANNOTATION)
         progress = status.get("backfill")
         running = (progress or {}).get("state") == BackfillState.RUNNING
         if raw is None or view.deleting:
             if running and raw is None:
-                backfill.cancel(status["backfill"])
-                self.steps.event("Normal", "BackfillCancelled", _backfill_message(status))
-            return None, None
+                self._record_backfill(backfill.cancelled(status["backfill"]), "BackfillCancelled")
+            return _Backfilled()
         try:
-            schedule = rules.parse_spec_schedule(view.spec)
+            schedule = rules.schedule_of(view.spec)
         except schedules.ScheduleError:
-            return None, None  # reported by the scheduling step
+            return _Backfilled()  # reported by the scheduling step
         request = rules.parse_request(raw)
         if isinstance(request, str):
             return self._backfill_refused(f"{rules.BACKFILL_FIELD}: {request}")
@@ -291,171 +273,126 @@ class _Decision:
         # is done needs no schedule times (its cost must not outlive it).
         recorded = backfill.recorded(progress, request)
         if recorded and not running:
-            return None, None
+            return _Backfilled()
         problem = None if recorded else rules.count_problem(schedule, request)
         if problem is not None:
             return self._backfill_refused(problem)
         times = rules.times_of(schedule, request)
         if not recorded:
             if running:
-                backfill.cancel(status["backfill"])
-                self.steps.event("Normal", "BackfillCancelled", _backfill_message(status))
-            status["backfill"] = backfill.start(request, times)
-            self.steps.event("Normal", "BackfillStarted", _backfill_message(status))
-        progress = status["backfill"]
-        if progress.get("state") != BackfillState.RUNNING:
-            return None, None
-        backfill.advance(progress, times, runs.ran(view.name, view.jobs, {}))
+                self._record_backfill(backfill.cancelled(status["backfill"]), "BackfillCancelled")
+            self._record_backfill(backfill.start(request, times), "BackfillStarted")
+        if status["backfill"].get("state") != BackfillState.RUNNING:
+            return _Backfilled()
+        progress = status["backfill"] = backfill.advanced(
+            status["backfill"], times, runs.ran(view.name, view.jobs, {})
+        )
         upcoming = time_at(progress, "next")
         if upcoming is None:
             self.steps.event("Normal", "BackfillComplete", _backfill_message(status))
-            return None, None
+            return _Backfilled()
         if upcoming > now:
-            return None, upcoming - now + timedelta(milliseconds=100)
-        if not concurrency.make_room(view.spec, status, self.steps):
-            return None, None  # the active Job's end reconciles again
+            return _Backfilled(look_again=upcoming - now + timedelta(milliseconds=100))
+        if not self._make_room():
+            return _Backfilled()  # the active Job's end reconciles again
         job = jobs.build_job(view.obj, upcoming, schedule.zone)
         job["metadata"].setdefault("annotations", {})[rules.BACKFILL_TOKEN_ANNOTATION] = (
             request.token
         )
         failed = self._create(job)
-        return (None if failed is None else dataclasses.replace(failed, stops_schedule=False)), (
-            _SOON
+        return _Backfilled(
+            None if failed is None else dataclasses.replace(failed, stops_schedule=False), SOON
         )
 
-    def _backfill_refused(self, problem: str) -> tuple[Problem, None]:
+    def _record_backfill(self, progress: dict[str, Any], reason: str) -> None:
+        """Record ``progress`` as ``status.backfill`` and announce it (``reason``)."""
+        self.status["backfill"] = progress
+        self.steps.event("Normal", reason, _backfill_message(self.status))
+
+    def _backfill_refused(self, problem: str) -> _Backfilled:
         """An unusable backfill request's Warning event and problem (nothing to requeue)."""
         self.steps.event("Warning", "InvalidBackfill", problem)
-        return Problem("InvalidBackfill", problem, stops_schedule=False), None
+        return _Backfilled(Problem("InvalidBackfill", problem, stops_schedule=False))
 
     # --- due runs -------------------------------------------------------------------
 
-    def _schedule(self) -> tuple[timedelta | None, Problem | None, policies.Accounting | None]:
-        """Steps 5-9: maybe create the due Job; returns when to look again, any problem,
-        and the skipped runs this reconcile accounted for.
+    def _schedule(self) -> _Scheduled:
+        """Steps 5-9: maybe create the due Job; when to look again, any problem, and the
+        skipped runs this reconcile accounted for.
 
         Sets ``status.nextScheduleTime``, or removes it when no scheduled run will start.
         """
-        view, status, now, spec = self.view, self.status, self.now, self.view.spec
+        view, status, now = self.view, self.status, self.now
         conditions.set_next_schedule_time(status, None)
-        created = view.created or now
-        since = runs.observe_schedule(status, spec, created=created, now=now)
+        since = runs.observe_schedule(status, view.spec, created=view.created or now, now=now)
         if view.deleting:
-            return None, None, None
+            return _Scheduled()
         # Suspended or paused: nothing starts, but the times that come are accounted for.
-        holding = bool(spec.get("suspend")) or conditions.paused(spec, status)
+        holding = view.spec.suspend or conditions.paused(view.spec, status)
         try:
-            # The run limit's count first (limits.py), then which times may run.
-            window, schedule = limits.bounds(status, view), rules.parse_spec_schedule(spec)
+            window = limits.bounds(status, view)  # the run limit's count, then the window
         except (schedules.ScheduleError, rules.WindowError) as exc:
-            if holding:
-                return None, None, None
-            self.steps.event("Warning", exc.reason, str(exc))
-            return None, Problem(exc.reason, str(exc)), None
-        name = view.name
-        if len(name) > MAX_NAME_LENGTH and not holding:  # stored past validation
-            message = (
-                f"metadata.name: {len(name)} characters, at most {MAX_NAME_LENGTH} leave room "
-                "for the Job name suffix (Job names must fit 63); recreate with a shorter name"
+            timing: due.Timing | due.Unschedulable | None = due.refusal(exc, holding)
+        else:
+            timing = due.timing_of(
+                view, status, now=now, since=since, holding=holding, walks=self.walks, window=window
             )
-            self.steps.event("Warning", "FailedCreate", message)
-            return None, Problem("NameTooLong", message), None
-        offset = self._stagger(schedule)
-        if isinstance(offset, Problem):
-            return None, (None if holding else offset), None
-        # Stagger: a nominal time t is due at t + offset, so the schedule is asked about
-        # now - offset; the deadline then counts from the staggered time. Never a run due
-        # before the last edit of the schedule or time zone (observedSchedule.since), nor
-        # one the skip accounting has counted (skippedRuns.accountedThrough).
-        shifted = now - offset
-        last = time_at(status, "lastScheduleTime")
-        accounted = time_at(status.get("skippedRuns"), "accountedThrough")
-        earliest = max(last or created, since) - offset
-        if accounted is not None and accounted > earliest:
-            earliest = accounted
-        deadline = spec.get("startingDeadlineSeconds")
-        due = self.walks.most_recent_due(
-            schedule, earliest=earliest, now=shifted, starting_deadline_seconds=deadline
-        )
-        queue = policies.due_queue(
-            policies.catch_up_policy(spec),
-            schedule,
-            due,
-            earliest=earliest,
-            now=shifted,
-            starting_deadline_seconds=deadline,
-            window=window,
-        )
-        reach = schedules.reach_of(shifted, deadline)
-        ran = runs.ran(name, view.jobs, status)
-        target, pending, buffer_skip = concurrency.buffer(
-            spec, status, queue, ran, reach, holding, self.steps
-        )
-        block = policies.blocked_by(
-            suspended=bool(spec.get("suspend")),
-            paused=conditions.paused(spec, status),
-            active_since=runs.active_since(name, status, view.job_created),
-            policy=spec.get("concurrencyPolicy"),
-        )
-        buffered = time_at(status, "bufferedRun")
-        stored_last = time_at(view.stored, "lastScheduleTime")
-        accounting = policies.account(
-            status,
-            schedule,
-            # No watermark yet (an older operator's CronJob): nothing before the stored
-            # lastScheduleTime counts (a run whose Job is gone cannot be told from a skip).
-            initial=max(stored_last or created, since) - offset,
-            floor=since - offset,
-            now=shifted,
-            latest=due.latest,
-            reach=reach,
-            ran=ran if buffered is None else {*ran, buffered},
-            pending=pending,
-            block=block,
-            window=window,
-        )
-        if buffer_skip is not None:  # counted in status by buffer, reported with the rest
-            accounting = policies.with_skip(accounting, SkipReason.DEADLINE_PASSED, buffer_skip)
-        requeue = schedules.requeue_after(due, shifted)
-        if accounting.more or (len(queue) > 1 and block is None):
-            # More times to account for, or catch-up All has more to run and nothing
-            # stops them (an active run under Forbid reconciles again when it finishes).
-            requeue = _SOON
+        if timing is None:
+            return _Scheduled()
+        if isinstance(timing, due.Unschedulable):
+            self.steps.event("Warning", timing.event_reason, timing.problem.message)
+            return _Scheduled(problem=None if holding else timing.problem)
+        due_runs = due.due_runs_of(view, status, timing, now=now, since=since, holding=holding)
+        self._record_due_runs(due_runs)
         if holding:
-            return requeue, None, accounting
-        conditions.set_next_schedule_time(status, limits.next_run(window, schedule, due, offset))
+            return _Scheduled(due_runs.requeue, accounting=due_runs.accounting)
+        return self._start_due_run(timing, due_runs)
+
+    def _record_due_runs(self, due_runs: due.DueRuns) -> None:
+        """Record the buffered time (announcing a new one) and the skipped runs."""
+        status, buffering = self.status, due_runs.buffering
+        if buffering.buffered is None and time_at(status, "bufferedRun") is not None:
+            status.pop("bufferedRun")
+        elif buffering.buffered is not None:
+            status["bufferedRun"] = stamp(buffering.buffered)
+        if buffering.newly_buffered:
+            assert buffering.buffered is not None
+            self.steps.event(
+                "Normal",
+                "RunBuffered",
+                f"the run scheduled at {rfc3339(buffering.buffered)} waits: a job is active "
+                "and concurrencyPolicy is BufferOne; it starts when no job is active",
+            )
+        if due_runs.skipped_runs is not None:
+            status["skippedRuns"] = due_runs.skipped_runs
+
+    def _start_due_run(self, timing: due.Timing, due_runs: due.DueRuns) -> _Scheduled:
+        """Record the next time and start the due run, if any."""
+        walked, offset, accounting = timing.due, timing.offset, due_runs.accounting
+        conditions.set_next_schedule_time(
+            self.status, limits.next_run(timing.window, timing.schedule, walked, offset)
+        )
+        target = due_runs.buffering.run_now
         if target is None:
-            if due.scheduled is None and due.next_time is None:
-                field = "spec.schedule" if spec.get("schedule") is not None else "spec.schedules"
-                message = f"{field}: {schedule.expression!r} never fires; fix the schedule"
+            if walked.scheduled is None and walked.next_time is None:
+                field = "spec.schedule" if self.view.spec.schedule is not None else "spec.schedules"
+                message = f"{field}: {timing.schedule.expression!r} never fires; fix the schedule"
                 self.steps.event("Warning", "InvalidSchedule", message)
-                return None, Problem("InvalidSchedule", message), accounting
-            return requeue, None, accounting
-        if due.too_many_missed and len(queue) == 1:  # Latest; All counts CatchUpBound
+                return _Scheduled(
+                    problem=Problem("InvalidSchedule", message), accounting=accounting
+                )
+            return _Scheduled(due_runs.requeue, accounting=accounting)
+        if walked.too_many_missed and len(timing.queue) == 1:  # Latest; All counts CatchUpBound
             self.steps.event(
                 "Warning",
                 "TooManyMissedTimes",
-                f"too many missed start times ({due.missed}+): running only the most recent, "
-                f"{rfc3339(due.scheduled or target)}; set or check spec.startingDeadlineSeconds",
+                f"too many missed start times ({walked.missed}+): running only the most recent, "
+                f"{rfc3339(walked.scheduled or target)}; set or check spec.startingDeadlineSeconds",
             )
-        late = target not in queue  # the buffered run: its lateness is no creation skew
-        problem = self._run(target, schedule.zone, None if late else offset)
-        return (requeue if problem is None or problem.retry else None), problem, accounting
-
-    def _stagger(self, schedule: schedules.AnySchedule) -> timedelta | Problem:
-        """The CronJob's stagger offset, or why its stored staggerSeconds cannot be used."""
-        seconds = self.view.spec.get("staggerSeconds")
-        if seconds is None or seconds == 0:
-            return timedelta(0)
-        if not isinstance(seconds, int) or isinstance(seconds, bool):
-            detail: str | None = "must be a whole number of seconds"
-        else:
-            detail = rules.stagger_problem(schedule, seconds)
-        if detail is not None:
-            message = f"{rules.STAGGER_FIELD}: {seconds!r}: {detail}"
-            self.steps.event("Warning", "InvalidStagger", message)
-            return Problem("InvalidStagger", message)
-        return rules.stagger_offset(self.view.namespace, self.view.name, seconds)
+        late = target not in timing.queue  # the buffered run: its lateness is no creation skew
+        problem = self._run(target, timing.schedule.zone, None if late else offset)
+        requeue = due_runs.requeue if problem is None or problem.retry else None
+        return _Scheduled(requeue, problem, accounting)
 
     def _run(self, scheduled: datetime, zone: ZoneInfo, offset: timedelta | None) -> Problem | None:
         """Create the Job of ``scheduled`` unless it exists; ``offset`` is the stagger
@@ -468,7 +405,7 @@ class _Decision:
         if any(ref.get("name") == name for ref in active):
             status["lastScheduleTime"] = stamp(scheduled)  # created, never recorded (a crash)
             return None
-        if not concurrency.make_room(self.view.spec, status, self.steps):
+        if not self._make_room():
             self.steps.event(
                 "Normal",
                 "JobAlreadyActive",
@@ -477,25 +414,38 @@ class _Decision:
             )
             return None
         job = jobs.build_job(self.view.obj, scheduled, zone)
-        due = None if offset is None else scheduled + offset
-        return self._create(job, scheduled=scheduled, due=due)
+        due_at = None if offset is None else scheduled + offset
+        return self._create(job, scheduled=scheduled, due_at=due_at)
+
+    def _make_room(self) -> bool:
+        """Apply concurrencyPolicy before a new run: False if it says wait; Replace's
+        deletes are performed first (a failed one raises: the reconcile writes what it
+        learned, then fails)."""
+        active = self.status.get("active") or []
+        room = concurrency.room_for(self.view.spec.concurrency_policy, active)
+        for ref in room.replace:
+            outcome = self.steps.perform(Delete(ref["name"], ref.get("uid"), replace=True))
+            if isinstance(outcome, Rejected):
+                raise outcome.error
+            active.remove(ref)
+        return not room.wait
 
     def _create(
         self,
         job: dict[str, Any],
         *,
         scheduled: datetime | None = None,
-        due: datetime | None = None,
+        due_at: datetime | None = None,
         track: bool = True,
     ) -> Problem | None:
         """Create ``job`` (``track``: a new one holds back the status write, Jobs first); a
-        scheduled run (``scheduled`` set, staggered to ``due``) also moves
+        scheduled run (``scheduled`` set, staggered to ``due_at``) also moves
         lastScheduleTime, a manual run does not."""
         name = job["metadata"]["name"]
         job["metadata"]["labels"] = owned_object_labels(
             job["metadata"].get("labels", {}), self.view.obj
         )
-        outcome = self.steps.perform(Create(job, due=due))
+        outcome = self.steps.perform(Create(job, due=due_at))
         if isinstance(outcome, Unknown):
             raise outcome.error
         if isinstance(outcome, GroupFull):
@@ -538,17 +488,12 @@ class _Decision:
 
     def _stored_problem(self) -> Problem | None:
         """A failure policy stored past validation: reported, and scheduling goes on."""
-        spec = self.view.spec
-        policy = spec.get("failurePolicy")
-        if policy is None:
-            return None
-        threshold = conditions.pause_threshold(spec)
-        raw = policy.get("pauseAfterConsecutiveFailures") if isinstance(policy, Mapping) else policy
-        if raw is None or (threshold is not None and threshold >= 1):
+        unusable = self.view.spec.unusable_pause
+        if unusable is None:
             return None
         message = (
-            f"{rules.PAUSE_FIELD}: {raw!r} is not a positive whole number; set 1 or more, "
-            "or remove the field (runs are not paused meanwhile)"
+            f"{rules.PAUSE_FIELD}: {unusable.value!r} is not a positive whole number; set 1 or "
+            "more, or remove the field (runs are not paused meanwhile)"
         )
         self.steps.event("Warning", "InvalidFailurePolicy", message)
         return Problem("InvalidFailurePolicy", message, stops_schedule=False)
@@ -563,18 +508,25 @@ class _Decision:
             condition("Degraded", True, problem.reason, problem.message)
         else:
             condition("Degraded", False, "AsExpected", "")
-        available, reason, message = conditions.availability(self.view.obj, status, problem)
-        if available and (halt := limits.stopped(self.view.spec, status, self.now)) is not None:
-            available, (reason, message) = False, halt
-        condition("Available", available, reason, message)
-        if reason == conditions.PAUSED_REASON and not was_paused:
-            self.steps.event("Warning", conditions.PAUSED_REASON, message)
+        available = conditions.availability(self.view, status, problem)
+        if available.available and (halt := limits.stopped(self.view.spec, status, self.now)):
+            available = conditions.Availability(False, *halt)
+        condition("Available", *available)
+        if available.reason == conditions.PAUSED_REASON and not was_paused:
+            self.steps.event("Warning", conditions.PAUSED_REASON, available.message)
         count = len(status.get("active") or [])
         if count:
             condition("Progressing", True, "JobsActive", f"{count} active job(s)")
         else:
             condition("Progressing", False, "Idle", "no active jobs")
         status["observedGeneration"] = generation
+
+
+def _sooner(first: timedelta | None, second: timedelta | None) -> timedelta | None:
+    """The sooner of two times to look again (None: not at all)."""
+    if first is None or (second is not None and second < first):
+        return second
+    return first
 
 
 def _backfill_message(status: Mapping[str, Any]) -> str:

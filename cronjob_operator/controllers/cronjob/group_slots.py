@@ -46,13 +46,13 @@ class GroupSlots:
     def claim(self, view: CronJobView, step: Create) -> GroupFull | None:
         """Take a slot for the Job of ``step`` before it is created: None when it has one
         (or the CronJob names no group), else why not."""
-        group = groups.group_name(view.spec)
+        group = view.spec.concurrency_group
         if group is None:
             return None
         job = str(step.job["metadata"]["name"])
         now = self._clock()
         scheduled = jobs.scheduled_time(view.name, job)
-        deadline_seconds = view.spec.get("startingDeadlineSeconds")
+        deadline_seconds = view.spec.starting_deadline_seconds
         start = step.due or scheduled or now
         request = groups.Claim(
             cron_job=view.name,
@@ -60,8 +60,8 @@ class GroupSlots:
             scheduled=scheduled or now,
             deadline=None
             if deadline_seconds is None
-            else start + timedelta(seconds=int(deadline_seconds)),
-            wait=scheduled is not None and groups.waits(view.spec),
+            else start + timedelta(seconds=deadline_seconds),
+            wait=scheduled is not None and view.spec.group_waits,
         )
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             try:
@@ -80,7 +80,7 @@ class GroupSlots:
 
     def release(self, view: CronJobView) -> None:
         """Free the slots of this CronJob's Jobs that the view shows finished."""
-        group = groups.group_name(view.spec)
+        group = view.spec.concurrency_group
         if group is None:
             return
         finished = {objects.name_of(job) for job in (*view.jobs.successful, *view.jobs.failed)}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from cronjob_operator.api.batch_v1 import SkipReason, WhenGroupFull
+from cronjob_operator.api.batch_v1 import SkipReason
 from cronjob_operator.api.concurrencygroup_v1 import MAX_WAITERS
 from cronjob_operator.controllers.cronjob import policies
 from cronjob_operator.controllers.cronjob.plan import GroupFull, Problem, Steps
@@ -40,11 +40,9 @@ __all__ = [
     "JobState",
     "Verdict",
     "claim",
-    "group_name",
     "on_full",
     "release",
     "skipped_time",
-    "waits",
     "with_group_skip",
 ]
 
@@ -87,19 +85,6 @@ class Verdict:
     status: dict[str, Any]
     granted: bool
     queued: bool
-
-
-def group_name(spec: Mapping[str, Any]) -> str | None:
-    """The ConcurrencyGroup named by ``spec.concurrencyGroup`` (None: not set)."""
-    ref = spec.get("concurrencyGroup")
-    name = ref.get("name") if isinstance(ref, Mapping) else None
-    return name if isinstance(name, str) and name else None
-
-
-def waits(spec: Mapping[str, Any]) -> bool:
-    """Whether a scheduled run that finds the group full waits (whenFull Wait, unset)."""
-    ref = spec.get("concurrencyGroup") or {}
-    return (ref.get("whenFull") or WhenGroupFull.WAIT) != WhenGroupFull.SKIP
 
 
 def reclaimable(holder: Mapping[str, Any], state: JobState, now: datetime) -> bool:
@@ -195,11 +180,11 @@ def on_full(
             )
         status["waitingForGroup"] = waiting
         return None
-    policies.count_skip(status, SkipReason.GROUP_FULL)
-    skipped_runs = status["skippedRuns"]
+    skipped_runs = policies.skip_counted(status.get("skippedRuns"), SkipReason.GROUP_FULL)
     through = time_at(skipped_runs, "accountedThrough")
     if through is None or through < scheduled:
         skipped_runs["accountedThrough"] = stamp(scheduled)
+    status["skippedRuns"] = skipped_runs
     return None
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from cronjob_operator.api.batch_v1 import CronJobSettings
 from cronjob_operator.api.cronjob_rules import HISTORY_LIMITS, MAX_HISTORY_LIMIT
 from cronjob_operator.controllers.cronjob import backfill
 from cronjob_operator.controllers.cronjob.jobs import (
@@ -184,14 +185,15 @@ def _capped(limit: int | None) -> int:
     return MAX_HISTORY_LIMIT if limit is None else min(limit, MAX_HISTORY_LIMIT)
 
 
-def capped_limits(spec: Mapping[str, Any], jobs: JobSets) -> list[str]:
+def capped_limits(spec: CronJobSettings, jobs: JobSets) -> list[str]:
     """A message per history limit whose cap prunes Jobs the stored limit would keep."""
-    finished = dict(zip(HISTORY_LIMITS, (jobs.successful, jobs.failed), strict=True))
+    limits = (spec.successful_jobs_history_limit, spec.failed_jobs_history_limit)
+    finished = zip(HISTORY_LIMITS, limits, (jobs.successful, jobs.failed), strict=True)
     return [
-        f"spec.{field}: {spec.get(field)!r}: at most {MAX_HISTORY_LIMIT} finished Jobs are "
+        f"spec.{field}: {limit!r}: at most {MAX_HISTORY_LIMIT} finished Jobs are "
         f"kept, older ones are deleted; set a limit of at most {MAX_HISTORY_LIMIT}"
-        for field, kept in finished.items()
-        if len(kept) > MAX_HISTORY_LIMIT and _capped(spec.get(field)) != spec.get(field)
+        for field, limit, kept in finished
+        if len(kept) > MAX_HISTORY_LIMIT and _capped(limit) != limit
     ]
 
 
@@ -251,7 +253,7 @@ def counted(
 
 
 def prunable(
-    spec: Mapping[str, Any],
+    spec: CronJobSettings,
     cronjob_name: str,
     jobs: JobSets,
     stored: Mapping[str, Any],
@@ -273,11 +275,9 @@ def prunable(
         ]
 
     return [
-        *to_prune(recorded(jobs.successful), spec.get("successfulJobsHistoryLimit"), times),
+        *to_prune(recorded(jobs.successful), spec.successful_jobs_history_limit, times),
         *to_prune(
-            counted(recorded(jobs.failed), stored, times),
-            spec.get("failedJobsHistoryLimit"),
-            times,
+            counted(recorded(jobs.failed), stored, times), spec.failed_jobs_history_limit, times
         ),
     ]
 

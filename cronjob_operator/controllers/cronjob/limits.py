@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api import cronjob_rules as rules
+from cronjob_operator.api.batch_v1 import CronJobSettings
 from cronjob_operator.controllers.cronjob.jobs import JobSets, scheduled_time
 from cronjob_operator.controllers.cronjob.view import CronJobView, stamp, time_at
 from cronjob_operator.runtime import objects
@@ -50,14 +51,14 @@ RUN_LIMIT_REACHED: Final = "RunLimitReached"
 WINDOW_ENDED: Final = "WindowEnded"
 
 
-def _limit(spec: Mapping[str, Any]) -> int | None:
-    value = spec.get("maxScheduledRuns")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def _limit(spec: CronJobSettings) -> int | None:
+    value = spec.max_scheduled_runs
+    return value if isinstance(value, int) else None
 
 
 def count_runs(
     status: dict[str, Any],
-    spec: Mapping[str, Any],
+    spec: CronJobSettings,
     cronjob_name: str,
     jobs: JobSets,
     *,
@@ -91,7 +92,7 @@ def count_runs(
     status["scheduledRuns"] = counted
 
 
-def _limit_reached(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+def _limit_reached(spec: CronJobSettings, status: Mapping[str, Any]) -> bool:
     """Whether ``spec.maxScheduledRuns`` runs have been counted."""
     limit = _limit(spec)
     counted = status.get("scheduledRuns") or {}
@@ -106,10 +107,10 @@ def bounds(status: dict[str, Any], view: CronJobView) -> schedules.Window | None
     spec = view.spec
     stored_last = time_at(view.stored, "lastScheduleTime")
     count_runs(status, spec, view.name, view.jobs, stored_last=stored_last)
-    window = rules.parse_spec_window(spec)
+    window = rules.window_of(spec)
     if _limit_reached(spec, status):
         if window is None:
-            zone = schedules.parse_schedule("@daily", spec.get("timeZone")).zone
+            zone = schedules.parse_schedule("@daily", spec.time_zone).zone
             window = schedules.Window(zone)
         last = time_at(status.get("scheduledRuns"), "countedThrough")
         window = window.ending_at(last or datetime.min.replace(tzinfo=window.zone))
@@ -142,7 +143,7 @@ def _first_run_after(
 
 
 def stopped(
-    spec: Mapping[str, Any], status: Mapping[str, Any], now: datetime
+    spec: CronJobSettings, status: Mapping[str, Any], now: datetime
 ) -> tuple[str, str] | None:
     """Why no scheduled run will ever start again (reason, message), or None."""
     if _limit_reached(spec, status):
@@ -155,7 +156,7 @@ def stopped(
             f"starts; raise or remove {rules.LIMIT_FIELD} to resume",
         )
     try:
-        window = rules.parse_spec_window(spec)
+        window = rules.window_of(spec)
     except rules.WindowError:
         return None  # reported by the scheduling step
     if window is None or window.end is None or not window.ended(now):

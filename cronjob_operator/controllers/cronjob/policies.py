@@ -29,6 +29,7 @@ only records.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -51,23 +52,14 @@ __all__ = [
     "Block",
     "account",
     "blocked_by",
-    "catch_up_policy",
-    "count_skip",
     "due_queue",
+    "skip_counted",
     "skipped_message",
     "with_skip",
 ]
 
 ACCOUNT_STEP: Final = 1000
 """The most scheduled times one reconcile accounts for; more wait for the next one."""
-
-
-def catch_up_policy(spec: Mapping[str, Any]) -> CatchUpPolicy:
-    """``spec.catchUpPolicy`` (unset, or a value stored past validation: Latest)."""
-    try:
-        return CatchUpPolicy(spec.get("catchUpPolicy") or CatchUpPolicy.LATEST)
-    except ValueError:
-        return CatchUpPolicy.LATEST
 
 
 def due_queue(
@@ -113,7 +105,7 @@ class Block:
 
 
 def blocked_by(
-    *, suspended: bool, paused: bool, active_since: datetime | None, policy: str | None
+    *, suspended: bool, paused: bool, active_since: datetime | None, policy: ConcurrencyPolicy
 ) -> Block | None:
     """What keeps a time that is due now from starting, most fundamental first (None:
     nothing). ``active_since``: the time of the oldest active run (None: none is
@@ -123,25 +115,27 @@ def blocked_by(
         return Block(SkipReason.SUSPENDED)
     if paused:
         return Block(SkipReason.PAUSED_AFTER_FAILURES)
-    if active_since is not None and policy == ConcurrencyPolicy.FORBID:
+    if active_since is not None and policy is ConcurrencyPolicy.FORBID:
         return Block(SkipReason.FORBID_WHILE_ACTIVE, active_since)
-    if active_since is not None and policy == ConcurrencyPolicy.BUFFER_ONE:
+    if active_since is not None and policy is ConcurrencyPolicy.BUFFER_ONE:
         return Block(SkipReason.BUFFER_FULL, active_since)
     return None
 
 
 @dataclass(frozen=True)
 class Accounting:
-    """What one accounting walk found: the counts it added, and whether it stopped at
-    its step bound with times still to account for (look again soon)."""
+    """What one accounting walk found: the counts it added, whether it stopped at its
+    step bound with times still to account for (look again soon), and
+    ``status.skippedRuns`` as it leaves it (None: unchanged)."""
 
     skipped: Counter[SkipReason]
     newest_skipped: datetime | None
     more: bool
+    skipped_runs: dict[str, Any] | None = None
 
 
 def account(
-    status: dict[str, Any],
+    skipped_runs: Mapping[str, Any] | None,
     schedule: schedules.AnySchedule,
     *,
     initial: datetime,
@@ -154,7 +148,8 @@ def account(
     block: Block | None,
     window: schedules.Window | None = None,
 ) -> Accounting:
-    """Account for the times in (accountedThrough, now], updating ``status.skippedRuns``.
+    """Account for the times in (accountedThrough, now] of ``status.skippedRuns``
+    (``skipped_runs``), returning the counts and the field as it is to be recorded.
 
     Without a watermark yet the walk starts at ``initial`` (``lastScheduleTime``, else the
     creation time: a CronJob from before the accounting counts nothing older); never
@@ -170,7 +165,7 @@ def account(
     """
     if window is not None:
         floor, now = window.clamp(floor, now)
-    through = time_at(status.get("skippedRuns"), "accountedThrough")
+    through = time_at(skipped_runs, "accountedThrough")
     if through is not None and through >= floor and (latest is None or latest <= through):
         return Accounting(Counter(), None, more=False)
     mark = max(initial if through is None else through, floor)
@@ -196,23 +191,32 @@ def account(
             reason = SkipReason.CATCH_UP_BOUND
         counts[reason] += 1
         newest = moment
-    if through is None or mark != through:
-        _write(status, mark, counts)
-    return Accounting(counts, newest, more=not stopped and walked == ACCOUNT_STEP)
+    moved = through is None or mark != through
+    return Accounting(
+        counts,
+        newest,
+        more=not stopped and walked == ACCOUNT_STEP,
+        skipped_runs=_walked(skipped_runs, mark, counts) if moved else None,
+    )
 
 
-def count_skip(status: dict[str, Any], reason: SkipReason) -> None:
-    """Count one skipped time outside the walk (a buffered time whose deadline passed)."""
-    skipped_runs = status.setdefault("skippedRuns", {})
-    skipped_runs[reason.status_key] = int(skipped_runs.get(reason.status_key) or 0) + 1
+def skip_counted(skipped_runs: Mapping[str, Any] | None, reason: SkipReason) -> dict[str, Any]:
+    """``status.skippedRuns`` with one more skipped time counted outside the walk (a
+    buffered time whose deadline passed)."""
+    counted = dict(skipped_runs or {})
+    counted[reason.status_key] = int(counted.get(reason.status_key) or 0) + 1
+    return counted
 
 
-def _write(status: dict[str, Any], through: datetime, counts: Counter[SkipReason]) -> None:
-    skipped_runs = dict(status.get("skippedRuns") or {})
-    skipped_runs["accountedThrough"] = stamp(through)
+def _walked(
+    skipped_runs: Mapping[str, Any] | None, through: datetime, counts: Counter[SkipReason]
+) -> dict[str, Any]:
+    """``status.skippedRuns`` accounted through ``through``, with ``counts`` added."""
+    walked = dict(skipped_runs or {})
+    walked["accountedThrough"] = stamp(through)
     for reason, count in counts.items():
-        skipped_runs[reason.status_key] = int(skipped_runs.get(reason.status_key) or 0) + count
-    status["skippedRuns"] = skipped_runs
+        walked[reason.status_key] = int(walked.get(reason.status_key) or 0) + count
+    return walked
 
 
 def with_skip(accounting: Accounting, reason: SkipReason, moment: datetime) -> Accounting:
@@ -220,8 +224,10 @@ def with_skip(accounting: Accounting, reason: SkipReason, moment: datetime) -> A
     skipped = Counter(accounting.skipped)
     skipped[reason] += 1
     newest = accounting.newest_skipped
-    return Accounting(
-        skipped, moment if newest is None or moment > newest else newest, accounting.more
+    return dataclasses.replace(
+        accounting,
+        skipped=skipped,
+        newest_skipped=moment if newest is None or moment > newest else newest,
     )
 
 

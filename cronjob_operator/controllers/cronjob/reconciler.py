@@ -26,6 +26,7 @@ concurrencygroups/status update (the slots, ``group_slots.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime
 from typing import Any
@@ -120,12 +121,13 @@ class CronJobReconciler:
             for ref in history.unconfirmed_active(cronjob.get("status") or {}, owned.owned())
             if not self._exists_live(ref)
         ]
-        overdue = start_timeout.overdue(cronjob.get("spec") or {}, owned.active, now)
+        view = view_of(cronjob, owned, missing=missing)
+        overdue = start_timeout.overdue(view.spec, owned.active, now)
+        if not overdue:
+            return view
         reports = {jobs.job_uid(job): self._start_report(job) for job in overdue}
-        return view_of(
-            cronjob,
-            owned,
-            missing=missing,
+        return dataclasses.replace(
+            view,
             start_reports={uid: report for uid, report in reports.items() if report is not None},
         )
 

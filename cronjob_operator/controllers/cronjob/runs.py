@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from cronjob_operator.api.batch_v1 import CronJobSettings
 from cronjob_operator.controllers.cronjob.jobs import JobSets, scheduled_time
 from cronjob_operator.controllers.cronjob.view import stamp, time_at
 from cronjob_operator.runtime import objects
@@ -22,7 +23,7 @@ __all__ = ["active_since", "observe_schedule", "ran"]
 
 
 def observe_schedule(
-    status: dict[str, Any], spec: Mapping[str, Any], *, created: datetime, now: datetime
+    status: dict[str, Any], spec: CronJobSettings, *, created: datetime, now: datetime
 ) -> datetime:
     """Bring ``status.observedSchedule`` in line with ``spec``; return its ``since``.
 
@@ -32,13 +33,12 @@ def observe_schedule(
     record: ``since`` becomes ``now``, the first reconcile that sees the edit (later than
     the edit itself, never earlier: a time between the two is not run).
     """
-    many = spec.get("schedules")
-    if spec.get("schedule") is None and isinstance(many, (list, tuple)):
-        current: dict[str, Any] = {"schedules": "; ".join(str(entry) for entry in many)}
+    if spec.schedule is None and spec.schedules is not None:
+        current: dict[str, Any] = {"schedules": "; ".join(spec.schedules)}
     else:
-        current = {"schedule": str(spec.get("schedule") or "")}
-    if spec.get("timeZone") is not None:
-        current["timeZone"] = spec["timeZone"]
+        current = {"schedule": spec.schedule or ""}
+    if spec.time_zone is not None:
+        current["timeZone"] = spec.time_zone
     recorded = status.get("observedSchedule") or {}
     since = time_at(recorded, "since")
     if since is not None and {k: v for k, v in recorded.items() if k != "since"} == current:

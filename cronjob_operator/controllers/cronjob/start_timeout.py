@@ -24,11 +24,12 @@ that are working. The rule, off unless the field is set:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 from cronjob_operator.api import cronjob_rules as rules
+from cronjob_operator.api.batch_v1 import CronJobSettings
 from cronjob_operator.controllers.cronjob import history
 from cronjob_operator.controllers.cronjob.plan import Delete, Rejected, Steps
 from cronjob_operator.controllers.cronjob.view import CronJobView, JobTimes, StartReport
@@ -61,10 +62,10 @@ _MAX_CAUSE_LENGTH: Final = 600
 message; a scheduler's message lists every node group and can be long."""
 
 
-def timeout_of(spec: Mapping[str, Any]) -> timedelta | None:
+def timeout_of(spec: CronJobSettings) -> timedelta | None:
     """``spec.runStartTimeoutSeconds`` (None when unset, or out of the range the schema
     and the webhook admit, which only a value stored past both can be: off)."""
-    seconds = spec.get("runStartTimeoutSeconds")
+    seconds = spec.run_start_timeout_seconds
     if seconds is None or rules.start_timeout_problem(seconds) is not None:
         return None
     return timedelta(seconds=seconds)
@@ -85,7 +86,7 @@ def _deadline(job: objects.Obj, timeout: timedelta) -> datetime | None:
 
 
 def overdue(
-    spec: Mapping[str, Any], active: Iterable[objects.Obj], now: datetime
+    spec: CronJobSettings, active: Iterable[objects.Obj], now: datetime
 ) -> list[objects.Obj]:
     """The active Jobs whose run is past its start timeout with no Pod started, by their
     (cached) status: the ones whose Pods the reconciler reads."""
@@ -96,7 +97,7 @@ def overdue(
 
 
 def requeue_after(
-    spec: Mapping[str, Any], active: Iterable[objects.Obj], now: datetime
+    spec: CronJobSettings, active: Iterable[objects.Obj], now: datetime
 ) -> timedelta | None:
     """How long until the next unstarted run's timeout (None: none to wait for)."""
     timeout = timeout_of(spec)

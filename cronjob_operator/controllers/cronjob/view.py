@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Final
 
+from cronjob_operator.api.batch_v1 import CronJobSettings, read_settings
 from cronjob_operator.controllers.cronjob.jobs import JobSets, job_uid
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
@@ -143,7 +144,8 @@ class CronJobView:
     generation: int
     created: datetime | None
     deleting: bool
-    spec: Mapping[str, Any]
+    spec: CronJobSettings
+    """The spec fields the decision acts on, typed (the Jobs' template is ``obj``'s)."""
     annotations: Mapping[str, Any]
     stored: Mapping[str, Any]
     """The status as stored, frozen, its timestamps parsed (:func:`stored_status`): what
@@ -165,7 +167,6 @@ def view_of(
     jobs: JobSets,
     *,
     missing: Iterable[str] = (),
-    start_reports: Mapping[str, StartReport] | None = None,
 ) -> CronJobView:
     """The view of ``cronjob`` and the Jobs it controls, by state (``jobs.classify``)."""
     metadata = cronjob["metadata"]
@@ -177,7 +178,7 @@ def view_of(
         generation=int(metadata.get("generation") or 0),
         created=created_at(cronjob),
         deleting=bool(metadata.get("deletionTimestamp")),
-        spec=cronjob.get("spec") or {},
+        spec=read_settings(cronjob),
         annotations=metadata.get("annotations") or {},
         stored=stored_status(cronjob.get("status") or {}),
         jobs=jobs,
@@ -186,7 +187,6 @@ def view_of(
             {objects.name_of(job): times[job_uid(job)] for job in jobs.active}
         ),
         missing=frozenset(missing),
-        start_reports=start_reports or {},
     )
 
 
