@@ -67,6 +67,11 @@ def maximal(name: str, namespace: str, index: int) -> dict[str, Any]:
         "staggerSeconds": 30,
         "failurePolicy": {"pauseAfterConsecutiveFailures": 3},
         "catchUpPolicy": "All",
+        "runStartTimeoutSeconds": 600,
+        "window": {"start": "2026-01-01T00:00:00Z", "end": "2027-01-01T00:00:00Z"},
+        "maxScheduledRuns": 100,
+        "exclusions": {"dates": ["2026-12-25"], "schedules": ["* * * * 0,6"]},
+        "concurrencyGroup": {"name": "nightly", "whenFull": "Skip"},
     }
     if index % 3 == 0:
         spec["schedules"] = ["@daily", "15 */2 * * 1-5"]
@@ -122,6 +127,8 @@ STATUS: dict[str, Any] = {
         "pausedAfterFailures": 4,
         "catchUpBound": 5,
         "bufferFull": 6,
+        "excluded": 7,
+        "groupFull": 8,
     },
     "backfill": {
         "token": "b-1",
@@ -132,6 +139,8 @@ STATUS: dict[str, Any] = {
         "next": "2026-01-01T03:00:00Z",
         "state": "Running",
     },
+    "scheduledRuns": {"count": 3, "countedThrough": "2026-01-02T04:00:00Z", "remaining": 97},
+    "waitingForGroup": {"group": "nightly", "scheduledTime": "2026-01-02T04:00:00Z"},
 }
 
 
