@@ -261,7 +261,8 @@ def scheduled_minutes(cronjob: dict[str, Any], since: datetime, last: datetime) 
     ticks = minute_ticks(since, last)
     if cronjob["metadata"]["name"] != BACKFILL:
         return ticks
-    minute = int(cronjob["spec"]["schedule"].split()[0])
+    schedule = cronjob["spec"]["schedule"]  # v2 (config/default's preferred) is an object
+    minute = int(schedule["minute"] if isinstance(schedule, dict) else schedule.split()[0])
     return [t for t in ticks if t.minute == minute]
 
 
