@@ -9,7 +9,9 @@ same name (another uid), nothing is written.
 ``StatusEchoes`` lets a controller skip the watch echo of its own status write: the
 update from the object a reconcile decided from to that object with the status it
 wrote. Reconciling the echo decides again from what the writing reconcile already
-decided from, plus the status it computed, and so changes nothing; controller-runtime
+decided from, with the written status stored; when that decision is the same (the
+controller checks it: a decision that reads the stored status, say to delete only what
+a written status records, may differ), the echo changes nothing. controller-runtime
 reconciles it anyway (no predicate of its own tells an echo apart), and at a burst of
 due runs it is one reconcile in three (``bench.fire``).
 """
@@ -145,7 +147,8 @@ def write_status(
     status (``merge_status``), then written again (up to ``attempts`` writes in all):
     a stale cache after our own previous write, or another writer, never makes us drop
     our status or overwrite theirs. Other errors raise. ``echoes``: note the first
-    attempt, so the watch echo of its write can be skipped (``StatusEchoes``).
+    attempt, so the watch echo of its write can be skipped (``StatusEchoes``); pass it
+    only when deciding again from the written status would change nothing.
     """
     base = objects.thaw(obj.get("status") or {})
     if status == base:
