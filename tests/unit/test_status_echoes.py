@@ -120,6 +120,30 @@ def test_every_other_update_passes(old: objects.Obj, new: objects.Obj) -> None:
     assert skip_status_echoes(echoes).update(old, new)
 
 
+@pytest.mark.parametrize(
+    "edited",
+    [
+        stored(9, WRITTEN, suspend=True),  # a spec edit after our write
+        objects.freeze(
+            {
+                **stored(9, WRITTEN),
+                "metadata": {**stored(9, WRITTEN)["metadata"], "labels": {"a": "b"}},
+            }
+        ),  # a label edit after our write
+    ],
+    ids=["spec-edit", "label-edit"],
+)
+def test_a_relist_past_the_echo_and_an_edit_passes(edited: objects.Obj) -> None:
+    # A relist (after the watch expired) delivers one update from the cached object to
+    # the newest: our write and a user's edit after it, in one. The edit is news.
+    # Failed before: the status was the written one and the old resourceVersion the
+    # base, so the update was taken for the echo and skipped.
+    base = stored(7, {"active": []})
+    echoes = StatusEchoes()
+    assert write_status(_Server(base), CONFIG_MAP, base, dict(WRITTEN), echoes=echoes)
+    assert skip_status_echoes(echoes).update(base, edited)
+
+
 def test_a_deleted_object_drops_its_note() -> None:
     base = stored(7, {"active": []})
     server, echoes = _Server(base), StatusEchoes()
