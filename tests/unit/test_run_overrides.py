@@ -177,7 +177,7 @@ def test_the_bound_counts_utf8_bytes_and_the_jobs_copy_is_no_larger() -> None:
 
 
 def test_an_oversized_value_is_not_remembered() -> None:
-    """The memo of parsed requests holds only values within the bound (64 x 32 KiB)."""
+    """The memo of parsed requests holds only values within the bound (32 KiB each)."""
     before = run_overrides._parse_json_request.cache_info().currsize
     for size in (10**6, 10**6 + 1):
         problem_of('{"token": "t"}' + " " * size)
