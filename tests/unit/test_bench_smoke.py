@@ -25,6 +25,7 @@ from bench import (
     reconcile_cost,
     request_cost,
     retry_storm,
+    run_request_memo,
 )
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX
 from cronjob_operator.runtime.kinds import JOB
@@ -72,6 +73,7 @@ def table_rows(output: str) -> list[str]:
         pytest.param(plugin_start.main, ["--repeat", "1", "--top", "2"], 7, id="plugin_start"),
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),
         pytest.param(request_cost.main, QUICK, 3, id="request_cost"),
+        pytest.param(run_request_memo.main, QUICK, 3, id="run_request_memo"),
         pytest.param(retry_storm.main, ["--requests", "20", "--seconds", "2"], 2, id="retry_storm"),
         pytest.param(
             hostile_clients.main,
