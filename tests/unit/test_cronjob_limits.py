@@ -21,7 +21,7 @@ from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.kinds import JOB
 from tests.unit import cronjob_harness
 from tests.unit.cronjob_harness import Harness
-from tests.unit.test_cronjob_policies import counter, created_order, settle
+from tests.unit.test_cronjob_policies import counter, created_order, request_run, settle
 
 NS, NAME = "default", "report"
 CREATED = datetime(2016, 5, 19, 0, 0, tzinfo=UTC)
@@ -178,16 +178,12 @@ def test_a_buffered_time_past_a_lowered_limit_does_not_start() -> None:
 
 def test_manual_runs_do_not_count() -> None:
     world = world_of(maxScheduledRuns=1)
-    world.edit(
-        lambda body: (
-            body["metadata"]
-            .setdefault("annotations", {})
-            .update({"batch.tutorial.kubebuilder.io/run-requested-at": "now"})
-        )
-    )
+    request_run(world, "now")
     settle(world, at(0.5))
+    assert created_order(world) == [rules.manual_job_name(NAME, "now")], "the manual run ran"
     assert world.status()["scheduledRuns"]["count"] == 0
     hourly(world, range(1, 2))
+    assert created_order(world)[1:] == [job_name(NAME, at(1))]
     assert world.status()["scheduledRuns"]["count"] == 1
 
 
