@@ -219,6 +219,19 @@ def test_an_invalid_stored_window_is_reported_by_field() -> None:
     assert degraded["message"].startswith("spec.exclusions.dates[0]: '2016-02-30': must be")
 
 
+def test_more_exclusion_schedules_than_the_bound_stored_past_validation_run_nothing() -> None:
+    """Each exclusion schedule is asked about every time walked: eleven are refused by the
+    controller as by the webhook, naming the field, before any is parsed."""
+    world = world_of(exclusions={"schedules": [f"{minute} 3 * * *" for minute in range(11)]})
+    settle(world, at(1.5))
+    assert created_order(world) == []
+    degraded = world.condition("Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidWindow")
+    assert degraded["message"] == (
+        "spec.exclusions.schedules: '<11 schedules>': must list at most 10 schedules"
+    )
+
+
 # --- the window itself ----------------------------------------------------------------
 
 
@@ -266,6 +279,27 @@ def test_window_edges_are_inclusive_start_exclusive_end() -> None:
         (
             {"exclusions": {"schedules": ["0 * * * *", "61 * * * *"]}},
             ("spec.exclusions.schedules[1]", "61 * * * *", "minute 61 is out of range 0-59"),
+        ),
+        # Stored past the schema: refused by count and length before anything is parsed.
+        (
+            {"exclusions": {"dates": ["2026-01-01"] * 367}},
+            ("spec.exclusions.dates", "<367 dates>", "must list at most 366 dates"),
+        ),
+        (
+            {"exclusions": {"schedules": ["0 * * * *"] * 11}},
+            ("spec.exclusions.schedules", "<11 schedules>", "must list at most 10 schedules"),
+        ),
+        (
+            {"exclusions": {"schedules": ["0 * * * *", "0," * 600 + "0 * * * *"]}},
+            (
+                "spec.exclusions.schedules[1]",
+                "0," * 20 + "...",
+                "must be at most 1024 characters (five short cron fields)",
+            ),
+        ),
+        (
+            {"exclusions": {"dates": 20260101}},
+            ("spec.exclusions.dates", 20260101, "must be a list of dates"),
         ),
     ],
 )
