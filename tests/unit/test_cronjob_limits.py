@@ -21,7 +21,13 @@ from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.kinds import JOB
 from tests.unit import cronjob_harness
 from tests.unit.cronjob_harness import Harness
-from tests.unit.test_cronjob_policies import counter, created_order, request_run, settle
+from tests.unit.test_cronjob_policies import (
+    counter,
+    counts,
+    created_order,
+    request_run,
+    settle,
+)
 
 NS, NAME = "default", "report"
 CREATED = datetime(2016, 5, 19, 0, 0, tzinfo=UTC)
@@ -76,6 +82,20 @@ def test_a_staggered_run_of_the_last_time_in_the_window_is_still_due_after_its_e
     settle(world, at(1.5))
     assert created_order(world) == [job_name(NAME, at(0)), job_name(NAME, at(1))]
     assert world.condition("Available")["reason"] == "WindowEnded"
+
+
+def test_a_time_before_a_start_moved_earlier_still_runs() -> None:
+    """Before the window opens no time is accounted for: a watermark past now (the start)
+    would swallow 01:00 once the start moves before it, neither run nor counted."""
+    world = world_of(window={"start": rfc3339(at(2))})
+    settle(world, at(0.5))
+    assert "skippedRuns" not in world.status(), "nothing to account for before the start"
+    world.edit(lambda body: body["spec"]["window"].update(start=rfc3339(at(1))))
+    settle(world, at(0.75))
+    assert world.status()["nextScheduleTime"] == rfc3339(at(1))
+    hourly(world, range(1, 3))
+    assert created_order(world) == [job_name(NAME, at(1)), job_name(NAME, at(2))]
+    assert counts(world) == {}
 
 
 def test_a_window_start_between_two_times_runs_the_first_time_after_it() -> None:

@@ -164,7 +164,10 @@ def account(
     are not walked; an excluded time is counted as Excluded.
     """
     if window is not None:
-        floor, now = window.clamp(floor, now)
+        floor, through_now = window.clamp(floor, now)
+        if floor > now:  # the window opens later: no time is a run yet, the watermark stays
+            return Accounting(Counter(), None, more=False)
+        now = through_now
     through = time_at(skipped_runs, "accountedThrough")
     if through is not None and through >= floor and (latest is None or latest <= through):
         return Accounting(Counter(), None, more=False)
