@@ -261,14 +261,15 @@ def window_of(settings: CronJobSettings) -> schedules.Window | None:
 
 def parse_spec_window(spec: Mapping[str, Any]) -> schedules.Window | None:
     """``spec.window`` and ``spec.exclusions`` in ``spec.timeZone``; None when neither is
-    set. Raises ``ScheduleError`` naming the field for a value stored past validation."""
+    set. Raises ``WindowError`` naming the field for a value of them or of
+    ``spec.maxScheduledRuns`` stored past validation (``ScheduleError`` for the zone)."""
     window, exclusions = spec.get("window"), spec.get("exclusions")
-    if window is None and exclusions is None:
-        return None
     problems = window_problems(spec)
     if problems:
         field, value, detail = problems[0]
         raise WindowError(field, f"{field}: {value!r}: {detail}")
+    if window is None and exclusions is None:
+        return None
     zone = schedules.parse_schedule("@daily", spec.get("timeZone")).zone
     window, exclusions = window or {}, exclusions or {}
     return schedules.Window(

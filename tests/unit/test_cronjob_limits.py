@@ -239,6 +239,22 @@ def test_an_invalid_stored_window_is_reported_by_field() -> None:
     assert degraded["message"].startswith("spec.exclusions.dates[0]: '2016-02-30': must be")
 
 
+@pytest.mark.parametrize("stored", ["5", 0])
+def test_an_unusable_stored_limit_alone_is_reported_by_field(stored: object) -> None:
+    """Without a window or exclusions too: "5" ran unlimited and unreported, 0 read as a
+    limit already reached."""
+    world = world_of(maxScheduledRuns=stored)
+    settle(world, at(1.5))
+    assert created_order(world) == []
+    degraded = world.condition("Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidWindow")
+    assert degraded["message"] == (
+        f"spec.maxScheduledRuns: {stored!r}: must be a whole number of at least 1, or unset "
+        "for no limit"
+    )
+    assert world.condition("Available")["reason"] != "RunLimitReached"
+
+
 def test_more_exclusion_schedules_than_the_bound_stored_past_validation_run_nothing() -> None:
     """Each exclusion schedule is asked about every time walked: eleven are refused by the
     controller as by the webhook, naming the field, before any is parsed."""

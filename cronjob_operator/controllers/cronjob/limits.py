@@ -54,8 +54,10 @@ WINDOW_ENDED: Final = "WindowEnded"
 
 
 def _limit(spec: CronJobSettings) -> int | None:
+    """``spec.maxScheduledRuns`` when it is usable (one stored past validation is no
+    limit: ``bounds`` reports it and nothing is scheduled)."""
     value = spec.max_scheduled_runs
-    return value if isinstance(value, int) else None
+    return value if isinstance(value, int) and value >= 1 else None
 
 
 def count_runs(
