@@ -89,12 +89,24 @@ def test_a_time_before_a_start_moved_earlier_still_runs() -> None:
     would swallow 01:00 once the start moves before it, neither run nor counted."""
     world = world_of(window={"start": rfc3339(at(2))})
     settle(world, at(0.5))
-    assert "skippedRuns" not in world.status(), "nothing to account for before the start"
+    watermark = (world.status().get("skippedRuns") or {}).get("accountedThrough")
+    assert watermark is None or watermark <= rfc3339(at(0.5)), "no watermark past now"
     world.edit(lambda body: body["spec"]["window"].update(start=rfc3339(at(1))))
     settle(world, at(0.75))
     assert world.status()["nextScheduleTime"] == rfc3339(at(1))
     hourly(world, range(1, 3))
     assert created_order(world) == [job_name(NAME, at(1)), job_name(NAME, at(2))]
+    assert counts(world) == {}
+
+
+def test_an_every_schedule_keeps_its_times_when_a_window_opens() -> None:
+    """@every counts from the last run (or the creation): the window only filters those
+    times, it does not move them to its start."""
+    world = world_of(schedule="@every 1h", window={"start": rfc3339(at(2.5))})
+    settle(world, at(0.5))
+    assert world.status()["nextScheduleTime"] == rfc3339(at(3))
+    hourly(world, range(1, 5))
+    assert created_order(world) == [job_name(NAME, at(3)), job_name(NAME, at(4))]
     assert counts(world) == {}
 
 
@@ -355,6 +367,14 @@ def test_excluded_dates_are_passed_a_day_at_a_time() -> None:
     schedule = schedules.parse_schedule("* * * * *")
     start = datetime(2026, 1, 1, tzinfo=UTC)
     assert window.next_after(schedule, start) == datetime(2026, 1, 31, tzinfo=UTC)
+
+
+def test_an_every_schedule_walked_past_an_excluded_date_keeps_its_times() -> None:
+    window = rules.parse_spec_window({"exclusions": {"dates": ["2026-01-01"]}})
+    assert window is not None
+    schedule = schedules.parse_schedule("@every 1h")
+    after = datetime(2026, 1, 1, 0, 30, tzinfo=UTC)  # its times: 01:30, 02:30, ...
+    assert window.next_after(schedule, after) == datetime(2026, 1, 2, 0, 30, tzinfo=UTC)
 
 
 def test_more_excluded_times_in_a_row_than_the_bound_show_no_next_time() -> None:
