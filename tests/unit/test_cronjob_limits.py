@@ -85,8 +85,8 @@ def test_a_staggered_run_of_the_last_time_in_the_window_is_still_due_after_its_e
 
 
 def test_a_time_before_a_start_moved_earlier_still_runs() -> None:
-    """Before the window opens no time is accounted for: a watermark past now (the start)
-    would swallow 01:00 once the start moves before it, neither run nor counted."""
+    """The skip accounting's watermark never passes now: one at the start (02:00) would
+    swallow 01:00 once the start moves before it, neither run nor counted."""
     world = world_of(window={"start": rfc3339(at(2))})
     settle(world, at(0.5))
     watermark = (world.status().get("skippedRuns") or {}).get("accountedThrough")
