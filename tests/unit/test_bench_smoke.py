@@ -16,6 +16,7 @@ from bench import (
     _common,
     configdeployment_hash,
     configmap_cache,
+    exclusion_walk,
     hostile_clients,
     index_vs_scan,
     ingest,
@@ -74,6 +75,7 @@ def table_rows(output: str) -> list[str]:
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),
         pytest.param(request_cost.main, QUICK, 3, id="request_cost"),
         pytest.param(run_request_memo.main, QUICK, 3, id="run_request_memo"),
+        pytest.param(exclusion_walk.main, ["--dates", "3"], 3, id="exclusion_walk"),
         pytest.param(retry_storm.main, ["--requests", "20", "--seconds", "2"], 2, id="retry_storm"),
         pytest.param(
             hostile_clients.main,
