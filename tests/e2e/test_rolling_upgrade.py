@@ -39,6 +39,8 @@ from typing import Any
 import pytest
 
 from cronjob_operator import __version__
+from cronjob_operator import schedule as schedules
+from cronjob_operator.api import cronjob_rules
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.envtest.audit import AuditEvent, writes
@@ -52,7 +54,7 @@ from tests.e2e.support import (
     parse_stamp,
     wait_for_second,
 )
-from tests.e2e.test_default_install import second_replica, write_default_overlay
+from tests.e2e.test_default_install import V1, second_replica, write_default_overlay
 from tests.e2e.test_in_cluster import (
     DEPLOYMENT,
     SYSTEM,
@@ -255,15 +257,12 @@ def backfill_done(cluster: Cluster) -> int:
     return int((status.get("backfill") or {}).get("done") or 0)
 
 
-def scheduled_minutes(cronjob: dict[str, Any], since: datetime, last: datetime) -> list[datetime]:
-    """The times in (since, last] the CronJob is scheduled at (every minute, or the
-    backfill's one minute of each hour)."""
-    ticks = minute_ticks(since, last)
-    if cronjob["metadata"]["name"] != BACKFILL:
-        return ticks
-    schedule = cronjob["spec"]["schedule"]  # v2 (config/default's preferred) is an object
-    minute = int(schedule["minute"] if isinstance(schedule, dict) else schedule.split()[0])
-    return [t for t in ticks if t.minute == minute]
+def scheduled_times(cronjob: dict[str, Any], since: datetime, last: datetime) -> list[datetime]:
+    """The times in (since, last] ``cronjob`` (read as v1) is scheduled at, by the
+    operator's own schedule rules; a cron schedule has at most one time a minute."""
+    schedule = cronjob_rules.parse_spec_schedule(cronjob["spec"])
+    minutes = int((last - since).total_seconds() // 60) + 1
+    return list(schedules.times_between(schedule, since, last, limit=minutes))
 
 
 def runs_not_made(cluster: Cluster, created: Creates, last: datetime) -> dict[str, int]:
@@ -271,7 +270,7 @@ def runs_not_made(cluster: Cluster, created: Creates, last: datetime) -> dict[st
     not waiting in ``status.bufferedRun``, less those ``status.skippedRuns`` counts (any
     reason): above 0, a time lost."""
     lost = {}
-    for name, cronjob in cronjobs(cluster.plane, NAMESPACE).items():
+    for name, cronjob in cronjobs(cluster.plane, NAMESPACE, V1).items():
         if name == PROBE:
             continue
         status = cronjob.get("status") or {}
@@ -279,7 +278,7 @@ def runs_not_made(cluster: Cluster, created: Creates, last: datetime) -> dict[st
         since = parse_stamp(cronjob["metadata"]["creationTimestamp"])
         missing = [
             t
-            for t in scheduled_minutes(cronjob, since, last)
+            for t in scheduled_times(cronjob, since, last)
             if (name, t) not in created and t not in waiting
         ]
         lost[name] = len(missing) - skipped(status)
