@@ -30,9 +30,9 @@ from typing import Any, Final
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import CronJobSettings
-from cronjob_operator.controllers.cronjob.jobs import JobSets, scheduled_time
+from cronjob_operator.controllers.cronjob import runs
+from cronjob_operator.controllers.cronjob.jobs import JobSets
 from cronjob_operator.controllers.cronjob.view import CronJobView, stamp, time_at
-from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
@@ -73,14 +73,7 @@ def count_runs(
         return
     counted = dict(status.get("scheduledRuns") or {"countedThrough": stored_last})
     through = time_at(counted, "countedThrough")
-    times = {
-        moment
-        for job in jobs.owned()
-        if (moment := scheduled_time(cronjob_name, objects.name_of(job))) is not None
-    }
-    last = time_at(status, "lastScheduleTime")
-    if last is not None:
-        times.add(last)
+    times = runs.ran(cronjob_name, jobs, status)
     new = sorted(moment for moment in times if through is None or moment > through)
     count = int(counted.get("count") or 0) + len(new)
     if new:
