@@ -87,7 +87,7 @@ from cronjob_operator.runtime.controllerutil import (
 )
 from cronjob_operator.runtime.sharding import owned_object_labels
 
-__all__ = ["Walks", "decide"]  # Walks: due.py's, passed in by the reconciler
+__all__ = ["decide"]
 
 
 class _Backfilled(NamedTuple):
