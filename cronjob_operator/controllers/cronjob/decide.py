@@ -500,7 +500,7 @@ class _Decision:
         else:
             condition("Degraded", False, "AsExpected", "")
         available = conditions.availability(self.view, status, problem)
-        if available.available and (halt := limits.stopped(self.view.spec, status, self.now)):
+        if available.available and (halt := limits.stopped(self.view, status, self.now)):
             available = conditions.Availability(False, *halt)
         condition("Available", *available)
         if available.reason == conditions.PAUSED_REASON and not was_paused:

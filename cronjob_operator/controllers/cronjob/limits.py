@@ -100,7 +100,9 @@ def bounds(status: dict[str, Any], view: CronJobView) -> schedules.Window | None
     spec = view.spec
     stored_last = time_at(view.stored, "lastScheduleTime")
     count_runs(status, spec, view.name, view.jobs, stored_last=stored_last)
-    window = rules.window_of(spec)
+    window = view.window
+    if isinstance(window, Exception):
+        raise window
     if _limit_reached(spec, status):
         if window is None:
             zone = schedules.parse_schedule("@daily", spec.time_zone).zone
@@ -135,10 +137,9 @@ def _first_run_after(
     return window.next_after(schedule, moment)
 
 
-def stopped(
-    spec: CronJobSettings, status: Mapping[str, Any], now: datetime
-) -> tuple[str, str] | None:
+def stopped(view: CronJobView, status: Mapping[str, Any], now: datetime) -> tuple[str, str] | None:
     """Why no scheduled run will ever start again (reason, message), or None."""
+    spec, window = view.spec, view.window
     if _limit_reached(spec, status):
         counted = status.get("scheduledRuns") or {}
         last = time_at(counted, "countedThrough")
@@ -148,11 +149,9 @@ def stopped(
             f"the last at {'<none>' if last is None else rfc3339(last)}): no scheduled run "
             f"starts; raise or remove {rules.LIMIT_FIELD} to resume",
         )
-    try:
-        window = rules.window_of(spec)
-    except rules.WindowError:
-        return None  # reported by the scheduling step
-    if window is None or window.end is None or not window.ended(now):
+    if not isinstance(window, schedules.Window):
+        return None  # none, or one the scheduling step reports
+    if window.end is None or not window.ended(now):
         return None
     if status.get("nextScheduleTime"):  # a staggered run of its last time is still due
         return None
