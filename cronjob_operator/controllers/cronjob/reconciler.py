@@ -35,7 +35,8 @@ from prometheus_client import Histogram
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob import history, jobs, policies, start_timeout
-from cronjob_operator.controllers.cronjob.decide import Walks, decide
+from cronjob_operator.controllers.cronjob.decide import decide
+from cronjob_operator.controllers.cronjob.due import Walks
 from cronjob_operator.controllers.cronjob.group_slots import GroupSlots, with_wait_poll
 from cronjob_operator.controllers.cronjob.jobs import JOB_OWNER_INDEX
 from cronjob_operator.controllers.cronjob.plan import (
