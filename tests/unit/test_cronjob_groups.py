@@ -24,12 +24,12 @@ from cronjob_operator.controllers.cronjob import (
 )
 from cronjob_operator.controllers.cronjob.view import group_status_of
 from cronjob_operator.controllers.metrics import CronJobMetrics
-from cronjob_operator.runtime import objects
+from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.controllerutil import find_condition, rfc3339
 from cronjob_operator.runtime.fake import Action, FakeClient, FakeClientBuilder, FakeRecorder
-from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.kinds import JOB, Kind
 from tests.unit.cronjob_harness import cronjob
 from tests.unit.test_crd_generation import schema_of
 
@@ -326,3 +326,92 @@ def test_a_missing_group_stops_runs_and_names_the_field() -> None:
     assert degraded is not None
     assert degraded["reason"] == "GroupNotFound"
     assert "spec.concurrencyGroup.name" in degraded["message"]
+
+
+class ShardView:
+    """The fake client as a sharded replica sees it: its cache lacks the Jobs named in
+    ``elsewhere`` (another shard's); ``live`` reaches every Job and logs each Job read."""
+
+    def __init__(self, client: FakeClient, elsewhere: set[str]) -> None:
+        self._client = client
+        self._elsewhere = elsewhere
+        self.live_job_reads: list[str] = []
+        self.live = self._Live(client, self.live_job_reads)
+
+    class _Live:
+        def __init__(self, client: FakeClient, log: list[str]) -> None:
+            self._client = client
+            self._log = log
+
+        def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
+            if kind == JOB:
+                self._log.append(name)
+            return self._client.get(kind, name, namespace)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._client, name)
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
+        if kind == JOB and name in self._elsewhere:
+            raise errors.NotFound({"reason": "NotFound"}, code=404)
+        return self._client.get(kind, name, namespace)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def shard_reconciler(world: World, elsewhere: set[str]) -> tuple[CronJobReconciler, ShardView]:
+    view = ShardView(world.client, elsewhere)
+    reconciler = CronJobReconciler(
+        view,  # type: ignore[arg-type]
+        world.recorder,
+        clock=world.clock,
+        metrics=CronJobMetrics(None),
+    )
+    return reconciler, view
+
+
+def test_a_full_group_of_running_jobs_costs_a_waiting_run_no_live_job_reads() -> None:
+    """The cache answers for the holders' running Jobs. Failed before it did: each poll
+    read every holder's Job from the API server (2 a poll, 8 in all)."""
+    world = World(
+        2, ("a", grouped("0 * * * *")), ("b", grouped("0 * * * *")), ("c", grouped("1 * * * *"))
+    )
+    world.reconcile("a", at(0))
+    world.reconcile("b", at(0))
+    replica, seen = shard_reconciler(world, set())
+    for poll in range(4):
+        world.clock.set(at(1) + poll * groups.WAIT_POLL)
+        replica.reconcile(Request(NS, "c"))
+    assert world.status("c")["waitingForGroup"] == {"group": "g", "scheduledTime": rfc3339(at(1))}
+    assert seen.live_job_reads == []
+
+
+def test_a_holder_the_cache_lacks_within_the_claim_grace_is_not_read() -> None:
+    """Another shard's Job taken 30 s ago holds its slot whatever the server says.
+    Failed before: the waiting run read it from the API server."""
+    world = World(1, ("a", grouped("0 * * * *")), ("b", grouped("0 * * * *")))
+    world.reconcile("a", at(0))
+    replica, seen = shard_reconciler(world, {job("a", at(0))})
+    world.clock.set(at(0.5))
+    replica.reconcile(Request(NS, "b"))
+    assert seen.live_job_reads == []
+    assert world.running() == [job("a", at(0))]
+    assert world.status("b")["waitingForGroup"]["group"] == "g"
+
+
+@pytest.mark.parametrize("finished", [False, True])
+def test_a_slot_is_freed_only_on_the_api_servers_word(finished: bool) -> None:
+    """A holder's Job the cache lacks past the grace (another shard's), or shows finished,
+    is read from the API server: a running one keeps its slot, a finished one frees it."""
+    world = World(1, ("a", grouped("0 * * * *")), ("b", grouped("5 * * * *")))
+    world.reconcile("a", at(0))
+    first = job("a", at(0))
+    if finished:
+        world.finish(first)
+    replica, seen = shard_reconciler(world, set() if finished else {first})
+    world.clock.set(at(5))
+    replica.reconcile(Request(NS, "b"))
+    assert seen.live_job_reads == [first]
+    holding = job("b", at(5)) if finished else first
+    assert [h["job"] for h in world.group()["holders"]] == [holding]

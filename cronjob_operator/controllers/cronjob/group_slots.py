@@ -1,20 +1,20 @@
 """The reconciler's I/O for spec.concurrencyGroup: take a slot before a Job, free it after.
 
 ``groups.py`` decides; this reads the ConcurrencyGroup from the API server (never the
-cache: on a sharded replica the group's other CronJobs and their Jobs live elsewhere),
-asks the API server about the holders' Jobs when the group looks full (at most
-spec.limit reads), and writes the group's status with the resourceVersion it read. A
-409 means another replica (or worker) wrote first: read again and decide again. The
-writes go through the reconciler's client, so on a sharded replica the shard's fence
-refuses them (and the Job's create after them) once its Lease may have passed on: a
-replica paused past the claim grace cannot create a Job whose slot was reclaimed.
+cache: on a sharded replica the group's other CronJobs live elsewhere), looks up the
+holders' Jobs when the group looks full (the cache first, ``_job_states``), and writes
+the group's status with the resourceVersion it read. A 409 means another replica (or
+worker) wrote first: read again and decide again. The writes go through the
+reconciler's client, so on a sharded replica the shard's fence refuses them (and the
+Job's create after them) once its Lease may have passed on: a replica paused past the
+claim grace cannot create a Job whose slot was reclaimed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
@@ -72,7 +72,7 @@ class GroupSlots:
             limit, status = _limit(obj), group_status_of(obj.get("status") or {})
             verdict = groups.claim(status, limit, request, now, {})
             if not verdict.granted and status.get("holders"):
-                states = self._job_states(view.namespace, status["holders"])
+                states = self._job_states(view.namespace, status["holders"], now)
                 verdict = groups.claim(status, limit, request, now, states)
             if self._write(obj, verdict.status, final=attempt == CONFLICT_ATTEMPTS):
                 break
@@ -94,20 +94,39 @@ class GroupSlots:
                 return
 
     def _job_states(
-        self, namespace: str, holders: Iterable[Mapping[str, Any]]
+        self, namespace: str, holders: Iterable[Mapping[str, Any]], now: datetime
     ) -> dict[str, groups.JobState]:
-        """What the API server says of each holder's Job."""
+        """What is known of each holder's Job (a holder left out counts as running).
+
+        The informer cache answers for a Job it shows running: a finish or a delete it
+        has not seen yet frees the slot at a later poll, never too early. The API server
+        is asked only when a slot may be freed: the cache shows the Job finished (the
+        server confirms it), or lacks it (another shard's Job, or gone) past the claim
+        grace; a Job the cache lacks within the grace holds its slot whatever the server
+        says. So a full group of running Jobs costs a waiting run no Job reads.
+        """
         states = {}
         for holder in holders:
             name = str(holder.get("job"))
             try:
-                job = self._client.live.get(JOB, name, namespace)
+                cached: objects.Obj | None = self._client.get(JOB, name, namespace)
             except errors.NotFound:
-                states[name] = groups.JobState.ABSENT
-                continue
-            finished = jobs.finished_state(job) is not None
-            states[name] = groups.JobState.FINISHED if finished else groups.JobState.RUNNING
+                cached = None
+            if cached is not None and jobs.finished_state(cached) is None:
+                continue  # running
+            if cached is None and not groups.reclaimable(holder, groups.JobState.ABSENT, now):
+                continue  # in its claim grace
+            states[name] = self._live_state(namespace, name)
         return states
+
+    def _live_state(self, namespace: str, name: str) -> groups.JobState:
+        """What the API server says of the Job ``name``."""
+        try:
+            job = self._client.live.get(JOB, name, namespace)
+        except errors.NotFound:
+            return groups.JobState.ABSENT
+        finished = jobs.finished_state(job) is not None
+        return groups.JobState.FINISHED if finished else groups.JobState.RUNNING
 
     def _write(self, obj: objects.Obj, status: dict[str, Any], *, final: bool) -> bool:
         """Write ``status`` to the group read as ``obj`` (its resourceVersion the

@@ -41,6 +41,7 @@ __all__ = [
     "Verdict",
     "claim",
     "on_full",
+    "reclaimable",
     "release",
     "skipped_time",
     "with_group_skip",
