@@ -19,6 +19,7 @@ from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
 from cronjob_operator.controllers.cronjob import (
     JOB_OWNER_INDEX,
     CronJobReconciler,
+    group_slots,
     groups,
     job_owner_index,
 )
@@ -415,3 +416,37 @@ def test_a_slot_is_freed_only_on_the_api_servers_word(finished: bool) -> None:
     assert seen.live_job_reads == [first]
     holding = job("b", at(5)) if finished else first
     assert [h["job"] for h in world.group()["holders"]] == [holding]
+
+
+def test_a_reconcile_that_frees_no_slot_neither_reads_nor_parses_the_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every reconcile of a grouped CronJob ends with a release. Failed before: one with
+    no finished Job read the group (1 read), and one whose finished Jobs hold no slot
+    parsed its every holder and waiting run (1 parse) though it frees nothing."""
+    world = World(2, ("a", grouped("0 * * * *")), ("b", grouped("1 * * * *")))
+    world.reconcile("a", at(0))
+    parses: list[object] = []
+    real_parse = group_status_of  # as group_slots imports it
+
+    def counted(stored: Any) -> dict[str, Any]:
+        parses.append(stored)
+        return real_parse(stored)
+
+    monkeypatch.setattr(group_slots, "group_status_of", counted)
+    reads = len(world.client.reads_of("get", CONCURRENCY_GROUP))
+    world.reconcile("a", at(0.5))  # its Job runs: nothing to free, nothing due
+    assert len(world.client.reads_of("get", CONCURRENCY_GROUP)) == reads
+    world.finish(job("a", at(0)))
+    world.reconcile("a", at(0.6))  # frees its slot
+    assert len(parses) == 1
+    assert world.group() == {"holders": [], "inUse": 0}
+    world.reconcile("b", at(1))  # b takes a slot and a's finished Job holds none
+    world.reconcile("a", at(1.1))
+    assert len(parses) == 2  # b's claim only
+    assert [h["job"] for h in world.group()["holders"]] == [job("b", at(1))]
+    gauge = world.registry.get_sample_value(
+        "cronjob_operator_concurrency_group_slots",
+        {"namespace": NS, "group": "g", "state": "inUse"},
+    )
+    assert gauge == 1  # set from the group a's release read

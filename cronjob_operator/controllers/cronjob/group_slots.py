@@ -79,16 +79,25 @@ class GroupSlots:
         return None if verdict.granted else GroupFull(group, queued=verdict.queued)
 
     def release(self, view: CronJobView) -> None:
-        """Free the slots of this CronJob's Jobs that the view shows finished."""
+        """Free the slots of this CronJob's Jobs that the view shows finished.
+
+        Runs after every reconcile of a grouped CronJob, so what frees nothing costs
+        little: no read without a finished Job, and no parse of the group's waiting runs
+        (up to ``MAX_WAITERS``) when none of them holds a slot.
+        """
         group = view.spec.concurrency_group
-        if group is None:
-            return
         finished = {objects.name_of(job) for job in (*view.jobs.successful, *view.jobs.failed)}
+        if group is None or not finished:
+            return
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             try:
                 obj = self._client.live.get(CONCURRENCY_GROUP, group, view.namespace)
             except errors.NotFound:
                 return  # reported by the claim of the next run
+            holders = (obj.get("status") or {}).get("holders") or ()
+            if not any(holder.get("job") in finished for holder in holders):
+                self._show(obj, len(holders))
+                return
             released = groups.release(group_status_of(obj.get("status") or {}), finished)
             if self._write(obj, released, final=attempt == CONFLICT_ATTEMPTS):
                 return
@@ -131,7 +140,6 @@ class GroupSlots:
     def _write(self, obj: objects.Obj, status: dict[str, Any], *, final: bool) -> bool:
         """Write ``status`` to the group read as ``obj`` (its resourceVersion the
         precondition) if it changed; False on a 409, which raises when ``final``."""
-        metadata = obj["metadata"]
         if status != _comparable(obj.get("status")):
             try:
                 self._client.update_status(CONCURRENCY_GROUP, {**obj, "status": status})
@@ -139,10 +147,15 @@ class GroupSlots:
                 if final:
                     raise
                 return False
-        gauge = self._metrics.group_slots
-        gauge.labels(metadata["namespace"], metadata["name"], GROUP_IN_USE).set(status["inUse"])
-        gauge.labels(metadata["namespace"], metadata["name"], GROUP_LIMIT).set(_limit(obj))
+        self._show(obj, status["inUse"])
         return True
+
+    def _show(self, obj: objects.Obj, in_use: int) -> None:
+        """Set the gauge of the group read as ``obj``: ``in_use`` slots held, its limit."""
+        metadata = obj["metadata"]
+        gauge = self._metrics.group_slots
+        gauge.labels(metadata["namespace"], metadata["name"], GROUP_IN_USE).set(in_use)
+        gauge.labels(metadata["namespace"], metadata["name"], GROUP_LIMIT).set(_limit(obj))
 
 
 def with_wait_poll(plan: Plan, outcomes: Iterable[Outcome]) -> Plan:
