@@ -450,3 +450,18 @@ def test_a_reconcile_that_frees_no_slot_neither_reads_nor_parses_the_group(
         {"namespace": NS, "group": "g", "state": "inUse"},
     )
     assert gauge == 1  # set from the group a's release read
+
+
+def test_a_deleted_group_loses_its_series_at_its_owners_next_release() -> None:
+    """Failed before: only a claim that found the group gone dropped its gauge series; a
+    CronJob whose Job finished after the group's delete read NotFound and kept them."""
+    world = World(1, ("a", grouped("0 * * * *")))
+    world.reconcile("a", at(0))
+    labels = {"namespace": NS, "group": "g", "state": "limit"}
+    assert world.registry.get_sample_value("cronjob_operator_concurrency_group_slots", labels) == 1
+    world.client.delete(CONCURRENCY_GROUP, "g", namespace=NS)
+    world.finish(job("a", at(0)))
+    world.reconcile("a", at(0.5))
+    assert (
+        world.registry.get_sample_value("cronjob_operator_concurrency_group_slots", labels) is None
+    )

@@ -93,6 +93,7 @@ class GroupSlots:
             try:
                 obj = self._client.live.get(CONCURRENCY_GROUP, group, view.namespace)
             except errors.NotFound:
+                self._metrics.forget_group(view.namespace, group)
                 return  # reported by the claim of the next run
             holders = (obj.get("status") or {}).get("holders") or ()
             if not any(holder.get("job") in finished for holder in holders):
