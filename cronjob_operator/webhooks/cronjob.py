@@ -48,6 +48,7 @@ from cronjob_operator.api.cronjob_rules import (
 )
 from cronjob_operator.runtime import objects, webhook
 from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
+from cronjob_operator.webhooks.names import name_errors
 from cronjob_operator.webhooks.nesting import nesting_errors
 
 __all__ = [
@@ -308,20 +309,18 @@ def _start_timeout_errors(spec: Mapping[str, Any]) -> list[FieldError]:
 
 
 def _group_errors(spec: Mapping[str, Any]) -> list[FieldError]:
-    """spec.concurrencyGroup: a group name, and whenFull Wait or Skip."""
+    """spec.concurrencyGroup: a name a ConcurrencyGroup can have (the controller reads the
+    group by it), and whenFull Wait or Skip."""
     ref = spec.get("concurrencyGroup")
     if ref is None:
         return []
     if not isinstance(ref, Mapping):
         return [webhook.invalid("spec.concurrencyGroup", ref, "must be an object")]
-    name = ref.get("name")
-    errors = []
-    if not isinstance(name, str) or not name:
-        errors.append(
-            webhook.required(
-                "spec.concurrencyGroup.name", "the ConcurrencyGroup whose slots the runs take"
-            )
-        )
+    errors = name_errors(
+        "spec.concurrencyGroup.name",
+        ref.get("name"),
+        "the ConcurrencyGroup whose slots the runs take",
+    )
     when_full = ref.get("whenFull")
     choices = [choice.value for choice in batch_v1.WhenGroupFull]
     if when_full is not None and when_full not in choices:

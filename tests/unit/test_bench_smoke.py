@@ -17,6 +17,7 @@ from bench import (
     configdeployment_hash,
     configmap_cache,
     exclusion_walk,
+    group_poll,
     hostile_clients,
     index_vs_scan,
     ingest,
@@ -70,6 +71,9 @@ def table_rows(output: str) -> list[str]:
             ["--reconciles", "5", "--jobs", "2", "--backfill-reconciles", "2"],
             6,
             id="reconcile_cost",
+        ),
+        pytest.param(
+            group_poll.main, ["--limit", "3", "--waiters", "2,20", *QUICK], 2, id="group_poll"
         ),
         pytest.param(plugin_start.main, ["--repeat", "1", "--top", "2"], 7, id="plugin_start"),
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),
