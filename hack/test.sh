@@ -59,11 +59,25 @@ use_images() {
   export CRONJOB_OPERATOR_IMAGE CRONJOB_OPERATOR_IMAGE_ARCHIVE CRONJOB_OPERATOR_NODE_BIN_DIR
 }
 
-# compat_tests: COMPAT_TESTS against the oldest supported release's control plane.
+# start_compat_build: build (or reuse) the oldest supported release's binaries in the
+# background, niced (the tests come first), its directory and its log kept in LANE_DIR;
+# COMPAT_BUILD is its process, for compat_tests to wait on. A subshell, not `nice ... &`:
+# a plain background command ignores SIGINT, so Ctrl-C would leave the build running.
+COMPAT_BUILD=""
+start_compat_build() {
+  (exec nice -n 19 "${REPO_ROOT}/hack/build-binaries.sh" --compat) \
+    >"${LANE_DIR}/compat.bin_dir" 2>"${LANE_DIR}/compat.build.log" &
+  COMPAT_BUILD=$!
+}
+
+# compat_tests: COMPAT_TESTS against the oldest supported release's control plane, once
+# start_compat_build's build has succeeded (its log shown either way).
 compat_tests() {
-  local bin_dir
-  bin_dir="$("${REPO_ROOT}/hack/build-binaries.sh" --compat | tail -1)" || return 1
-  CRONJOB_OPERATOR_BIN_DIR="${bin_dir}" "${VENV}/bin/pytest" "${COMPAT_TESTS[@]}"
+  local status=0
+  wait "${COMPAT_BUILD}" || status=$?
+  cat "${LANE_DIR}/compat.build.log" >&2
+  ((status == 0)) || return "${status}"
+  CRONJOB_OPERATOR_BIN_DIR="$(<"${LANE_DIR}/compat.bin_dir")" "${VENV}/bin/pytest" "${COMPAT_TESTS[@]}"
 }
 
 # lane NAME FUNCTION: run FUNCTION (which runs stages) in the background, its output
@@ -100,8 +114,9 @@ e2e_lane() {
 }
 
 # integration_lane: the integration tests, then the compatibility subset on the oldest
-# supported release (its build, when not cached, overlaps the e2e lane).
+# supported release (its build, when not cached, overlaps both lanes' tests).
 integration_lane() {
+  start_compat_build
   stage integration "${VENV}/bin/pytest" -m cluster tests/integration
   stage compat compat_tests
 }
@@ -117,9 +132,6 @@ main() {
     if (($# > 0)); then
       stage cluster "${VENV}/bin/pytest" -m cluster "$@"
     else
-      # A cold cache builds the oldest release while the lanes run (niced: the tests come
-      # first); the compat stage's own build-binaries.sh then waits on its lock.
-      nice -n 19 "${REPO_ROOT}/hack/build-binaries.sh" --compat >/dev/null 2>&1 &
       lane e2e e2e_lane
       lane integration integration_lane
       wait_lanes

@@ -33,8 +33,10 @@ from cronjob_operator.api.batch_v1_constants import (
     BACKFILL_ANNOTATION,
     CRONJOB,
     MAX_BACKFILL,
+    MAX_EXCLUDED_DATES,
     MAX_RUN_START_TIMEOUT_SECONDS,
     MAX_RUN_TOKEN_LENGTH,
+    MAX_SCHEDULES,
     MAX_STAGGER_SECONDS,
     MIN_RUN_START_TIMEOUT_SECONDS,
     RUN_ANNOTATION,
@@ -116,8 +118,6 @@ _SCHEDULE_RULES = (
     ),
     ("self != '@reboot'", "schedule: @reboot is not supported; there is no machine to reboot"),
 )
-MAX_SCHEDULES = 10
-"""The most schedules spec.schedules lists."""
 _SCHEDULES_RULES = (
     (
         "self.all(s, !s.startsWith('TZ=') && !s.startsWith('CRON_TZ='))",
@@ -190,8 +190,6 @@ class FailurePolicy(KubeModel):
     (a new generation) or a manual run succeeds. Unset: never pause."""
 
 
-MAX_EXCLUDED_DATES = 366
-"""The most dates spec.exclusions.dates lists (a year of days)."""
 _DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 _EXCLUSION_RULES = (
     (

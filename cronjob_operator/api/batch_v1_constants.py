@@ -17,8 +17,11 @@ __all__ = [
     "CONCURRENCY_GROUP",
     "CRONJOB",
     "MAX_BACKFILL",
+    "MAX_EXCLUDED_DATES",
     "MAX_RUN_START_TIMEOUT_SECONDS",
     "MAX_RUN_TOKEN_LENGTH",
+    "MAX_SCHEDULES",
+    "MAX_SCHEDULE_LENGTH",
     "MAX_STAGGER_SECONDS",
     "MIN_RUN_START_TIMEOUT_SECONDS",
     "RUN_ANNOTATION",
@@ -45,6 +48,14 @@ MAX_BACKFILL = 1000
 
 MAX_STAGGER_SECONDS = 3600
 """The largest staggerSeconds the schema accepts (an hour)."""
+
+MAX_SCHEDULES = 10
+"""The most schedules spec.schedules, and spec.exclusions.schedules, list."""
+MAX_SCHEDULE_LENGTH = 1024
+"""Longer schedules are refused before parsing (a built-in difference: robfig accepts a
+list of any length, but parsing and quoting megabytes per review costs hundreds of MiB)."""
+MAX_EXCLUDED_DATES = 366
+"""The most dates spec.exclusions.dates lists (a year of days)."""
 
 MIN_RUN_START_TIMEOUT_SECONDS = 10
 """The smallest runStartTimeoutSeconds the schema accepts: creating, scheduling and

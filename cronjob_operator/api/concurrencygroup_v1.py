@@ -34,8 +34,9 @@ __all__ = [
 
 
 MAX_GROUP_LIMIT = 100
-"""The largest spec.limit: a run that finds the group full reads each holder's Job to
-reclaim the slots of finished ones, so the limit bounds that work (and the status)."""
+"""The largest spec.limit: a run that finds the group full looks up each holder's Job to
+reclaim the slots of finished ones (from the API server when its cache shows it finished
+or lacks it), so the limit bounds that work (and the status)."""
 
 MAX_WAITERS = 1000
 """The most runs status.waiting lists (one per CronJob): it bounds the object's size

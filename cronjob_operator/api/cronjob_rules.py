@@ -35,7 +35,7 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
@@ -45,8 +45,11 @@ from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1_constants import (
     BACKFILL_ANNOTATION,
     MAX_BACKFILL,
+    MAX_EXCLUDED_DATES,
     MAX_RUN_START_TIMEOUT_SECONDS,
     MAX_RUN_TOKEN_LENGTH,
+    MAX_SCHEDULE_LENGTH,
+    MAX_SCHEDULES,
     MAX_STAGGER_SECONDS,
     MIN_RUN_START_TIMEOUT_SECONDS,
     RUN_ANNOTATION,
@@ -68,6 +71,7 @@ __all__ = [
     "MAX_HISTORY_LIMIT",
     "MAX_REQUEST_LENGTH",
     "PAUSE_FIELD",
+    "SCHEDULE_TOO_LONG",
     "STAGGER_FIELD",
     "START_TIMEOUT_FIELD",
     "TIMES_MEMO_SIZE",
@@ -140,6 +144,9 @@ def token_problem(token: str) -> str | None:
     return None
 
 
+SCHEDULE_TOO_LONG: Final = (
+    f"must be at most {MAX_SCHEDULE_LENGTH} characters (five short cron fields)"
+)
 WINDOW_FIELD: Final = "spec.window"
 EXCLUSIONS_FIELD: Final = "spec.exclusions"
 LIMIT_FIELD: Final = "spec.maxScheduledRuns"
@@ -201,18 +208,42 @@ def window_problems(spec: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
             *problems,
             (EXCLUSIONS_FIELD, exclusions, "must be an object with dates and/or schedules"),
         ]
-    for index, value in enumerate(exclusions.get("dates") or ()):
+    dates, dates_problems = _exclusion_list(exclusions, "dates", MAX_EXCLUDED_DATES)
+    expressions, schedules_problems = _exclusion_list(exclusions, "schedules", MAX_SCHEDULES)
+    problems += dates_problems + schedules_problems
+    for index, value in enumerate(dates):
         if _date(value) is None:
             problems.append(
                 (f"{EXCLUSIONS_FIELD}.dates[{index}]", value, "must be a calendar date YYYY-MM-DD")
             )
-    for index, expression in enumerate(exclusions.get("schedules") or ()):
+    for index, expression in enumerate(expressions):
+        if isinstance(expression, str) and len(expression) > MAX_SCHEDULE_LENGTH:
+            shown = f"{expression[:40]}..."
+            problems.append((f"{EXCLUSIONS_FIELD}.schedules[{index}]", shown, SCHEDULE_TOO_LONG))
+            continue
         try:
             _exclusion_schedule(index, expression, spec.get("timeZone"))
         except schedules.ScheduleError as exc:
             found = _QUOTED_VALUE.match(str(exc))
             problems.append((exc.field, expression, found.group(1) if found else str(exc)))
     return problems
+
+
+def _exclusion_list(
+    exclusions: Mapping[str, Any], key: str, most: int
+) -> tuple[Sequence[Any], list[tuple[str, Any, str]]]:
+    """``spec.exclusions.<key>`` to check entry by entry; or nothing, with its problem,
+    when it is no list or lists more than ``most`` (refused before any entry is parsed:
+    each exclusion schedule is asked about every scheduled time walked)."""
+    value = exclusions.get(key)
+    field = f"{EXCLUSIONS_FIELD}.{key}"
+    if value is None:
+        return (), []
+    if not isinstance(value, list | tuple):
+        return (), [(field, value, f"must be a list of {key}")]
+    if len(value) > most:
+        return (), [(field, f"<{len(value)} {key}>", f"must list at most {most} {key}")]
+    return value, []
 
 
 def window_of(settings: CronJobSettings) -> schedules.Window | None:
@@ -230,14 +261,15 @@ def window_of(settings: CronJobSettings) -> schedules.Window | None:
 
 def parse_spec_window(spec: Mapping[str, Any]) -> schedules.Window | None:
     """``spec.window`` and ``spec.exclusions`` in ``spec.timeZone``; None when neither is
-    set. Raises ``ScheduleError`` naming the field for a value stored past validation."""
+    set. Raises ``WindowError`` naming the field for a value of them or of
+    ``spec.maxScheduledRuns`` stored past validation (``ScheduleError`` for the zone)."""
     window, exclusions = spec.get("window"), spec.get("exclusions")
-    if window is None and exclusions is None:
-        return None
     problems = window_problems(spec)
     if problems:
         field, value, detail = problems[0]
         raise WindowError(field, f"{field}: {value!r}: {detail}")
+    if window is None and exclusions is None:
+        return None
     zone = schedules.parse_schedule("@daily", spec.get("timeZone")).zone
     window, exclusions = window or {}, exclusions or {}
     return schedules.Window(

@@ -53,10 +53,11 @@ __all__ = [
 ]
 
 MAX_RUN_REQUEST_LENGTH: Final = 32 * 1024
-"""The longest run request annotation value read (32 KiB). Its overrides are copied onto
-the Job twice (the containers, and ``OVERRIDES_ANNOTATION``), and a Job's annotations
-together may hold 256 KiB: this leaves the template's own room. A longer value is
-refused before it is parsed."""
+"""The largest run request annotation value read, in UTF-8 bytes (32 KiB). Its overrides
+are copied onto the Job twice (the containers, and ``OVERRIDES_ANNOTATION``, whose
+canonical JSON is never larger than the request: no ``\\u`` escapes), and a Job's
+annotations together may hold 256 KiB (in bytes): this leaves the template's own room. A
+larger value is refused before it is parsed."""
 
 OVERRIDES_ANNOTATION: Final = "batch.tutorial.kubebuilder.io/run-overrides"
 """On a manual Job: the overrides it was created with, as canonical JSON (absent when
@@ -67,7 +68,11 @@ _SHAPE: Final = (
     '"value": "V"}], "containers": [{"name": "C", "image": "I", "args": ["A"], "env": '
     "[...]}]}}"
 )
-_PARSE_MEMO_SIZE: Final = 64
+_PARSE_MEMO_SIZE: Final = 8
+"""How many requests' parsed values are remembered (the last read). A parsed request
+holds an object per string, up to 12 times its JSON: 8 full-size requests hold about
+3.2 MiB (``python -m bench.run_request_memo``); a request read past them is parsed
+again (up to about 1.6 ms)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +115,10 @@ def parse_run_request(raw: str) -> RunRequest | str:
     a plain token."""
     if not raw.lstrip().startswith("{"):
         return token_problem(raw) or RunRequest(raw)
-    if len(raw) > MAX_RUN_REQUEST_LENGTH:  # before the memo, which holds at most 64 x 32 KiB
+    size = len(raw.encode(errors="surrogatepass"))  # the bytes a Job's annotations count
+    if size > MAX_RUN_REQUEST_LENGTH:  # before the memo (_PARSE_MEMO_SIZE)
         return (
-            f"{TOKEN_FIELD}: the run request is {len(raw)} characters, at most "
+            f"{TOKEN_FIELD}: the run request is {size} bytes (UTF-8), at most "
             f"{MAX_RUN_REQUEST_LENGTH} are allowed; override fewer or shorter values"
         )
     return _parse_json_request(raw)
@@ -317,8 +323,9 @@ def _with_env(env: Sequence[Mapping[str, Any]], pairs: Iterable[tuple[str, str]]
 
 
 def overrides_json(overrides: Overrides) -> str:
-    """The canonical JSON of ``overrides`` (the request's shape, empty parts left out)."""
-    return json.dumps(_overrides_value(overrides), sort_keys=True, separators=(",", ":"))
+    """The canonical JSON of ``overrides`` (the request's shape, empty parts left out),
+    never more UTF-8 bytes than the request it was read from (``_canonical``)."""
+    return _canonical(_overrides_value(overrides))
 
 
 def parse_overrides_json(raw: str) -> Overrides | None:
@@ -331,8 +338,13 @@ def parse_overrides_json(raw: str) -> Overrides | None:
 
 def request_json(token: str, overrides: Overrides) -> str:
     """The run request annotation value asking for one run with ``overrides``."""
-    value = {"token": token, "overrides": _overrides_value(overrides)}
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return _canonical({"token": token, "overrides": _overrides_value(overrides)})
+
+
+def _canonical(value: Any) -> str:
+    """Compact JSON, keys sorted, text as itself (a ``\\u`` escape would make a non-ASCII
+    character up to 12 bytes where UTF-8 takes at most 4)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _overrides_value(overrides: Overrides) -> dict[str, Any]:

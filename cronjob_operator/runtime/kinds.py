@@ -10,6 +10,7 @@ beside its types (here ``cronjob_operator.api``) and passes them in.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 __all__ = [
     "CONFIG_MAP",
@@ -53,8 +54,14 @@ class Kind:
         return f"{prefix}/{self.plural}"
 
     def object_path(self, namespace: str | None, name: str, subresource: str = "") -> str:
-        """The REST path of one object (and optionally one of its subresources)."""
-        path = f"{self.collection_path(namespace)}/{name}"
+        """The REST path of one object (and optionally one of its subresources).
+
+        The name is escaped as one path segment: a name read from a spec field (a CronJob's
+        spec.concurrencyGroup.name, stored with the webhook out of the path) may hold
+        ``/``, ``..`` or ``?``, and must not reach another path or add a query. An object
+        name needs no escaping, so its path is unchanged.
+        """
+        path = f"{self.collection_path(namespace)}/{quote(name, safe='')}"
         return f"{path}/{subresource}" if subresource else path
 
     def __str__(self) -> str:

@@ -19,44 +19,19 @@ from cronjob_operator.api import apps_v1
 from cronjob_operator.api.core import RestartPolicy
 from cronjob_operator.runtime import webhook
 from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
+from cronjob_operator.webhooks.names import name_errors
 from cronjob_operator.webhooks.nesting import nesting_errors
 
 __all__ = ["VALIDATE_PATH", "validate", "validate_create", "validate_update"]
 
 VALIDATE_PATH: Final = "/validate-apps-tutorial-kubebuilder-io-v1-configdeployment"
 
-_DNS1123_SUBDOMAIN: Final = re.compile(
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-)
-_DNS1123_SUBDOMAIN_MAX: Final = 253
 _KEY: Final = re.compile(apps_v1.KEY_PATTERN)
 _KEY_MAX: Final = apps_v1.MAX_KEY_LENGTH
 _KEY_MESSAGE: Final = (
     f"a valid key must consist of alphanumeric characters, '-', '_' or '.' and be at most "
     f"{_KEY_MAX} characters (regex used for validation is '{_KEY.pattern}')"
 )
-_SUBDOMAIN_MESSAGE: Final = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-    "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
-    f"regex used for validation is '{_DNS1123_SUBDOMAIN.pattern}')"
-)
-
-
-def _name_errors(field: str, value: Any, what: str) -> list[FieldError]:
-    if value is None or value == "":
-        return [webhook.required(field, what)]
-    if not isinstance(value, str):
-        return [webhook.invalid(field, value, "must be a string")]
-    errors = []
-    if len(value) > _DNS1123_SUBDOMAIN_MAX:
-        errors.append(
-            webhook.invalid(
-                field, value, f"must be no more than {_DNS1123_SUBDOMAIN_MAX} characters"
-            )
-        )
-    if not _DNS1123_SUBDOMAIN.fullmatch(value):
-        errors.append(webhook.invalid(field, value, _SUBDOMAIN_MESSAGE))
-    return errors
 
 
 def _count_errors(field: str, items: list[Any], most: int, noun: str) -> list[FieldError]:
@@ -98,7 +73,7 @@ def _secrets_errors(secrets: Any) -> list[FieldError]:
             errors.append(webhook.invalid(item, secret, "must be an object {name, keys}"))
             continue
         name = secret.get("name")
-        errors += _name_errors(f"{item}.name", name, "the name of a Secret in the same namespace")
+        errors += name_errors(f"{item}.name", name, "the name of a Secret in the same namespace")
         if isinstance(name, str) and name in names:
             errors.append(webhook.invalid(f"{item}.name", name, "each Secret may be named once"))
         names.add(str(name))
@@ -130,7 +105,7 @@ def _source_errors(spec: Mapping[str, Any]) -> list[FieldError]:
                 )
             )
     else:
-        errors += _name_errors(
+        errors += name_errors(
             "spec.configMap", config_map, "the name of a ConfigMap in the same namespace"
         )
         errors += _keys_errors("spec.configMapKeys", keys)

@@ -33,10 +33,12 @@ from pydantic_core import PydanticUndefined
 from cronjob_operator import schedule
 from cronjob_operator.api import batch_v1, run_overrides
 from cronjob_operator.api import cronjob_rules as rules
+from cronjob_operator.api.batch_v1_constants import MAX_SCHEDULE_LENGTH
 from cronjob_operator.api.cronjob_rules import (
     HISTORY_LIMITS,
     MAX_HISTORY_LIMIT,
     PAUSE_FIELD,
+    SCHEDULE_TOO_LONG,
     STAGGER_FIELD,
     START_TIMEOUT_FIELD,
     TOKEN_FIELD,
@@ -46,6 +48,7 @@ from cronjob_operator.api.cronjob_rules import (
 )
 from cronjob_operator.runtime import objects, webhook
 from cronjob_operator.runtime.webhook import AdmissionRequest, FieldError
+from cronjob_operator.webhooks.names import name_errors
 from cronjob_operator.webhooks.nesting import nesting_errors
 
 __all__ = [
@@ -109,12 +112,6 @@ def default(cronjob: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-MAX_SCHEDULE_LENGTH = 1024
-"""Longer schedules are refused before parsing (a built-in difference: robfig accepts a
-list of any length, but parsing and quoting megabytes per review costs hundreds of MiB)."""
-_TOO_LONG = f"must be at most {MAX_SCHEDULE_LENGTH} characters (five short cron fields)"
-
-
 def _detail(message: str) -> str:
     """The part of a ``cronjob_operator.schedule`` message after the field and value."""
     match = _SCHEDULE_MESSAGE.fullmatch(message)
@@ -136,7 +133,7 @@ def _schedule_errors(
     if not isinstance(value, str):
         return [webhook.invalid(field, value, "must be a string")]
     if len(value) > MAX_SCHEDULE_LENGTH:
-        return [webhook.invalid(field, f"{value[:40]}...", _TOO_LONG)]
+        return [webhook.invalid(field, f"{value[:40]}...", SCHEDULE_TOO_LONG)]
     old_schedule = (old_spec or {}).get("schedule")
     tolerate_tz = isinstance(old_schedule, str) and old_schedule.startswith(_TZ_PREFIXES)
     if not (tolerate_tz and value.startswith(_TZ_PREFIXES)):
@@ -185,7 +182,7 @@ def _schedules_errors(many: Any) -> list[FieldError]:
         if not isinstance(value, str) or not value:
             errors.append(webhook.invalid(entry, value, "must be a non-empty string"))
         elif len(value) > MAX_SCHEDULE_LENGTH:
-            errors.append(webhook.invalid(entry, f"{value[:40]}...", _TOO_LONG))
+            errors.append(webhook.invalid(entry, f"{value[:40]}...", SCHEDULE_TOO_LONG))
         elif value.startswith(_TZ_PREFIXES):
             errors.append(
                 webhook.invalid(
@@ -312,20 +309,18 @@ def _start_timeout_errors(spec: Mapping[str, Any]) -> list[FieldError]:
 
 
 def _group_errors(spec: Mapping[str, Any]) -> list[FieldError]:
-    """spec.concurrencyGroup: a group name, and whenFull Wait or Skip."""
+    """spec.concurrencyGroup: a name a ConcurrencyGroup can have (the controller reads the
+    group by it), and whenFull Wait or Skip."""
     ref = spec.get("concurrencyGroup")
     if ref is None:
         return []
     if not isinstance(ref, Mapping):
         return [webhook.invalid("spec.concurrencyGroup", ref, "must be an object")]
-    name = ref.get("name")
-    errors = []
-    if not isinstance(name, str) or not name:
-        errors.append(
-            webhook.required(
-                "spec.concurrencyGroup.name", "the ConcurrencyGroup whose slots the runs take"
-            )
-        )
+    errors = name_errors(
+        "spec.concurrencyGroup.name",
+        ref.get("name"),
+        "the ConcurrencyGroup whose slots the runs take",
+    )
     when_full = ref.get("whenFull")
     choices = [choice.value for choice in batch_v1.WhenGroupFull]
     if when_full is not None and when_full not in choices:

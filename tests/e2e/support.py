@@ -255,8 +255,12 @@ def apply_all(control_plane: ControlPlane, objects: Sequence[dict[str, Any]]) ->
     assert result.returncode == 0, result.stderr
 
 
-def cronjobs(control_plane: ControlPlane, namespace: str) -> dict[str, dict[str, Any]]:
-    items = control_plane.kubectl_json("get", CRONJOBS, "-n", namespace)["items"]
+def cronjobs(
+    control_plane: ControlPlane, namespace: str, resource: str = CRONJOBS
+) -> dict[str, dict[str, Any]]:
+    """The namespace's CronJobs by name, read as ``resource`` (the preferred version, or
+    one named: ``cronjobs.v1.<group>``)."""
+    items = control_plane.kubectl_json("get", resource, "-n", namespace)["items"]
     return {item["metadata"]["name"]: item for item in items}
 
 

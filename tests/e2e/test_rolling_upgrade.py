@@ -21,9 +21,9 @@ response code): every Job name (a CronJob and its scheduled time) created once; 
 scheduled minute from the CronJobs' creation to the last one has its Job, or is counted
 in ``status.skippedRuns`` (``BufferOne``'s ``bufferFull``; none for the others) or waits
 in ``status.bufferedRun``; the backfill moved on during each rollout, its Jobs are its
-first times in order. A probe writes a CronJob about every second throughout; no write
-is refused, by a webhook failure or otherwise. The counts, the refusals and the test's
-time are printed.
+first times in order. A probe writes a CronJob about every second throughout; it wrote
+during each rollout and did not stop early, and no write is refused, by a webhook failure
+or otherwise. The counts, the refusals and the test's time are printed.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ from typing import Any
 import pytest
 
 from cronjob_operator import __version__
+from cronjob_operator import schedule as schedules
+from cronjob_operator.api import cronjob_rules
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.envtest.audit import AuditEvent, writes
@@ -52,7 +54,7 @@ from tests.e2e.support import (
     parse_stamp,
     wait_for_second,
 )
-from tests.e2e.test_default_install import second_replica, write_default_overlay
+from tests.e2e.test_default_install import V1, second_replica, write_default_overlay
 from tests.e2e.test_in_cluster import (
     DEPLOYMENT,
     SYSTEM,
@@ -107,30 +109,44 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 class AdmissionProbe:
     """While in ``with``: the suspended CronJob ``probe`` created, then updated, about
-    every second (each write passes the mutating and the validating webhook); every
-    refused write kept, those a webhook failure refused apart."""
+    every second (each write passes the mutating and the validating webhook); when each
+    write was answered, and every refused write, those a webhook failure refused apart.
+    What stopped the thread early (a kubectl that hung past its timeout) is kept too."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.writes = 0
+        self.answered: list[datetime] = []
         self.webhook_failures: list[str] = []
         self.other_failures: list[str] = []
+        self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    @property
+    def writes(self) -> int:
+        return len(self.answered)
+
+    def writes_within(self, window: Window) -> int:
+        """The writes answered while ``window``'s rollout went on."""
+        return sum(window.began <= t <= window.ended for t in self.answered)
+
     def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            body = cronjob_manifest(PROBE, NAMESPACE, suspend=True)
-            body["metadata"]["annotations"] = {"e2e/probe-write": str(self.writes)}
-            result = self.cluster.plane.kubectl("apply", "-f", "-", input=json.dumps(body))
-            self.writes += 1
-            if result.returncode != 0:
-                failures = (
-                    self.webhook_failures
-                    if WEBHOOK_FAILURE in result.stderr
-                    else self.other_failures
-                )
-                failures.append(f"{datetime.now(UTC):%H:%M:%S} {result.stderr.strip()}")
+        try:
+            while not self._stop.wait(1.0):
+                self._write()
+        except BaseException as error:  # read by the test: a stopped probe checks nothing
+            self.error = error
+
+    def _write(self) -> None:
+        body = cronjob_manifest(PROBE, NAMESPACE, suspend=True)
+        body["metadata"]["annotations"] = {"e2e/probe-write": str(self.writes)}
+        result = self.cluster.plane.kubectl("apply", "-f", "-", input=json.dumps(body))
+        self.answered.append(datetime.now(UTC))
+        if result.returncode != 0:
+            failures = (
+                self.webhook_failures if WEBHOOK_FAILURE in result.stderr else self.other_failures
+            )
+            failures.append(f"{self.answered[-1]:%H:%M:%S} {result.stderr.strip()}")
 
     def __enter__(self) -> AdmissionProbe:
         self._thread.start()
@@ -255,15 +271,12 @@ def backfill_done(cluster: Cluster) -> int:
     return int((status.get("backfill") or {}).get("done") or 0)
 
 
-def scheduled_minutes(cronjob: dict[str, Any], since: datetime, last: datetime) -> list[datetime]:
-    """The times in (since, last] the CronJob is scheduled at (every minute, or the
-    backfill's one minute of each hour)."""
-    ticks = minute_ticks(since, last)
-    if cronjob["metadata"]["name"] != BACKFILL:
-        return ticks
-    schedule = cronjob["spec"]["schedule"]  # v2 (config/default's preferred) is an object
-    minute = int(schedule["minute"] if isinstance(schedule, dict) else schedule.split()[0])
-    return [t for t in ticks if t.minute == minute]
+def scheduled_times(cronjob: dict[str, Any], since: datetime, last: datetime) -> list[datetime]:
+    """The times in (since, last] ``cronjob`` (read as v1) is scheduled at, by the
+    operator's own schedule rules; a cron schedule has at most one time a minute."""
+    schedule = cronjob_rules.parse_spec_schedule(cronjob["spec"])
+    minutes = int((last - since).total_seconds() // 60) + 1
+    return list(schedules.times_between(schedule, since, last, limit=minutes))
 
 
 def runs_not_made(cluster: Cluster, created: Creates, last: datetime) -> dict[str, int]:
@@ -271,7 +284,7 @@ def runs_not_made(cluster: Cluster, created: Creates, last: datetime) -> dict[st
     not waiting in ``status.bufferedRun``, less those ``status.skippedRuns`` counts (any
     reason): above 0, a time lost."""
     lost = {}
-    for name, cronjob in cronjobs(cluster.plane, NAMESPACE).items():
+    for name, cronjob in cronjobs(cluster.plane, NAMESPACE, V1).items():
         if name == PROBE:
             continue
         status = cronjob.get("status") or {}
@@ -279,7 +292,7 @@ def runs_not_made(cluster: Cluster, created: Creates, last: datetime) -> dict[st
         since = parse_stamp(cronjob["metadata"]["creationTimestamp"])
         missing = [
             t
-            for t in scheduled_minutes(cronjob, since, last)
+            for t in scheduled_times(cronjob, since, last)
             if (name, t) not in created and t not in waiting
         ]
         lost[name] = len(missing) - skipped(status)
@@ -360,8 +373,10 @@ def test_a_rolling_upgrade_and_downgrade_lose_no_run_and_keep_admission(
            f"skipped {skips}; {len(buffered)} {BUFFERED} runs started from the buffer, "
            f"{statuses[BUFFERED].get('bufferedRun')} buffered at the end; "
            f"backfill done {done} of {BACKFILL_TIMES}; creates by {dict(writers)}")  # fmt: skip
-    report(f"admission probe: {probe.writes} writes, {len(probe.webhook_failures)} refused "
-           f"by a webhook failure, {len(probe.other_failures)} otherwise; "
+    within = {window.name: probe.writes_within(window) for window in windows}
+    report(f"admission probe: {probe.writes} writes ({within} during the rollouts), "
+           f"{len(probe.webhook_failures)} refused by a webhook failure, "
+           f"{len(probe.other_failures)} otherwise; "
            f"test time {time.monotonic() - began:.0f}s")  # fmt: skip
 
     assert all(len(window.ticks()) >= TICKS_PER_ROLLOUT for window in windows)
@@ -369,6 +384,8 @@ def test_a_rolling_upgrade_and_downgrade_lose_no_run_and_keep_admission(
     assert runs_not_made(cluster, created, last) == dict.fromkeys(skips, 0)
     assert all(skips[name] == 0 for name in EVERY_MINUTE), skips
     assert buffered, f"no {BUFFERED} run waited in the buffer"
+    assert probe.error is None, repr(probe.error)
+    assert all(within.values()), f"a rollout with no probe write: {within}"
     assert probe.webhook_failures == []
     assert probe.other_failures == []
     assert done[0] < done[1] < done[2] < BACKFILL_TIMES, done

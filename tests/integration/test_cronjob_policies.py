@@ -394,6 +394,34 @@ def test_skip_counts_the_run_that_finds_the_group_full(
     assert [job for job in world.jobs() if job.startswith("skipper-")] == []
 
 
+def test_a_group_name_with_dot_segments_takes_no_slot_in_another_namespace(
+    control_plane: ControlPlane, operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    """A name stored past the webhook (none runs here) is one escaped segment of the
+    group's path: the CronJob finds no such group. Failed before: urllib3 resolved the
+    dot segments to the other namespace's group, and the run took its only slot."""
+    other = f"{world.ns}-other"
+    control_plane.kubectl("create", "namespace", other, check=True)
+    try:
+        apply(control_plane, group_object("theirs", other, 1))
+        now = datetime.now(UTC)
+        clock.set(now)
+        sneaky = {"name": f"../../{other}/concurrencygroups/theirs"}
+        apply(control_plane, grouped_cronjob("sneaky", world.ns, concurrencyGroup=sneaky))
+        wait_for(lambda: world.condition("sneaky", "Degraded"), 30, message="reconciled")
+        clock.set(next_minute(now) + timedelta(seconds=1))
+        operator.kick("cronjob", world.ns, "sneaky")
+        wait_for(
+            lambda: (world.condition("sneaky", "Degraded") or {}).get("reason") == "GroupNotFound",
+            30,
+            message="the group not found",
+        )
+        assert in_use(control_plane, other, "theirs") == 0
+        assert world.jobs() == {}
+    finally:
+        control_plane.kubectl("delete", "namespace", other, "--wait=false")
+
+
 @pytest.mark.parametrize("limit", [0, 101])
 def test_a_limit_out_of_range_is_refused_naming_the_field(
     control_plane: ControlPlane, world: World, limit: int

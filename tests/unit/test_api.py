@@ -503,6 +503,20 @@ def test_read_settings_does_not_fail_on_what_validation_would_reject() -> None:
         ({"failurePolicy": {"pauseAfterConsecutiveFailures": 2}}, {"pause_after_failures": 2}),
         ({"schedules": ["0 * * * *", 5]}, {"schedules": ("0 * * * *", "5")}),
         ({"schedules": "0 * * * *"}, {"schedules": None}),
+        (
+            {"concurrencyGroup": {"name": "", "whenFull": "Skip"}},
+            {"concurrency_group": None, "group_waits": False},
+        ),
+        ({"concurrencyGroup": "shared"}, {"concurrency_group": None, "group_waits": True}),
+        (
+            {"concurrencyGroup": {"name": "shared", "whenFull": "Sometimes"}},
+            {"concurrency_group": "shared", "group_waits": True},
+        ),
+        ({"maxScheduledRuns": "3"}, {"max_scheduled_runs": batch_v1.Unusable("3")}),
+        ({"maxScheduledRuns": True}, {"max_scheduled_runs": batch_v1.Unusable(True)}),
+        ({"maxScheduledRuns": 0}, {"max_scheduled_runs": 0}),
+        ({"runStartTimeoutSeconds": "60"}, {"run_start_timeout_seconds": None}),
+        ({"runStartTimeoutSeconds": 5}, {"run_start_timeout_seconds": 5}),
     ],
 )
 def test_read_settings_types_what_was_stored_past_validation(

@@ -16,6 +16,8 @@ from bench import (
     _common,
     configdeployment_hash,
     configmap_cache,
+    exclusion_walk,
+    group_poll,
     hostile_clients,
     index_vs_scan,
     ingest,
@@ -25,6 +27,7 @@ from bench import (
     reconcile_cost,
     request_cost,
     retry_storm,
+    run_request_memo,
 )
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX
 from cronjob_operator.runtime.kinds import JOB
@@ -69,9 +72,14 @@ def table_rows(output: str) -> list[str]:
             6,
             id="reconcile_cost",
         ),
+        pytest.param(
+            group_poll.main, ["--limit", "3", "--waiters", "2,20", *QUICK], 2, id="group_poll"
+        ),
         pytest.param(plugin_start.main, ["--repeat", "1", "--top", "2"], 7, id="plugin_start"),
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),
         pytest.param(request_cost.main, QUICK, 3, id="request_cost"),
+        pytest.param(run_request_memo.main, QUICK, 3, id="run_request_memo"),
+        pytest.param(exclusion_walk.main, ["--dates", "3"], 3, id="exclusion_walk"),
         pytest.param(retry_storm.main, ["--requests", "20", "--seconds", "2"], 2, id="retry_storm"),
         pytest.param(
             hostile_clients.main,

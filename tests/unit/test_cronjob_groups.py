@@ -19,17 +19,18 @@ from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
 from cronjob_operator.controllers.cronjob import (
     JOB_OWNER_INDEX,
     CronJobReconciler,
+    group_slots,
     groups,
     job_owner_index,
 )
 from cronjob_operator.controllers.cronjob.view import group_status_of
 from cronjob_operator.controllers.metrics import CronJobMetrics
-from cronjob_operator.runtime import objects
+from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.controllerutil import find_condition, rfc3339
 from cronjob_operator.runtime.fake import Action, FakeClient, FakeClientBuilder, FakeRecorder
-from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.kinds import JOB, Kind
 from tests.unit.cronjob_harness import cronjob
 from tests.unit.test_crd_generation import schema_of
 
@@ -326,3 +327,141 @@ def test_a_missing_group_stops_runs_and_names_the_field() -> None:
     assert degraded is not None
     assert degraded["reason"] == "GroupNotFound"
     assert "spec.concurrencyGroup.name" in degraded["message"]
+
+
+class ShardView:
+    """The fake client as a sharded replica sees it: its cache lacks the Jobs named in
+    ``elsewhere`` (another shard's); ``live`` reaches every Job and logs each Job read."""
+
+    def __init__(self, client: FakeClient, elsewhere: set[str]) -> None:
+        self._client = client
+        self._elsewhere = elsewhere
+        self.live_job_reads: list[str] = []
+        self.live = self._Live(client, self.live_job_reads)
+
+    class _Live:
+        def __init__(self, client: FakeClient, log: list[str]) -> None:
+            self._client = client
+            self._log = log
+
+        def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
+            if kind == JOB:
+                self._log.append(name)
+            return self._client.get(kind, name, namespace)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._client, name)
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
+        if kind == JOB and name in self._elsewhere:
+            raise errors.NotFound({"reason": "NotFound"}, code=404)
+        return self._client.get(kind, name, namespace)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def shard_reconciler(world: World, elsewhere: set[str]) -> tuple[CronJobReconciler, ShardView]:
+    view = ShardView(world.client, elsewhere)
+    reconciler = CronJobReconciler(
+        view,  # type: ignore[arg-type]
+        world.recorder,
+        clock=world.clock,
+        metrics=CronJobMetrics(None),
+    )
+    return reconciler, view
+
+
+def test_a_full_group_of_running_jobs_costs_a_waiting_run_no_live_job_reads() -> None:
+    """The cache answers for the holders' running Jobs. Failed before it did: each poll
+    read every holder's Job from the API server (2 a poll, 8 in all)."""
+    world = World(
+        2, ("a", grouped("0 * * * *")), ("b", grouped("0 * * * *")), ("c", grouped("1 * * * *"))
+    )
+    world.reconcile("a", at(0))
+    world.reconcile("b", at(0))
+    replica, seen = shard_reconciler(world, set())
+    for poll in range(4):
+        world.clock.set(at(1) + poll * groups.WAIT_POLL)
+        replica.reconcile(Request(NS, "c"))
+    assert world.status("c")["waitingForGroup"] == {"group": "g", "scheduledTime": rfc3339(at(1))}
+    assert seen.live_job_reads == []
+
+
+def test_a_holder_the_cache_lacks_within_the_claim_grace_is_not_read() -> None:
+    """Another shard's Job taken 30 s ago holds its slot whatever the server says.
+    Failed before: the waiting run read it from the API server."""
+    world = World(1, ("a", grouped("0 * * * *")), ("b", grouped("0 * * * *")))
+    world.reconcile("a", at(0))
+    replica, seen = shard_reconciler(world, {job("a", at(0))})
+    world.clock.set(at(0.5))
+    replica.reconcile(Request(NS, "b"))
+    assert seen.live_job_reads == []
+    assert world.running() == [job("a", at(0))]
+    assert world.status("b")["waitingForGroup"]["group"] == "g"
+
+
+@pytest.mark.parametrize("finished", [False, True])
+def test_a_slot_is_freed_only_on_the_api_servers_word(finished: bool) -> None:
+    """A holder's Job the cache lacks past the grace (another shard's), or shows finished,
+    is read from the API server: a running one keeps its slot, a finished one frees it."""
+    world = World(1, ("a", grouped("0 * * * *")), ("b", grouped("5 * * * *")))
+    world.reconcile("a", at(0))
+    first = job("a", at(0))
+    if finished:
+        world.finish(first)
+    replica, seen = shard_reconciler(world, set() if finished else {first})
+    world.clock.set(at(5))
+    replica.reconcile(Request(NS, "b"))
+    assert seen.live_job_reads == [first]
+    holding = job("b", at(5)) if finished else first
+    assert [h["job"] for h in world.group()["holders"]] == [holding]
+
+
+def test_a_reconcile_that_frees_no_slot_neither_reads_nor_parses_the_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every reconcile of a grouped CronJob ends with a release. Failed before: one with
+    no finished Job read the group (1 read), and one whose finished Jobs hold no slot
+    parsed its every holder and waiting run (1 parse) though it frees nothing."""
+    world = World(2, ("a", grouped("0 * * * *")), ("b", grouped("1 * * * *")))
+    world.reconcile("a", at(0))
+    parses: list[object] = []
+    real_parse = group_status_of  # as group_slots imports it
+
+    def counted(stored: Any) -> dict[str, Any]:
+        parses.append(stored)
+        return real_parse(stored)
+
+    monkeypatch.setattr(group_slots, "group_status_of", counted)
+    reads = len(world.client.reads_of("get", CONCURRENCY_GROUP))
+    world.reconcile("a", at(0.5))  # its Job runs: nothing to free, nothing due
+    assert len(world.client.reads_of("get", CONCURRENCY_GROUP)) == reads
+    world.finish(job("a", at(0)))
+    world.reconcile("a", at(0.6))  # frees its slot
+    assert len(parses) == 1
+    assert world.group() == {"holders": [], "inUse": 0}
+    world.reconcile("b", at(1))  # b takes a slot and a's finished Job holds none
+    world.reconcile("a", at(1.1))
+    assert len(parses) == 2  # b's claim only
+    assert [h["job"] for h in world.group()["holders"]] == [job("b", at(1))]
+    gauge = world.registry.get_sample_value(
+        "cronjob_operator_concurrency_group_slots",
+        {"namespace": NS, "group": "g", "state": "inUse"},
+    )
+    assert gauge == 1  # set from the group a's release read
+
+
+def test_a_deleted_group_loses_its_series_at_its_owners_next_release() -> None:
+    """Failed before: only a claim that found the group gone dropped its gauge series; a
+    CronJob whose Job finished after the group's delete read NotFound and kept them."""
+    world = World(1, ("a", grouped("0 * * * *")))
+    world.reconcile("a", at(0))
+    labels = {"namespace": NS, "group": "g", "state": "limit"}
+    assert world.registry.get_sample_value("cronjob_operator_concurrency_group_slots", labels) == 1
+    world.client.delete(CONCURRENCY_GROUP, "g", namespace=NS)
+    world.finish(job("a", at(0)))
+    world.reconcile("a", at(0.5))
+    assert (
+        world.registry.get_sample_value("cronjob_operator_concurrency_group_slots", labels) is None
+    )

@@ -21,7 +21,13 @@ from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.kinds import JOB
 from tests.unit import cronjob_harness
 from tests.unit.cronjob_harness import Harness
-from tests.unit.test_cronjob_policies import counter, created_order, settle
+from tests.unit.test_cronjob_policies import (
+    counter,
+    counts,
+    created_order,
+    request_run,
+    settle,
+)
 
 NS, NAME = "default", "report"
 CREATED = datetime(2016, 5, 19, 0, 0, tzinfo=UTC)
@@ -76,6 +82,32 @@ def test_a_staggered_run_of_the_last_time_in_the_window_is_still_due_after_its_e
     settle(world, at(1.5))
     assert created_order(world) == [job_name(NAME, at(0)), job_name(NAME, at(1))]
     assert world.condition("Available")["reason"] == "WindowEnded"
+
+
+def test_a_time_before_a_start_moved_earlier_still_runs() -> None:
+    """The skip accounting's watermark never passes now: one at the start (02:00) would
+    swallow 01:00 once the start moves before it, neither run nor counted."""
+    world = world_of(window={"start": rfc3339(at(2))})
+    settle(world, at(0.5))
+    watermark = (world.status().get("skippedRuns") or {}).get("accountedThrough")
+    assert watermark is None or watermark <= rfc3339(at(0.5)), "no watermark past now"
+    world.edit(lambda body: body["spec"]["window"].update(start=rfc3339(at(1))))
+    settle(world, at(0.75))
+    assert world.status()["nextScheduleTime"] == rfc3339(at(1))
+    hourly(world, range(1, 3))
+    assert created_order(world) == [job_name(NAME, at(1)), job_name(NAME, at(2))]
+    assert counts(world) == {}
+
+
+def test_an_every_schedule_keeps_its_times_when_a_window_opens() -> None:
+    """@every counts from the last run (or the creation): the window only filters those
+    times, it does not move them to its start."""
+    world = world_of(schedule="@every 1h", window={"start": rfc3339(at(2.5))})
+    settle(world, at(0.5))
+    assert world.status()["nextScheduleTime"] == rfc3339(at(3))
+    hourly(world, range(1, 5))
+    assert created_order(world) == [job_name(NAME, at(3)), job_name(NAME, at(4))]
+    assert counts(world) == {}
 
 
 def test_a_window_start_between_two_times_runs_the_first_time_after_it() -> None:
@@ -178,16 +210,12 @@ def test_a_buffered_time_past_a_lowered_limit_does_not_start() -> None:
 
 def test_manual_runs_do_not_count() -> None:
     world = world_of(maxScheduledRuns=1)
-    world.edit(
-        lambda body: (
-            body["metadata"]
-            .setdefault("annotations", {})
-            .update({"batch.tutorial.kubebuilder.io/run-requested-at": "now"})
-        )
-    )
+    request_run(world, "now")
     settle(world, at(0.5))
+    assert created_order(world) == [rules.manual_job_name(NAME, "now")], "the manual run ran"
     assert world.status()["scheduledRuns"]["count"] == 0
     hourly(world, range(1, 2))
+    assert created_order(world)[1:] == [job_name(NAME, at(1))]
     assert world.status()["scheduledRuns"]["count"] == 1
 
 
@@ -221,6 +249,35 @@ def test_an_invalid_stored_window_is_reported_by_field() -> None:
     degraded = world.condition("Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "InvalidWindow")
     assert degraded["message"].startswith("spec.exclusions.dates[0]: '2016-02-30': must be")
+
+
+@pytest.mark.parametrize("stored", ["5", 0])
+def test_an_unusable_stored_limit_alone_is_reported_by_field(stored: object) -> None:
+    """Without a window or exclusions too: "5" ran unlimited and unreported, 0 read as a
+    limit already reached."""
+    world = world_of(maxScheduledRuns=stored)
+    settle(world, at(1.5))
+    assert created_order(world) == []
+    degraded = world.condition("Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidWindow")
+    assert degraded["message"] == (
+        f"spec.maxScheduledRuns: {stored!r}: must be a whole number of at least 1, or unset "
+        "for no limit"
+    )
+    assert world.condition("Available")["reason"] != "RunLimitReached"
+
+
+def test_more_exclusion_schedules_than_the_bound_stored_past_validation_run_nothing() -> None:
+    """Each exclusion schedule is asked about every time walked: eleven are refused by the
+    controller as by the webhook, naming the field, before any is parsed."""
+    world = world_of(exclusions={"schedules": [f"{minute} 3 * * *" for minute in range(11)]})
+    settle(world, at(1.5))
+    assert created_order(world) == []
+    degraded = world.condition("Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidWindow")
+    assert degraded["message"] == (
+        "spec.exclusions.schedules: '<11 schedules>': must list at most 10 schedules"
+    )
 
 
 # --- the window itself ----------------------------------------------------------------
@@ -271,6 +328,27 @@ def test_window_edges_are_inclusive_start_exclusive_end() -> None:
             {"exclusions": {"schedules": ["0 * * * *", "61 * * * *"]}},
             ("spec.exclusions.schedules[1]", "61 * * * *", "minute 61 is out of range 0-59"),
         ),
+        # Stored past the schema: refused by count and length before anything is parsed.
+        (
+            {"exclusions": {"dates": ["2026-01-01"] * 367}},
+            ("spec.exclusions.dates", "<367 dates>", "must list at most 366 dates"),
+        ),
+        (
+            {"exclusions": {"schedules": ["0 * * * *"] * 11}},
+            ("spec.exclusions.schedules", "<11 schedules>", "must list at most 10 schedules"),
+        ),
+        (
+            {"exclusions": {"schedules": ["0 * * * *", "0," * 600 + "0 * * * *"]}},
+            (
+                "spec.exclusions.schedules[1]",
+                "0," * 20 + "...",
+                "must be at most 1024 characters (five short cron fields)",
+            ),
+        ),
+        (
+            {"exclusions": {"dates": 20260101}},
+            ("spec.exclusions.dates", 20260101, "must be a list of dates"),
+        ),
     ],
 )
 def test_window_problems_name_the_field(
@@ -289,6 +367,14 @@ def test_excluded_dates_are_passed_a_day_at_a_time() -> None:
     schedule = schedules.parse_schedule("* * * * *")
     start = datetime(2026, 1, 1, tzinfo=UTC)
     assert window.next_after(schedule, start) == datetime(2026, 1, 31, tzinfo=UTC)
+
+
+def test_an_every_schedule_walked_past_an_excluded_date_keeps_its_times() -> None:
+    window = rules.parse_spec_window({"exclusions": {"dates": ["2026-01-01"]}})
+    assert window is not None
+    schedule = schedules.parse_schedule("@every 1h")
+    after = datetime(2026, 1, 1, 0, 30, tzinfo=UTC)  # its times: 01:30, 02:30, ...
+    assert window.next_after(schedule, after) == datetime(2026, 1, 2, 0, 30, tzinfo=UTC)
 
 
 def test_more_excluded_times_in_a_row_than_the_bound_show_no_next_time() -> None:

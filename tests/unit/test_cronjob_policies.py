@@ -18,6 +18,7 @@ from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import (
     CRONJOB,
     MAX_CATCH_UP,
+    RUN_ANNOTATION,
     CatchUpPolicy,
     ConcurrencyPolicy,
     SkipReason,
@@ -57,6 +58,13 @@ def settle(world: Harness, moment: datetime, *, limit: int = 500) -> int:
         if not result.follow_up and not 0 < result.requeue_after <= 1:
             return count
     raise AssertionError(f"still catching up after {limit} reconciles")
+
+
+def request_run(world: Harness, token: str) -> None:
+    """Ask for a manual run: the run request annotation with ``token``."""
+    world.edit(
+        lambda body: body["metadata"].setdefault("annotations", {}).update({RUN_ANNOTATION: token})
+    )
 
 
 def created_order(world: Harness) -> list[str]:
@@ -332,13 +340,7 @@ def test_a_dropped_buffered_time_is_counted_even_when_the_next_create_fails() ->
 def test_buffer_one_waits_for_a_manual_run_too() -> None:
     world = world_of(concurrencyPolicy="BufferOne")
     settle(world, at(1))
-    world.edit(
-        lambda body: (
-            body["metadata"]
-            .setdefault("annotations", {})
-            .update({"batch.tutorial.kubebuilder.io/run-requested-at": "now"})
-        )
-    )
+    request_run(world, "now")
     settle(world, at(1.25))
     assert world.status().get("pendingRunRequest") == "now"
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cronjob_operator import schedule as schedules
+from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import CRONJOB, MAX_NAME_LENGTH
 from cronjob_operator.controllers.cronjob.jobs import (
     SCHEDULED_AT_ANNOTATION,
@@ -94,6 +95,30 @@ def test_a_reconcile_that_creates_the_job_walks_the_schedule_once(
     assert result.follow_up
     assert list(world.jobs()) == [job_name(NAME, FIRST_RUN)]
     assert walked == [FIRST_RUN + timedelta(seconds=3)]
+
+
+def test_each_reconcile_reads_the_window_and_exclusions_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The decision after the create, and the condition check of the follow-up, use the
+    window the view read (366 excluded dates cost more to read than a decision)."""
+    reads: list[Any] = []
+    read = rules.window_of
+
+    def counted(settings: Any) -> Any:
+        reads.append(settings.exclusions)
+        return read(settings)
+
+    monkeypatch.setattr(rules, "window_of", counted)
+    world = harness(
+        cronjob(exclusions={"dates": ["2100-01-02"]}, window={"end": "2100-01-01T00:00:00Z"})
+    )
+    assert world.reconcile_once_at(FIRST_RUN + timedelta(seconds=3)).follow_up
+    assert list(world.jobs()) == [job_name(NAME, FIRST_RUN)]
+    assert len(reads) == 1
+    world.reconcile_once_at(FIRST_RUN + timedelta(seconds=3))  # the follow-up writes status
+    assert world.condition("Available")["reason"] == "Scheduling"
+    assert len(reads) == 2
 
 
 def test_before_the_first_time_nothing_runs_and_it_requeues_for_it() -> None:

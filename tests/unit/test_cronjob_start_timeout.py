@@ -189,6 +189,18 @@ def test_a_running_pod_not_ready_yet_keeps_its_run_without_a_hot_requeue() -> No
     assert job in world.jobs()
     assert timeout_events(world) == []
     assert result.requeue_after >= (at(2) - at(1, TIMEOUT)).total_seconds(), "the next run"
+    assert pod_lists(world) == 1
+    gets = len(world.client.reads_of("get", JOB))
+
+    world.reconcile_at(at(1, TIMEOUT * 2))
+    assert job in world.jobs()
+    assert pod_lists(world) == 1, "a run found started is not read again"
+    assert len(world.client.reads_of("get", JOB)) == gets
+    world.restart()
+    world.reconcile_at(at(1, TIMEOUT * 3))
+    assert pod_lists(world) == 2, "a restarted operator reads it once more"
+    assert job in world.jobs()
+    assert timeout_events(world) == []
 
 
 def test_a_job_not_started_by_the_job_controller_is_not_timed() -> None:

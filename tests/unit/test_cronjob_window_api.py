@@ -38,6 +38,24 @@ def test_the_webhook_names_each_bad_field() -> None:
     ]
 
 
+def test_the_webhook_refuses_more_exclusions_than_the_schema_before_parsing_them() -> None:
+    errors = messages(
+        cronjob.validate_create(
+            a_cronjob(
+                exclusions={
+                    "dates": ["2026-12-25"] * 367,
+                    "schedules": ["0 9 * * *", "1," * 600 + "0 9 * * *"],
+                }
+            )
+        )
+    )
+    assert errors == [
+        'spec.exclusions.dates: Invalid value: "<367 dates>": must list at most 366 dates',
+        'spec.exclusions.schedules[1]: Invalid value: "' + "1," * 20 + '...": must be at most '
+        "1024 characters (five short cron fields)",
+    ]
+
+
 def test_a_good_window_limit_and_exclusions_pass_the_webhook_and_the_model() -> None:
     spec: dict[str, Any] = {
         "window": {"start": "2026-06-01T00:00:00Z", "end": "2026-07-01T00:00:00+02:00"},

@@ -32,7 +32,7 @@ from cronjob_operator.api.run_overrides import (
     request_problem,
 )
 from cronjob_operator.controllers.cronjob import requests
-from cronjob_operator.controllers.cronjob.jobs import job_name
+from cronjob_operator.controllers.cronjob.jobs import build_manual_job, job_name
 from cronjob_operator.runtime.objects import freeze, thaw
 from cronjob_operator.webhooks import cronjob as webhook
 from tests.unit import cronjob_harness
@@ -150,8 +150,34 @@ def test_the_size_bound_is_checked_before_parsing() -> None:
     assert parse_run_request('{"token": "t"}' + padding[1:]) == RunRequest("t")
 
 
+def test_the_bound_counts_utf8_bytes_and_the_jobs_copy_is_no_larger() -> None:
+    """A Job's annotations are limited in bytes: a request within the bound (8,000 emoji,
+    32,000 bytes) makes a Job whose run-overrides annotation is no larger than the
+    request (with \\u escapes it was 96,000), and 8,200 emoji (8,200 characters, 32,800
+    bytes) are refused."""
+
+    def raw_of(emoji: int) -> str:
+        env = [{"name": "A", "value": "\U0001f600" * emoji}]
+        return json.dumps({"token": "t", "overrides": {"env": env}}, ensure_ascii=False)
+
+    raw = raw_of(8000)
+    assert len(raw.encode()) <= MAX_RUN_REQUEST_LENGTH
+    request = parse_run_request(raw)
+    assert isinstance(request, RunRequest)
+    cronjob = cronjob_harness.cronjob("cj", "ns", created=CREATED, spec={"schedule": "@hourly"})
+    cronjob["metadata"]["uid"] = "uid-cj"
+    job = build_manual_job(cronjob, request)
+    recorded = job["metadata"]["annotations"][OVERRIDES_ANNOTATION]
+    assert parse_overrides_json(recorded) == request.overrides
+    assert len(recorded.encode()) <= len(raw.encode())
+    assert len(request_json("t", request.overrides).encode()) <= len(raw.encode())
+    too_large = raw_of(8200)
+    assert len(too_large) < MAX_RUN_REQUEST_LENGTH < len(too_large.encode())
+    assert f"{len(too_large.encode())} bytes (UTF-8), at most" in problem_of(too_large)
+
+
 def test_an_oversized_value_is_not_remembered() -> None:
-    """The memo of parsed requests holds only values within the bound (64 x 32 KiB)."""
+    """The memo of parsed requests holds only values within the bound (32 KiB each)."""
     before = run_overrides._parse_json_request.cache_info().currsize
     for size in (10**6, 10**6 + 1):
         problem_of('{"token": "t"}' + " " * size)

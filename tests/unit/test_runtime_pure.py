@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
+import urllib3
 from kubernetes import client as k8s_client
 
 from cronjob_operator.runtime import objects
@@ -178,3 +180,28 @@ def test_cached_reads_cannot_corrupt_the_cache(cache: Cache) -> None:
     mine = objects.thaw(got)
     mine["metadata"]["name"] = "mine"
     assert objects.name_of(cache.get(JOB, "a1", "ns1")) == "a1"
+
+
+@pytest.mark.parametrize(
+    "name", ["../../../../api/v1/namespaces/kube-system/secrets/s", "g?watch=true", "g#x", "a/b"]
+)
+def test_an_object_path_keeps_any_name_one_segment_of_its_collection(name: str) -> None:
+    """A name from a spec field (spec.concurrencyGroup.name stored past the webhook) is
+    one escaped segment, even after urllib3 resolves the URL as it sends it. Failed
+    before: the dot segments climbed to /api/v1/namespaces/kube-system/secrets/s, and
+    '?watch=true' became the query."""
+    resolved = urllib3.util.parse_url("https://api:6443" + JOB.object_path("team", name, "status"))
+    collection, segment, subresource = resolved.path.rsplit("/", 2)
+    assert (collection, unquote(segment), subresource) == (
+        "/apis/batch/v1/namespaces/team/jobs",
+        name,
+        "status",
+    )
+    assert resolved.query is None
+    assert resolved.fragment is None
+
+
+def test_an_object_path_of_a_valid_name_is_unchanged() -> None:
+    assert JOB.object_path("team", "nightly-1772452800.x") == (
+        "/apis/batch/v1/namespaces/team/jobs/nightly-1772452800.x"
+    )

@@ -174,3 +174,5 @@ def test_the_docs_state_the_tested_range(doc: str) -> None:
     newest = pinned_release("KUBERNETES_VERSION")
     text = " ".join((REPO / doc).read_text().split())
     assert f"Supported Kubernetes: {oldest.release} to {newest.release}" in text
+    for pinned in (oldest, newest):  # the patch releases the docs say the tests ran on
+        assert pinned.git_version.removeprefix("v") in text, pinned.git_version

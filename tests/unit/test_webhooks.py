@@ -262,6 +262,12 @@ BAD_INPUTS = [
         id="group-without-name",
     ),
     pytest.param(
+        {"concurrencyGroup": {"name": "../../../../api/v1/namespaces/kube-system/secrets/s"}},
+        'spec.concurrencyGroup.name: Invalid value: "../../../../api/v1/namespaces/kube-system/'
+        'secrets/s": a lowercase RFC 1123 subdomain must consist of',
+        id="group-name-not-a-name",
+    ),
+    pytest.param(
         {"concurrencyGroup": {"name": "g", "whenFull": "Later"}},
         'spec.concurrencyGroup.whenFull: Unsupported value: "Later": supported values: '
         '"Wait", "Skip"',

@@ -87,20 +87,13 @@ from cronjob_operator.runtime.controllerutil import (
 )
 from cronjob_operator.runtime.sharding import owned_object_labels
 
-__all__ = ["Walks", "decide"]  # Walks: due.py's, passed in by the reconciler
+__all__ = ["decide"]
 
 
-class _Backfilled(NamedTuple):
-    """What the backfill step decided: any problem, and when to look again (None: the
-    events that matter reconcile again)."""
-
-    problem: Problem | None = None
-    look_again: timedelta | None = None
-
-
-class _Scheduled(NamedTuple):
-    """What the scheduling step decided: when to look again, any problem, and the
-    skipped runs this reconcile accounted for."""
+class _Decided(NamedTuple):
+    """What the backfill or the scheduling step decided: when to look again (None: the
+    events that matter reconcile again), any problem, and the skipped runs this
+    reconcile accounted for (the scheduling step's)."""
 
     requeue: timedelta | None = None
     problem: Problem | None = None
@@ -162,7 +155,7 @@ class _Decision:
             return self._plan(status=status, notices=tuple(notices), error=exc)
         problem = scheduled.problem or self._stored_problem() or manual or filled.problem
         requeue = _sooner(
-            _sooner(scheduled.requeue, filled.look_again),
+            _sooner(scheduled.requeue, filled.requeue),
             start_timeout.requeue_after(self.view.spec, self.view.jobs.active, self.now),
         )
         if self.started:
@@ -250,7 +243,7 @@ class _Decision:
         status["lastHandledRunRequest"] = token
         return None
 
-    def _backfill(self) -> _Backfilled:
+    def _backfill(self) -> _Decided:
         """Start, cancel or advance the requested backfill, and create the Job of its
         next time when it is due and concurrencyPolicy makes room (one per reconcile, in
         order)."""
@@ -261,11 +254,11 @@ class _Decision:
         if raw is None or view.deleting:
             if running and raw is None:
                 self._record_backfill(backfill.cancelled(status["backfill"]), "BackfillCancelled")
-            return _Backfilled()
+            return _Decided()
         try:
             schedule = rules.schedule_of(view.spec)
         except schedules.ScheduleError:
-            return _Backfilled()  # reported by the scheduling step
+            return _Decided()  # reported by the scheduling step
         request = rules.parse_request(raw)
         if isinstance(request, str):
             return self._backfill_refused(f"{rules.BACKFILL_FIELD}: {request}")
@@ -273,7 +266,7 @@ class _Decision:
         # is done needs no schedule times (its cost must not outlive it).
         recorded = backfill.recorded(progress, request)
         if recorded and not running:
-            return _Backfilled()
+            return _Decided()
         problem = None if recorded else rules.count_problem(schedule, request)
         if problem is not None:
             return self._backfill_refused(problem)
@@ -283,25 +276,25 @@ class _Decision:
                 self._record_backfill(backfill.cancelled(status["backfill"]), "BackfillCancelled")
             self._record_backfill(backfill.start(request, times), "BackfillStarted")
         if status["backfill"].get("state") != BackfillState.RUNNING:
-            return _Backfilled()
+            return _Decided()
         progress = status["backfill"] = backfill.advanced(
             status["backfill"], times, runs.ran(view.name, view.jobs, {})
         )
         upcoming = time_at(progress, "next")
         if upcoming is None:
             self.steps.event("Normal", "BackfillComplete", _backfill_message(status))
-            return _Backfilled()
+            return _Decided()
         if upcoming > now:
-            return _Backfilled(look_again=upcoming - now + timedelta(milliseconds=100))
+            return _Decided(upcoming - now + timedelta(milliseconds=100))
         if not self._make_room():
-            return _Backfilled()  # the active Job's end reconciles again
+            return _Decided()  # the active Job's end reconciles again
         job = jobs.build_job(view.obj, upcoming, schedule.zone)
         job["metadata"].setdefault("annotations", {})[rules.BACKFILL_TOKEN_ANNOTATION] = (
             request.token
         )
         failed = self._create(job)
-        return _Backfilled(
-            None if failed is None else dataclasses.replace(failed, stops_schedule=False), SOON
+        return _Decided(
+            SOON, None if failed is None else dataclasses.replace(failed, stops_schedule=False)
         )
 
     def _record_backfill(self, progress: dict[str, Any], reason: str) -> None:
@@ -309,14 +302,14 @@ class _Decision:
         self.status["backfill"] = progress
         self.steps.event("Normal", reason, _backfill_message(self.status))
 
-    def _backfill_refused(self, problem: str) -> _Backfilled:
+    def _backfill_refused(self, problem: str) -> _Decided:
         """An unusable backfill request's Warning event and problem (nothing to requeue)."""
         self.steps.event("Warning", "InvalidBackfill", problem)
-        return _Backfilled(Problem("InvalidBackfill", problem, stops_schedule=False))
+        return _Decided(problem=Problem("InvalidBackfill", problem, stops_schedule=False))
 
     # --- due runs -------------------------------------------------------------------
 
-    def _schedule(self) -> _Scheduled:
+    def _schedule(self) -> _Decided:
         """Steps 5-9: maybe create the due Job; when to look again, any problem, and the
         skipped runs this reconcile accounted for.
 
@@ -326,7 +319,7 @@ class _Decision:
         conditions.set_next_schedule_time(status, None)
         since = runs.observe_schedule(status, view.spec, created=view.created or now, now=now)
         if view.deleting:
-            return _Scheduled()
+            return _Decided()
         # Suspended or paused: nothing starts, but the times that come are accounted for.
         holding = view.spec.suspend or conditions.paused(view.spec, status)
         try:
@@ -338,14 +331,14 @@ class _Decision:
                 view, status, now=now, since=since, holding=holding, walks=self.walks, window=window
             )
         if timing is None:
-            return _Scheduled()
+            return _Decided()
         if isinstance(timing, due.Unschedulable):
             self.steps.event("Warning", timing.event_reason, timing.problem.message)
-            return _Scheduled(problem=None if holding else timing.problem)
+            return _Decided(problem=None if holding else timing.problem)
         due_runs = due.due_runs_of(view, status, timing, now=now, since=since, holding=holding)
         self._record_due_runs(due_runs)
         if holding:
-            return _Scheduled(due_runs.requeue, accounting=due_runs.accounting)
+            return _Decided(due_runs.requeue, accounting=due_runs.accounting)
         return self._start_due_run(timing, due_runs)
 
     def _record_due_runs(self, due_runs: due.DueRuns) -> None:
@@ -366,7 +359,7 @@ class _Decision:
         if due_runs.skipped_runs is not None:
             status["skippedRuns"] = due_runs.skipped_runs
 
-    def _start_due_run(self, timing: due.Timing, due_runs: due.DueRuns) -> _Scheduled:
+    def _start_due_run(self, timing: due.Timing, due_runs: due.DueRuns) -> _Decided:
         """Record the next time and start the due run, if any."""
         walked, offset, accounting = timing.due, timing.offset, due_runs.accounting
         conditions.set_next_schedule_time(
@@ -378,10 +371,8 @@ class _Decision:
                 field = "spec.schedule" if self.view.spec.schedule is not None else "spec.schedules"
                 message = f"{field}: {timing.schedule.expression!r} never fires; fix the schedule"
                 self.steps.event("Warning", "InvalidSchedule", message)
-                return _Scheduled(
-                    problem=Problem("InvalidSchedule", message), accounting=accounting
-                )
-            return _Scheduled(due_runs.requeue, accounting=accounting)
+                return _Decided(problem=Problem("InvalidSchedule", message), accounting=accounting)
+            return _Decided(due_runs.requeue, accounting=accounting)
         if walked.too_many_missed and len(timing.queue) == 1:  # Latest; All counts CatchUpBound
             self.steps.event(
                 "Warning",
@@ -392,7 +383,7 @@ class _Decision:
         late = target not in timing.queue  # the buffered run: its lateness is no creation skew
         problem = self._run(target, timing.schedule.zone, None if late else offset)
         requeue = due_runs.requeue if problem is None or problem.retry else None
-        return _Scheduled(requeue, problem, accounting)
+        return _Decided(requeue, problem, accounting)
 
     def _run(self, scheduled: datetime, zone: ZoneInfo, offset: timedelta | None) -> Problem | None:
         """Create the Job of ``scheduled`` unless it exists; ``offset`` is the stagger
@@ -509,7 +500,7 @@ class _Decision:
         else:
             condition("Degraded", False, "AsExpected", "")
         available = conditions.availability(self.view, status, problem)
-        if available.available and (halt := limits.stopped(self.view.spec, status, self.now)):
+        if available.available and (halt := limits.stopped(self.view, status, self.now)):
             available = conditions.Availability(False, *halt)
         condition("Available", *available)
         if available.reason == conditions.PAUSED_REASON and not was_paused:

@@ -1,20 +1,20 @@
 """The reconciler's I/O for spec.concurrencyGroup: take a slot before a Job, free it after.
 
 ``groups.py`` decides; this reads the ConcurrencyGroup from the API server (never the
-cache: on a sharded replica the group's other CronJobs and their Jobs live elsewhere),
-asks the API server about the holders' Jobs when the group looks full (at most
-spec.limit reads), and writes the group's status with the resourceVersion it read. A
-409 means another replica (or worker) wrote first: read again and decide again. The
-writes go through the reconciler's client, so on a sharded replica the shard's fence
-refuses them (and the Job's create after them) once its Lease may have passed on: a
-replica paused past the claim grace cannot create a Job whose slot was reclaimed.
+cache: on a sharded replica the group's other CronJobs live elsewhere), looks up the
+holders' Jobs when the group looks full (the cache first, ``_job_states``), and writes
+the group's status with the resourceVersion it read. A 409 means another replica (or
+worker) wrote first: read again and decide again. The writes go through the
+reconciler's client, so on a sharded replica the shard's fence refuses them (and the
+Job's create after them) once its Lease may have passed on: a replica paused past the
+claim grace cannot create a Job whose slot was reclaimed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
@@ -72,47 +72,75 @@ class GroupSlots:
             limit, status = _limit(obj), group_status_of(obj.get("status") or {})
             verdict = groups.claim(status, limit, request, now, {})
             if not verdict.granted and status.get("holders"):
-                states = self._job_states(view.namespace, status["holders"])
+                states = self._job_states(view.namespace, status["holders"], now)
                 verdict = groups.claim(status, limit, request, now, states)
             if self._write(obj, verdict.status, final=attempt == CONFLICT_ATTEMPTS):
                 break
         return None if verdict.granted else GroupFull(group, queued=verdict.queued)
 
     def release(self, view: CronJobView) -> None:
-        """Free the slots of this CronJob's Jobs that the view shows finished."""
+        """Free the slots of this CronJob's Jobs that the view shows finished.
+
+        Runs after every reconcile of a grouped CronJob, so what frees nothing costs
+        little: no read without a finished Job, and no parse of the group's waiting runs
+        (up to ``MAX_WAITERS``) when none of them holds a slot.
+        """
         group = view.spec.concurrency_group
-        if group is None:
-            return
         finished = {objects.name_of(job) for job in (*view.jobs.successful, *view.jobs.failed)}
+        if group is None or not finished:
+            return
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
             try:
                 obj = self._client.live.get(CONCURRENCY_GROUP, group, view.namespace)
             except errors.NotFound:
+                self._metrics.forget_group(view.namespace, group)
                 return  # reported by the claim of the next run
+            holders = (obj.get("status") or {}).get("holders") or ()
+            if not any(holder.get("job") in finished for holder in holders):
+                self._show(obj, len(holders))
+                return
             released = groups.release(group_status_of(obj.get("status") or {}), finished)
             if self._write(obj, released, final=attempt == CONFLICT_ATTEMPTS):
                 return
 
     def _job_states(
-        self, namespace: str, holders: Iterable[Mapping[str, Any]]
+        self, namespace: str, holders: Iterable[Mapping[str, Any]], now: datetime
     ) -> dict[str, groups.JobState]:
-        """What the API server says of each holder's Job."""
+        """What is known of each holder's Job (a holder left out counts as running).
+
+        The informer cache answers for a Job it shows running: a finish or a delete it
+        has not seen yet frees the slot at a later poll, never too early. The API server
+        is asked only when a slot may be freed: the cache shows the Job finished (the
+        server confirms it), or lacks it (another shard's Job, or gone) past the claim
+        grace; a Job the cache lacks within the grace holds its slot whatever the server
+        says. So a full group of running Jobs costs a waiting run no Job reads.
+        """
         states = {}
         for holder in holders:
             name = str(holder.get("job"))
             try:
-                job = self._client.live.get(JOB, name, namespace)
+                cached: objects.Obj | None = self._client.get(JOB, name, namespace)
             except errors.NotFound:
-                states[name] = groups.JobState.ABSENT
-                continue
-            finished = jobs.finished_state(job) is not None
-            states[name] = groups.JobState.FINISHED if finished else groups.JobState.RUNNING
+                cached = None
+            if cached is not None and jobs.finished_state(cached) is None:
+                continue  # running
+            if cached is None and not groups.reclaimable(holder, groups.JobState.ABSENT, now):
+                continue  # in its claim grace
+            states[name] = self._live_state(namespace, name)
         return states
+
+    def _live_state(self, namespace: str, name: str) -> groups.JobState:
+        """What the API server says of the Job ``name``."""
+        try:
+            job = self._client.live.get(JOB, name, namespace)
+        except errors.NotFound:
+            return groups.JobState.ABSENT
+        finished = jobs.finished_state(job) is not None
+        return groups.JobState.FINISHED if finished else groups.JobState.RUNNING
 
     def _write(self, obj: objects.Obj, status: dict[str, Any], *, final: bool) -> bool:
         """Write ``status`` to the group read as ``obj`` (its resourceVersion the
         precondition) if it changed; False on a 409, which raises when ``final``."""
-        metadata = obj["metadata"]
         if status != _comparable(obj.get("status")):
             try:
                 self._client.update_status(CONCURRENCY_GROUP, {**obj, "status": status})
@@ -120,10 +148,15 @@ class GroupSlots:
                 if final:
                     raise
                 return False
-        gauge = self._metrics.group_slots
-        gauge.labels(metadata["namespace"], metadata["name"], GROUP_IN_USE).set(status["inUse"])
-        gauge.labels(metadata["namespace"], metadata["name"], GROUP_LIMIT).set(_limit(obj))
+        self._show(obj, status["inUse"])
         return True
+
+    def _show(self, obj: objects.Obj, in_use: int) -> None:
+        """Set the gauge of the group read as ``obj``: ``in_use`` slots held, its limit."""
+        metadata = obj["metadata"]
+        gauge = self._metrics.group_slots
+        gauge.labels(metadata["namespace"], metadata["name"], GROUP_IN_USE).set(in_use)
+        gauge.labels(metadata["namespace"], metadata["name"], GROUP_LIMIT).set(_limit(obj))
 
 
 def with_wait_poll(plan: Plan, outcomes: Iterable[Outcome]) -> Plan:

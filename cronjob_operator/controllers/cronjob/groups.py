@@ -41,6 +41,7 @@ __all__ = [
     "Verdict",
     "claim",
     "on_full",
+    "reclaimable",
     "release",
     "skipped_time",
     "with_group_skip",
@@ -80,11 +81,19 @@ class Claim:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The group's new status, whether the Job has its slot, and whether it waits."""
+    """The group's new holders and waiting runs, whether the Job has its slot, and
+    whether it waits."""
 
-    status: dict[str, Any]
+    holders: list[dict[str, Any]]
+    waiting: list[dict[str, Any]]
     granted: bool
     queued: bool
+
+    @property
+    def status(self) -> dict[str, Any]:
+        """The group's new status, rendered for the API (only for the verdict written:
+        a full group's first verdict, taken without the holders' states, is not)."""
+        return _status(self.holders, self.waiting)
 
 
 def reclaimable(holder: Mapping[str, Any], state: JobState, now: datetime) -> bool:
@@ -125,16 +134,16 @@ def claim(
         (w for w in status.get("waiting") or () if w.get("cronJob") == request.cron_job), None
     )
     if any(holder.get("job") == request.job for holder in holders):
-        return Verdict(_status(holders, others), granted=True, queued=False)
+        return Verdict(holders, others, granted=True, queued=False)
     key = (request.scheduled, request.cron_job)
     ahead = [waiter for waiter in others if _order(waiter) < key]
     if limit - len(holders) > len(ahead):
         holders.append({"job": request.job, "cronJob": request.cron_job, "acquiredAt": stamp(now)})
-        return Verdict(_status(holders, others), granted=True, queued=False)
+        return Verdict(holders, others, granted=True, queued=False)
     if not request.wait or len(others) >= MAX_WAITERS:
-        return Verdict(_status(holders, others), granted=False, queued=False)
+        return Verdict(holders, others, granted=False, queued=False)
     others.append(_place(request, mine, now))
-    return Verdict(_status(holders, others), granted=False, queued=True)
+    return Verdict(holders, others, granted=False, queued=True)
 
 
 def release(status: Mapping[str, Any], finished: set[str]) -> dict[str, Any]:

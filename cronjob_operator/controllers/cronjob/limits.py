@@ -30,9 +30,9 @@ from typing import Any, Final
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import CronJobSettings
-from cronjob_operator.controllers.cronjob.jobs import JobSets, scheduled_time
+from cronjob_operator.controllers.cronjob import runs
+from cronjob_operator.controllers.cronjob.jobs import JobSets
 from cronjob_operator.controllers.cronjob.view import CronJobView, stamp, time_at
-from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
@@ -46,14 +46,18 @@ __all__ = [
 ]
 
 NEXT_RUN_MEMO_SIZE: Final = 256
-"""How many next-time walks past excluded times are remembered (a few hundred bytes each)."""
+"""How many next-time walks past excluded times are remembered. An entry keeps its
+window: up to about 44 KiB with 366 excluded dates, so at most about 11 MiB in all
+(bench/exclusion_walk.py)."""
 RUN_LIMIT_REACHED: Final = "RunLimitReached"
 WINDOW_ENDED: Final = "WindowEnded"
 
 
 def _limit(spec: CronJobSettings) -> int | None:
+    """``spec.maxScheduledRuns`` when it is usable (one stored past validation is no
+    limit: ``bounds`` reports it and nothing is scheduled)."""
     value = spec.max_scheduled_runs
-    return value if isinstance(value, int) else None
+    return value if isinstance(value, int) and value >= 1 else None
 
 
 def count_runs(
@@ -73,14 +77,7 @@ def count_runs(
         return
     counted = dict(status.get("scheduledRuns") or {"countedThrough": stored_last})
     through = time_at(counted, "countedThrough")
-    times = {
-        moment
-        for job in jobs.owned()
-        if (moment := scheduled_time(cronjob_name, objects.name_of(job))) is not None
-    }
-    last = time_at(status, "lastScheduleTime")
-    if last is not None:
-        times.add(last)
+    times = runs.ran(cronjob_name, jobs, status)
     new = sorted(moment for moment in times if through is None or moment > through)
     count = int(counted.get("count") or 0) + len(new)
     if new:
@@ -107,7 +104,9 @@ def bounds(status: dict[str, Any], view: CronJobView) -> schedules.Window | None
     spec = view.spec
     stored_last = time_at(view.stored, "lastScheduleTime")
     count_runs(status, spec, view.name, view.jobs, stored_last=stored_last)
-    window = rules.window_of(spec)
+    window = view.window
+    if isinstance(window, Exception):
+        raise window
     if _limit_reached(spec, status):
         if window is None:
             zone = schedules.parse_schedule("@daily", spec.time_zone).zone
@@ -142,10 +141,9 @@ def _first_run_after(
     return window.next_after(schedule, moment)
 
 
-def stopped(
-    spec: CronJobSettings, status: Mapping[str, Any], now: datetime
-) -> tuple[str, str] | None:
+def stopped(view: CronJobView, status: Mapping[str, Any], now: datetime) -> tuple[str, str] | None:
     """Why no scheduled run will ever start again (reason, message), or None."""
+    spec, window = view.spec, view.window
     if _limit_reached(spec, status):
         counted = status.get("scheduledRuns") or {}
         last = time_at(counted, "countedThrough")
@@ -155,11 +153,9 @@ def stopped(
             f"the last at {'<none>' if last is None else rfc3339(last)}): no scheduled run "
             f"starts; raise or remove {rules.LIMIT_FIELD} to resume",
         )
-    try:
-        window = rules.window_of(spec)
-    except rules.WindowError:
-        return None  # reported by the scheduling step
-    if window is None or window.end is None or not window.ended(now):
+    if not isinstance(window, schedules.Window):
+        return None  # none, or one the scheduling step reports
+    if window.end is None or not window.ended(now):
         return None
     if status.get("nextScheduleTime"):  # a staggered run of its last time is still due
         return None

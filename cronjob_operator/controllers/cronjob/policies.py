@@ -160,11 +160,12 @@ def account(
     startingDeadlineSeconds`` (None: no deadline). ``latest``: the newest schedule time at
     or before ``now`` (``Due.latest``); with the watermark at or after it there is nothing
     to walk, which is every reconcile between two times (no walk, no cost). ``window``
-    (``spec.window``, the run limit, ``spec.exclusions``): times outside it are no runs and
-    are not walked; an excluded time is counted as Excluded.
+    (``spec.window``, the run limit, ``spec.exclusions``): a time before it is passed
+    uncounted (the watermark stays a schedule time: ``@every`` counts from it), none after
+    it is walked; an excluded time is counted as Excluded.
     """
     if window is not None:
-        floor, now = window.clamp(floor, now)
+        now = window.through(now)
     through = time_at(skipped_runs, "accountedThrough")
     if through is not None and through >= floor and (latest is None or latest <= through):
         return Accounting(Counter(), None, more=False)
@@ -179,7 +180,7 @@ def account(
             stopped = True
             break
         mark = moment
-        if moment in ran:
+        if moment in ran or (window is not None and not window.contains(moment)):
             continue
         if window is not None and window.excludes(moment):
             reason = SkipReason.EXCLUDED

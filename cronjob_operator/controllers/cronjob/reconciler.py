@@ -36,7 +36,8 @@ from prometheus_client import Histogram
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob import history, jobs, policies, start_timeout
-from cronjob_operator.controllers.cronjob.decide import Walks, decide
+from cronjob_operator.controllers.cronjob.decide import decide
+from cronjob_operator.controllers.cronjob.due import Walks
 from cronjob_operator.controllers.cronjob.group_slots import GroupSlots, with_wait_poll
 from cronjob_operator.controllers.cronjob.jobs import JOB_OWNER_INDEX
 from cronjob_operator.controllers.cronjob.plan import (
@@ -93,6 +94,11 @@ class CronJobReconciler:
         self._slots = GroupSlots(client, clock, self._metrics)
         self.echoes = StatusEchoes()
         """This reconciler's status writes; ``setup`` skips their watch echoes."""
+        self._started_runs: dict[tuple[str, str], frozenset[str]] = {}
+        """By CronJob (namespace, name): the uids of its overdue runs whose Pods showed a
+        start (a Running Pod not ready yet), so their Pods are not listed again: a run,
+        once started, stays started. Only the CronJobs with such a run, only their
+        overdue runs (replaced by each reconcile, dropped when the CronJob is gone)."""
 
     def reconcile(self, request: Request) -> Result:
         # Before the read: a cache that lacks our last write is read with its echo still due.
@@ -101,6 +107,7 @@ class CronJobReconciler:
             cronjob = self._client.get(CRONJOB, request.name, request.namespace)
         except errors.NotFound:
             self._metrics.forget_cronjob(request.namespace, request.name)
+            self._started_runs.pop((request.namespace, request.name), None)
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
         view = self._observe(cronjob, now)
@@ -124,14 +131,8 @@ class CronJobReconciler:
             if not self._exists_live(ref)
         ]
         view = view_of(cronjob, owned, missing=missing)
-        overdue = start_timeout.overdue(view.spec, owned.active, now)
-        if not overdue:
-            return view
-        reports = {jobs.job_uid(job): self._start_report(job) for job in overdue}
-        return dataclasses.replace(
-            view,
-            start_reports={uid: report for uid, report in reports.items() if report is not None},
-        )
+        reports = self._start_reports(view, start_timeout.overdue(view.spec, owned.active, now))
+        return dataclasses.replace(view, start_reports=reports) if reports else view
 
     def _owned_jobs(self, cronjob: objects.Obj) -> jobs.JobSets:
         metadata = cronjob["metadata"]
@@ -143,6 +144,25 @@ class CronJobReconciler:
         uid = metadata.get("uid")
         ours = [job for job in listed if (objects.controller_ref(job) or {}).get("uid") == uid]
         return jobs.classify(ours)
+
+    def _start_reports(
+        self, view: CronJobView, overdue: list[objects.Obj]
+    ) -> dict[str, StartReport]:
+        """What the Pods of each run past its start timeout say, by Job uid (none for a
+        Job gone or going); a run found started by an earlier reconcile is not read
+        again (``_started_runs``)."""
+        key = (view.namespace, view.name)
+        known = self._started_runs.pop(key, frozenset())
+        reports: dict[str, StartReport] = {}
+        for job in overdue:
+            uid = jobs.job_uid(job)
+            report = StartReport(started=True) if uid in known else self._start_report(job)
+            if report is not None:
+                reports[uid] = report
+        started = frozenset(uid for uid, report in reports.items() if report.started)
+        if started:
+            self._started_runs[key] = started
+        return reports
 
     def _start_report(self, job: objects.Obj) -> StartReport | None:
         """What the Pods of a run past its start timeout say, read live (the cached Job may

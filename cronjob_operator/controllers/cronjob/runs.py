@@ -1,6 +1,6 @@
 """Due runs: the schedule in effect, since when, and which scheduled times have run.
 
-* The schedule of a spec is ``api.cronjob_rules.parse_spec_schedule``.
+* The schedule of the typed spec is ``api.cronjob_rules.schedule_of``.
 * ``observe_schedule`` keeps ``status.observedSchedule``: the schedule and time zone in
   effect and since when. Runs are never created for a time at or before ``since``, so
   editing either never starts a catch-up run for a time before the edit.

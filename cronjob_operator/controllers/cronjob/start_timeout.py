@@ -12,7 +12,8 @@ that are working. The rule, off unless the field is set:
 * A Job past its timeout without such a count is ``overdue``: the reconciler reads that
   Job live and lists its Pods (a LIST by its controller-uid label, only then: no Pod
   informer) into a ``view.StartReport``. A Pod Running or finished means the run
-  started (a Pod whose readiness probe does not pass yet) and it is left alone;
+  started (a Pod whose readiness probe does not pass yet) and it is left alone (the
+  reconciler remembers its uid, so its Pods are not listed again);
   otherwise the report holds the cause the Pods give (a waiting container's reason, the
   PodScheduled condition).
 * ``end_overdue`` ends each reported run: a Delete step (background propagation, as

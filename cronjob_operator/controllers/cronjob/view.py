@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Final
 
+from cronjob_operator import schedule as schedules
+from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import CronJobSettings, read_settings
 from cronjob_operator.controllers.cronjob.jobs import JobSets, job_uid
 from cronjob_operator.runtime import objects
@@ -37,6 +39,7 @@ __all__ = [
     "CronJobView",
     "JobTimes",
     "StartReport",
+    "WindowRead",
     "api_status",
     "created_at",
     "group_status_of",
@@ -106,6 +109,12 @@ class JobTimes:
         return self._job.get("status") or {}
 
 
+WindowRead = schedules.Window | rules.WindowError | schedules.ScheduleError | None
+"""The spec's run window, run limit and exclusions as one ``schedule.Window``
+(``cronjob_rules.window_of``), or why a value stored past validation cannot be read
+(None: neither a window nor exclusions is set)."""
+
+
 @dataclass(frozen=True, slots=True)
 class StartReport:
     """What the Pods of a run past its start timeout say (``start_timeout``): whether one
@@ -146,6 +155,10 @@ class CronJobView:
     deleting: bool
     spec: CronJobSettings
     """The spec fields the decision acts on, typed (the Jobs' template is ``obj``'s)."""
+    window: WindowRead
+    """``spec.window`` and ``spec.exclusions`` read once per reconcile (:data:`WindowRead`):
+    every decision of the reconcile asks about them, and with the most dates and
+    schedules the schema admits a read costs more than the rest of a decision."""
     annotations: Mapping[str, Any]
     stored: Mapping[str, Any]
     """The status as stored, frozen, its timestamps parsed (:func:`stored_status`): what
@@ -171,6 +184,7 @@ def view_of(
     """The view of ``cronjob`` and the Jobs it controls, by state (``jobs.classify``)."""
     metadata = cronjob["metadata"]
     times = job_times_of(jobs.owned())
+    settings = read_settings(cronjob)
     return CronJobView(
         obj=cronjob,
         name=str(metadata["name"]),
@@ -178,7 +192,8 @@ def view_of(
         generation=int(metadata.get("generation") or 0),
         created=created_at(cronjob),
         deleting=bool(metadata.get("deletionTimestamp")),
-        spec=read_settings(cronjob),
+        spec=settings,
+        window=_window_read(settings),
         annotations=metadata.get("annotations") or {},
         stored=stored_status(cronjob.get("status") or {}),
         jobs=jobs,
@@ -188,6 +203,14 @@ def view_of(
         ),
         missing=frozenset(missing),
     )
+
+
+def _window_read(settings: CronJobSettings) -> WindowRead:
+    """The spec's window and exclusions, or why they cannot be read (:data:`WindowRead`)."""
+    try:
+        return rules.window_of(settings)
+    except (schedules.ScheduleError, rules.WindowError) as exc:
+        return exc
 
 
 def created_at(obj: objects.Obj) -> datetime | None:
