@@ -7,15 +7,40 @@ REST client and prometheus_client, and ``kubectl cjt --help`` would wait for the
 still works) and loads each module on the first lookup of one of its names.
 
 mypy reads the facade's ``TYPE_CHECKING`` imports (the functions here are hidden from it,
-so a misspelt name stays an error); ``exports`` checks that the names it serves are
-exactly the facade's ``__all__``, so the two lists cannot drift apart unseen.
+so a misspelt name stays an error), and ``type_checking_homes`` reads the module each
+name loads from out of the same imports, so they are written once; ``exports`` checks
+that the names it serves are exactly the facade's ``__all__``, so the two lists cannot
+drift apart unseen.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+
+def type_checking_homes(namespace: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The names the facade whose ``globals()`` are ``namespace`` imports under
+    ``if TYPE_CHECKING:``, by submodule (relative to the package), read from its source:
+    the ``homes`` of ``exports``."""
+    package = namespace["__name__"]
+    homes: dict[str, tuple[str, ...]] = {}
+    for node in ast.parse(Path(namespace["__file__"]).read_text()).body:
+        if not (isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"):
+            continue
+        for statement in node.body:
+            if isinstance(statement, ast.ImportFrom) and statement.module:
+                home = statement.module.removeprefix(f"{package}.")
+                if home == statement.module or any(a.asname for a in statement.names):
+                    raise ImportError(
+                        f"{package}: import {statement.module}'s names unrenamed, and only "
+                        f"from a submodule of {package}, under TYPE_CHECKING"
+                    )
+                homes[home] = (*homes.get(home, ()), *(alias.name for alias in statement.names))
+    return homes
 
 
 def exports(

@@ -15,7 +15,7 @@ Importing the package imports no model: the names below load their module on fir
 
 from typing import TYPE_CHECKING
 
-from cronjob_operator._lazy import exports
+from cronjob_operator._lazy import exports, type_checking_homes
 
 if TYPE_CHECKING:
     from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT, ConfigDeployment
@@ -24,7 +24,4 @@ if TYPE_CHECKING:
 __all__ = ["CONFIG_DEPLOYMENT", "CRONJOB", "ConfigDeployment", "CronJob"]
 
 if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error
-    __getattr__, __dir__ = exports(
-        globals(),
-        {"apps_v1": ("CONFIG_DEPLOYMENT", "ConfigDeployment"), "batch_v1": ("CRONJOB", "CronJob")},
-    )
+    __getattr__, __dir__ = exports(globals(), type_checking_homes(globals()))

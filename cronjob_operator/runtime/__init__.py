@@ -22,12 +22,13 @@ draws the graph), and nothing here imports ``api``, ``controllers``, ``webhooks`
 Importing the facade imports nothing: each name loads its package on first use (PEP 562,
 ``cronjob_operator._lazy``), so ``import cronjob_operator.runtime.kinds`` (say, from the
 kubectl plugin) loads ``kinds`` alone, not the manager, the REST client and
-prometheus_client. The ``TYPE_CHECKING`` imports below are what mypy reads.
+prometheus_client. The ``TYPE_CHECKING`` imports below are what mypy reads, and where
+each name is loaded from (``_lazy.type_checking_homes``).
 """
 
 from typing import TYPE_CHECKING
 
-from cronjob_operator._lazy import exports
+from cronjob_operator._lazy import exports, type_checking_homes
 
 if TYPE_CHECKING:
     from cronjob_operator.runtime.cache import Cache
@@ -101,38 +102,6 @@ __all__ = [
     "write_status",
 ]
 
-_HOMES = {
-    "cache": ("Cache",),
-    "client": ("ClientInterface", "Reader", "RestClient", "load_configuration"),
-    "clock": ("Clock",),
-    "controller": (
-        "Controller",
-        "MapFunc",
-        "Predicate",
-        "Reconciler",
-        "Request",
-        "Result",
-        "TerminalError",
-        "generation_changed",
-        "resource_version_changed",
-    ),
-    "controllerutil": (
-        "create_or_patch",
-        "create_or_update",
-        "is_controlled_by",
-        "set_condition",
-        "set_controller_reference",
-        "write_status",
-    ),
-    "errors": ("AlreadyExists", "ApiError", "Conflict", "NotFound"),
-    "events": ("Recorder",),
-    "fake": ("FakeClientBuilder",),
-    "kinds": ("Kind",),
-    "leaderelection": ("LeaderElectionConfig",),
-    "manager": ("Manager", "Options"),
-    "objects": ("Obj", "thaw"),
-}
-"""The module each name of ``__all__`` is imported from on first use."""
 
 if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error
-    __getattr__, __dir__ = exports(globals(), _HOMES)
+    __getattr__, __dir__ = exports(globals(), type_checking_homes(globals()))

@@ -23,6 +23,9 @@ from cronjob_operator.runtime.controller import (
     Request,
     Result,
     TerminalError,
+    and_,
+    not_,
+    or_,
     resource_version_changed,
 )
 from cronjob_operator.runtime.controller import _handlers as handlers
@@ -325,3 +328,13 @@ def test_for_with_inline_predicates_only_enqueues_inline() -> None:
     assert not EnqueueHandler(
         queue, handlers.for_object, [cheap, resource_version_changed()]
     ).runs_inline
+
+
+def test_a_combination_of_inline_predicates_is_inline() -> None:
+    # Failed before: and_/or_/not_ dropped the flag, so combining the status echo skip
+    # with another cheap predicate gave the handler a thread again.
+    cheap = Predicate(update=lambda old, new: True, inline=True)
+    assert and_(cheap, cheap).inline
+    assert or_(cheap, cheap).inline
+    assert not_(cheap).inline
+    assert not and_(cheap, resource_version_changed()).inline

@@ -1,10 +1,10 @@
 """The package facades that import a name's module on first use (``cronjob_operator._lazy``).
 
-Such a facade lists each public name three times: in ``__all__``, in the map ``exports``
-loads from, and in the ``TYPE_CHECKING`` imports mypy reads. ``exports`` refuses an
-``__all__`` that differs from its map at import; these tests hold the third list to the
-other two (mypy does not: a name missing from the ``TYPE_CHECKING`` imports only fails
-where it is imported), and check what ``exports`` answers.
+Such a facade lists each public name twice: in ``__all__`` and in the ``TYPE_CHECKING``
+imports mypy reads, from which ``type_checking_homes`` reads the map ``exports`` loads
+from. ``exports`` refuses an ``__all__`` that differs from its map at import; these
+tests hold the imports to ``__all__`` by a parse of their own, and check what
+``exports`` and ``type_checking_homes`` answer.
 """
 
 from __future__ import annotations
@@ -81,3 +81,28 @@ def test_a_facade_answers_an_unknown_name_with_attribute_error() -> None:
     assert attribute("Kind") is kinds.Kind
     assert "Kind" in namespace  # the second lookup is a plain attribute
     assert "Kind" in names()
+
+
+def test_the_homes_are_read_from_the_type_checking_imports() -> None:
+    # Failed before (no type_checking_homes): each facade wrote the map again by hand.
+    from cronjob_operator import api
+
+    assert _lazy.type_checking_homes(vars(api)) == {
+        "apps_v1": ("CONFIG_DEPLOYMENT", "ConfigDeployment"),
+        "batch_v1": ("CRONJOB", "CronJob"),
+    }
+
+
+@pytest.mark.parametrize(
+    "imports",
+    ["from cronjob_operator.runtime.kinds import Kind as K", "from typing import Any"],
+    ids=["renamed", "outside-the-package"],
+)
+def test_a_type_checking_import_exports_cannot_serve_is_refused(
+    imports: str, tmp_path: Path
+) -> None:
+    facade = tmp_path / "__init__.py"
+    facade.write_text(f"if TYPE_CHECKING:\n    {imports}\n")
+    namespace = {"__name__": "cronjob_operator.runtime", "__file__": str(facade)}
+    with pytest.raises(ImportError, match="under TYPE_CHECKING"):
+        _lazy.type_checking_homes(namespace)

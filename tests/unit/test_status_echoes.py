@@ -6,23 +6,27 @@ to that object with exactly the status the reconcile wrote; every other update p
 the predicate: a write retried after a Conflict (decided from an older object), a spec
 or metadata edit, a resync, a relist that skips past the echo, another status, and the
 echo of a write when another reconcile of the object started before it (that one may
-have read the cache without the write).
+have read the cache without the write), and the echo of a CronJob status write that
+lets a Job go (deciding again from the written status prunes it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.controllers.cronjob.reconciler import CronJobReconciler, skip_status_echoes
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.controllerutil import StatusEchoes, write_status
-from cronjob_operator.runtime.fake import FakeClientBuilder, FakeRecorder
+from cronjob_operator.runtime.fake import DEFAULT_START, FakeClientBuilder, FakeRecorder
 from cronjob_operator.runtime.kinds import CONFIG_MAP, Kind
+from tests.unit import cronjob_harness
 
 
 def stored(version: int, status: dict[str, Any], **spec: Any) -> objects.Obj:
@@ -116,6 +120,30 @@ def test_every_other_update_passes(old: objects.Obj, new: objects.Obj) -> None:
     assert skip_status_echoes(echoes).update(old, new)
 
 
+@pytest.mark.parametrize(
+    "edited",
+    [
+        stored(9, WRITTEN, suspend=True),  # a spec edit after our write
+        objects.freeze(
+            {
+                **stored(9, WRITTEN),
+                "metadata": {**stored(9, WRITTEN)["metadata"], "labels": {"a": "b"}},
+            }
+        ),  # a label edit after our write
+    ],
+    ids=["spec-edit", "label-edit"],
+)
+def test_a_relist_past_the_echo_and_an_edit_passes(edited: objects.Obj) -> None:
+    # A relist (after the watch expired) delivers one update from the cached object to
+    # the newest: our write and a user's edit after it, in one. The edit is news.
+    # Failed before: the status was the written one and the old resourceVersion the
+    # base, so the update was taken for the echo and skipped.
+    base = stored(7, {"active": []})
+    echoes = StatusEchoes()
+    assert write_status(_Server(base), CONFIG_MAP, base, dict(WRITTEN), echoes=echoes)
+    assert skip_status_echoes(echoes).update(base, edited)
+
+
 def test_a_deleted_object_drops_its_note() -> None:
     base = stored(7, {"active": []})
     server, echoes = _Server(base), StatusEchoes()
@@ -140,3 +168,42 @@ def test_an_echo_after_another_reconcile_started_is_reconciled() -> None:
     reconciler.echoes = echoes
     reconciler.reconcile(Request("ns", "a"))  # gone from this client: still forgets first
     assert skip_status_echoes(echoes).update(base, server.current)
+
+
+def _every_five_minutes(**spec: Any) -> cronjob_harness.Harness:
+    body = cronjob_harness.cronjob(
+        "a", "ns", created=DEFAULT_START, spec={"schedule": "*/5 * * * *", **spec}
+    )
+    return cronjob_harness.Harness(body, start=DEFAULT_START, namespace="ns", name="a")
+
+
+FIRST_RUN = DEFAULT_START + timedelta(minutes=5)
+
+
+def test_the_echo_of_a_new_run_s_status_is_skipped() -> None:
+    # The burst case the skip is for: the follow-up after a create writes active and
+    # lastScheduleTime; deciding again from that status creates nothing and prunes nothing.
+    world = _every_five_minutes()
+    assert world.reconcile_once_at(FIRST_RUN).follow_up
+    before = world.cronjob()
+    world.reconcile_once_at(FIRST_RUN)
+    assert world.cronjob()["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
+    assert not skip_status_echoes(world.reconciler.echoes).update(before, world.cronjob())
+
+
+def test_the_echo_of_a_write_that_lets_a_job_go_is_reconciled() -> None:
+    # A failed Job is pruned only once the stored status has counted it
+    # (history.prunable): the reconcile that counts it cannot prune it, a reconcile of
+    # its write's echo does. Failed before: the echo was skipped, so the Job stayed until
+    # some other event came (test_history_is_pruned_to_its_limits timed out in CI).
+    world = _every_five_minutes(failedJobsHistoryLimit=0)
+    world.reconcile_at(FIRST_RUN)
+    job = job_name("a", FIRST_RUN)
+    world.finish(job, "Failed", at=FIRST_RUN + timedelta(seconds=30))
+    before = world.cronjob()
+    world.reconcile_once_at(FIRST_RUN + timedelta(minutes=1))
+    assert world.status()["consecutiveFailures"] == 1
+    assert job in world.jobs(), "counted by this write, not pruned before it"
+    assert skip_status_echoes(world.reconciler.echoes).update(before, world.cronjob())
+    world.reconcile_once_at(FIRST_RUN + timedelta(minutes=1, seconds=1))  # the echo's
+    assert job not in world.jobs()

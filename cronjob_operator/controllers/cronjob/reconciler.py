@@ -9,7 +9,8 @@ cache may lag a Job just created), read live the Pods of each run past its start
 deletes, creates); a step whose outcome the decision needs (``plan.pending``) is
 performed and the decision asked again with its outcome. Then write the status (once,
 only when it changed, retrying conflicts against a fresh read; ``controllerutil.write_status``;
-the watch echo of that write is not reconciled again: ``StatusEchoes``),
+the watch echo of that write is not reconciled again when deciding from the written
+status changes nothing: ``StatusEchoes``),
 report the notices and skipped runs with that write, set the active gauge, and raise the
 Plan's API error if it has one.
 
@@ -56,6 +57,7 @@ from cronjob_operator.controllers.cronjob.view import (
     CronJobView,
     StartReport,
     created_at,
+    stored_status,
     view_of,
 )
 from cronjob_operator.controllers.metrics import CronJobMetrics
@@ -111,7 +113,7 @@ class CronJobReconciler:
         view = self._observe(cronjob, now)
         plan = self._act(view, now)
         if plan.status is not None:
-            self._record(view, plan)
+            self._record(view, plan, now)
         self._slots.release(view)  # the slots of this CronJob's finished Jobs
         if plan.error is not None:
             raise plan.error
@@ -261,12 +263,14 @@ class CronJobReconciler:
         self._metrics.jobs_created.labels(view.namespace, view.name).inc()
         return Created(created)
 
-    def _record(self, view: CronJobView, plan: Plan) -> None:
+    def _record(self, view: CronJobView, plan: Plan, now: datetime) -> None:
         """Write the Plan's status, then report its notices and skipped runs: each is
         reported once, by the reconcile whose write records it (none when the server had
-        it)."""
+        it). The watch echo of the write is skipped only when it brings nothing new
+        (``_echo_brings_nothing``)."""
         assert plan.status is not None
-        if not write_status(self._client, CRONJOB, view.obj, plan.status, echoes=self.echoes):
+        echoes = self.echoes if _echo_brings_nothing(view, plan, now) else None
+        if not write_status(self._client, CRONJOB, view.obj, plan.status, echoes=echoes):
             return
         if plan.accounting is not None and plan.accounting.skipped:
             self._report_skips(view, plan.accounting)
@@ -281,6 +285,28 @@ class CronJobReconciler:
             self._metrics.runs_skipped.labels(view.namespace, view.name, reason).inc(count)
         message = policies.skipped_message(accounting)
         self._recorder.event(view.obj, "Warning", "RunsSkipped", message)
+
+
+def _echo_brings_nothing(view: CronJobView, plan: Plan, now: datetime) -> bool:
+    """True when the watch echo of writing ``plan.status`` needs no reconcile of its own:
+    the follow-up of a create comes anyway (it forgets the note if it starts before the
+    echo), or deciding again from ``view`` with ``plan.status`` stored (what the echo
+    holds) writes the same status and takes no step ``plan`` has not taken. The decision
+    reads the stored status, not only the one it computes: a Job is pruned only once the
+    stored status records its run (``history.prunable``), and the schedule walk starts
+    at the stored ``lastScheduleTime``; the echo of a write that moves such a field is
+    news, and is reconciled."""
+    assert plan.status is not None
+    if plan.result.follow_up:
+        return True
+    written = objects.freeze({**view.obj, "status": plan.status})
+    echo = dataclasses.replace(view, obj=written, stored=stored_status(plan.status))
+    again = decide(echo, now)
+    return (
+        not again.pending
+        and again.status == plan.status
+        and all(step in plan.steps for step in again.steps)
+    )
 
 
 def observe_skew(skew: Histogram, job: objects.Obj, scheduled: datetime) -> None:

@@ -6,7 +6,8 @@ updates), ``generation_changed`` (spec changes only), ``labels_changed`` and
 ``or_`` and ``not_``. A predicate is a triple of functions, one per event type; the
 "changed" predicates filter updates only and let creates and deletes through, as
 controller-runtime's do. A predicate marked ``inline`` only reads the objects and never
-blocks, so it may run on the informer's thread (``_handlers``).
+blocks, so it may run on the informer's thread (``_handlers``); a combination of inline
+predicates is inline.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def and_(*predicates: Predicate) -> Predicate:
         create=lambda obj: all(p.create(obj) for p in predicates),
         update=lambda old, new: all(p.update(old, new) for p in predicates),
         delete=lambda obj: all(p.delete(obj) for p in predicates),
+        inline=all(p.inline for p in predicates),
     )
 
 
@@ -83,6 +85,7 @@ def or_(*predicates: Predicate) -> Predicate:
         create=lambda obj: any(p.create(obj) for p in predicates),
         update=lambda old, new: any(p.update(old, new) for p in predicates),
         delete=lambda obj: any(p.delete(obj) for p in predicates),
+        inline=all(p.inline for p in predicates),
     )
 
 
@@ -92,4 +95,5 @@ def not_(predicate: Predicate) -> Predicate:
         create=lambda obj: not predicate.create(obj),
         update=lambda old, new: not predicate.update(old, new),
         delete=lambda obj: not predicate.delete(obj),
+        inline=predicate.inline,
     )

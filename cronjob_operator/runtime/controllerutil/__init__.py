@@ -12,7 +12,7 @@ apply field-ownership model the fake client uses).
 
 from typing import TYPE_CHECKING
 
-from cronjob_operator._lazy import exports
+from cronjob_operator._lazy import exports, type_checking_homes
 
 if TYPE_CHECKING:
     from cronjob_operator.runtime.controllerutil._apply import (
@@ -81,44 +81,6 @@ __all__ = [
     "write_status",
 ]
 
-_HOMES = {
-    "_apply": (
-        "ApplyConflict",
-        "Ownership",
-        "apply_configuration",
-        "leaf_paths",
-    ),
-    "_conditions": (
-        "ConditionSetter",
-        "condition_setter",
-        "find_condition",
-        "parse_time",
-        "rfc3339",
-        "set_condition",
-    ),
-    "_ownership": (
-        "AlreadyOwnedError",
-        "ObjectClient",
-        "OperationResult",
-        "add_finalizer",
-        "contains_finalizer",
-        "controller_reference",
-        "create_or_patch",
-        "create_or_update",
-        "is_controlled_by",
-        "merge_patch",
-        "remove_finalizer",
-        "set_controller_reference",
-    ),
-    "_status": (
-        "STATUS_WRITE_ATTEMPTS",
-        "StatusClient",
-        "StatusEchoes",
-        "merge_status",
-        "write_status",
-    ),
-}
-"""The module each name of ``__all__`` is imported from on first use."""
 
 if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error
-    __getattr__, __dir__ = exports(globals(), _HOMES)
+    __getattr__, __dir__ = exports(globals(), type_checking_homes(globals()))

@@ -9,7 +9,9 @@ same name (another uid), nothing is written.
 ``StatusEchoes`` lets a controller skip the watch echo of its own status write: the
 update from the object a reconcile decided from to that object with the status it
 wrote. Reconciling the echo decides again from what the writing reconcile already
-decided from, plus the status it computed, and so changes nothing; controller-runtime
+decided from, with the written status stored; when that decision is the same (the
+controller checks it: a decision that reads the stored status, say to delete only what
+a written status records, may differ), the echo changes nothing. controller-runtime
 reconciles it anyway (no predicate of its own tells an echo apart), and at a burst of
 due runs it is one reconcile in three (``bench.fire``).
 """
@@ -46,12 +48,13 @@ class StatusEchoes:
     response) and drops the note when the write needs a retry: a write merged onto a
     newer object after a Conflict was decided from an older one, so its echo is
     reconciled. ``is_echo`` is true only for an update whose old object has the
-    resourceVersion the write was based on and whose new object has exactly the
-    written status: only that write can make it, a status write changes nothing else
-    (any other write from the same object keeps the old status, which differs, since
-    only a changed status is written), and the writing reconcile has already acted on
-    everything the new object holds. Anything else, including a resync, a relist that
-    skips past the echo, a spec or metadata edit, or another writer, is no echo.
+    resourceVersion the write was based on, whose new object has exactly the written
+    status, and which changed nothing else (but the resourceVersion and managedFields
+    the write stamps): only that write can make it (any other write from the same
+    object keeps the old status, which differs, since only a changed status is
+    written), and the writing reconcile has already acted on everything the new object
+    holds. Anything else, including a resync, a relist that skips past the echo (alone
+    or with an edit after it), a spec or metadata edit, or another writer, is no echo.
 
     One note per object, removed by its echo, by the object's deletion, or (``forget``)
     when a reconcile of the object starts before the echo came: that reconcile may read
@@ -80,7 +83,11 @@ class StatusEchoes:
         if note is None:
             return False
         version, status = note
-        if old["metadata"].get("resourceVersion") != version or new.get("status") != status:
+        if (
+            old["metadata"].get("resourceVersion") != version
+            or new.get("status") != status
+            or _beside_the_status(old) != _beside_the_status(new)
+        ):
             return False
         self._notes.pop(_key(new), None)
         return True
@@ -88,6 +95,18 @@ class StatusEchoes:
 
 def _key(obj: objects.Obj) -> tuple[str, str]:
     return objects.namespace_of(obj), objects.name_of(obj)
+
+
+_WRITE_STAMPS = frozenset({"resourceVersion", "managedFields"})
+"""The metadata a status write changes besides the status."""
+
+
+def _beside_the_status(obj: objects.Obj) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a status write leaves as it was: the metadata but ``_WRITE_STAMPS``, and the
+    rest of the object but its status. A relist delivers one update from the cached
+    object to the newest, so our write and an edit after it can come as one."""
+    metadata = {k: v for k, v in obj["metadata"].items() if k not in _WRITE_STAMPS}
+    return metadata, {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
 def merge_status(
@@ -145,7 +164,8 @@ def write_status(
     status (``merge_status``), then written again (up to ``attempts`` writes in all):
     a stale cache after our own previous write, or another writer, never makes us drop
     our status or overwrite theirs. Other errors raise. ``echoes``: note the first
-    attempt, so the watch echo of its write can be skipped (``StatusEchoes``).
+    attempt, so the watch echo of its write can be skipped (``StatusEchoes``); pass it
+    only when deciding again from the written status would change nothing.
     """
     base = objects.thaw(obj.get("status") or {})
     if status == base:
