@@ -39,6 +39,7 @@ from cronjob_operator.runtime.sharding import BUCKET_LABEL, bucket_of
 
 __all__ = [
     "BENCH_CONTROLLERS",
+    "CRONJOB_CRD",
     "NAMESPACES",
     "NEVER",
     "OWNED_RESOURCES",
@@ -54,6 +55,7 @@ __all__ = [
     "percentile",
     "populate",
     "rest_client",
+    "wait_established",
 ]
 
 BENCH_CONTROLLERS = tuple(name for name in CONTROLLERS if name != "job-controller")
@@ -62,7 +64,8 @@ OWNER_LABEL = "bench.tutorial.kubebuilder.io/cronjob"
 NEVER = "0 0 1 1 *"
 """A schedule that does not fire during a benchmark (once a year, at New Year)."""
 FIRST_RUN = 1_700_000_000
-CRD_NAMES = ("cronjobs.batch.tutorial.kubebuilder.io",)
+CRONJOB_CRD = "cronjobs.batch.tutorial.kubebuilder.io"
+CRD_NAMES = (CRONJOB_CRD,)
 THREADS = 16
 OWNED_RESOURCES = (CRONJOB.plural, f"{CRONJOB.plural}/status", JOB.plural, "events")
 """The resources the operator reads or writes (API-load counts)."""
@@ -90,19 +93,24 @@ def bench_plane(
     try:
         plane.kubectl("apply", "-k", str(REPO / "config" / "crd"), check=True)
         for name in CRD_NAMES:
-            wait_for(
-                lambda n=name: (  # type: ignore[misc]
-                    plane.kubectl(
-                        "wait", "--for=condition=Established", f"crd/{n}", "--timeout=10s"
-                    ).returncode
-                    == 0
-                ),
-                60,
-                message=f"CRD {name} established",
-            )
+            wait_established(plane, name)
         yield plane
     finally:
         plane.stop()
+
+
+def wait_established(plane: ControlPlane, name: str) -> None:
+    """Wait until the CRD ``name`` is Established (its resource is served)."""
+    wait_for(
+        lambda: (
+            plane.kubectl(
+                "wait", "--for=condition=Established", f"crd/{name}", "--timeout=10s"
+            ).returncode
+            == 0
+        ),
+        60,
+        message=f"CRD {name} established",
+    )
 
 
 def rest_client(plane: ControlPlane, pool_size: int = THREADS * 2) -> RestClient:

@@ -50,7 +50,15 @@ from bench._cluster import OWNER_LABEL
 from cronjob_operator.envtest import ControlPlane
 from cronjob_operator.envtest._components import free_ports
 
-__all__ = ["VARIANTS", "ManagerProcess", "parse_k8s_time", "request_key"]
+__all__ = [
+    "VARIANTS",
+    "ManagerProcess",
+    "cpu_seconds",
+    "parse_k8s_time",
+    "request_key",
+    "rss_kb",
+    "terminate",
+]
 
 VARIANTS = ("indexed", "scan", "live")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -81,6 +89,17 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds ``pid`` has used."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def terminate(process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    """SIGTERM ``process`` and wait for it; kill it after ``timeout`` seconds."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 class _Stats:
@@ -384,13 +403,7 @@ class ManagerProcess:
 
     def stop(self) -> None:
         """SIGTERM and wait (the manager drains and exits 0)."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process)
         self._log_file.close()
 
     def __enter__(self) -> ManagerProcess:

@@ -1,8 +1,9 @@
-"""CPU per run: N CronJobs due in one minute, the operator beside a bare client (issue 38).
+"""CPU per run: N CronJobs due in one minute, the operator beside a bare client and the
+Go tutorial controller (issue 38).
 
-One local control plane (no Job controller, bench/_cluster.py) runs two phases, each
-with N CronJobs of ours due at one minute (``M H * * *``, UTC), one after the other so
-neither competes with the other for the two cores or the API server:
+One local control plane (no Job controller, bench/_cluster.py) runs three phases, each
+with N CronJobs due at one minute (``M H * * *``, UTC), one after the other so none
+competes with another for the two cores or the API server:
 
 1. the bare client: a process of its own (``python -m bench.fire --bare-client``) that
    does, with no controller around it, what a run needs: it LISTs and WATCHes the same
@@ -13,18 +14,29 @@ neither competes with the other for the two cores or the API server:
    before the operator starts, so both sides read the same amount;
 2. the operator (bench/_runner.py: the real CLI, unthrottled, ``--max-concurrent-reconciles``
    ``--workers``), started after its CronJobs exist; it reconciles every CronJob once
-   (startup) and then, at the minute, creates the N Jobs and writes the N statuses.
+   (startup) and then, at the minute, creates the N Jobs and writes the N statuses;
+3. kubebuilder's CronJob tutorial controller in Go (controller-runtime v0.24.1, built by
+   ``hack/build-go-tutorial.sh``; bench/_go_tutorial.py), once the operator's namespaces
+   are gone and the tutorial's CRD has replaced ours (the same group, kind and name): N
+   of its CronJobs in a namespace of their own, the same schedule and Job template, the
+   manager started after them and run as the tutorial runs locally (one worker, its
+   default). Without a built manager (``--go-tutorial DIR``, else the script's cache)
+   this phase is skipped with one line, and so with ``--no-go-tutorial``.
 
 For each side: its CPU (user + system, from /proc or getrusage) split into startup
 (process start until caught up, 2 s before the minute) and fire (from then until every
 status names the minute, as the benchmark's own watch sees it, the API server has
 received an Event write per run (the operator sends its Events from a thread of their
-own, which may trail the status writes) and the process is quiet: the operator
+own, which may trail the status writes; the Go tutorial records no Events, so its fire
+does not wait for them) and the process is quiet: the operator
 reconciles the watch events of its own writes), the fire CPU per run,
 creation skew (``creationTimestamp`` - the minute, 1 s resolution) p50/p99, the time until
 every status was written, the API requests of each phase by verb and resource (the API
-server's ``apiserver_request_total``, our resources only) and peak RSS. The closing line
-names the ratio that is compared: the operator's CPU per run over the bare client's.
+server's ``apiserver_request_total``, our resources only) and peak RSS. The closing table
+gives the ratios that are compared: the operator's CPU per run over the bare client's
+and over the Go tutorial's. The Go tutorial's startup ends once the benchmark's watch has
+seen every one of its CronJobs reconciled (its ``Available`` condition) and its CPU is
+quiet.
 
 With ``--profile DIR``, py-spy (the bench extra) samples the operator over the fire
 without pausing it (``--nonblocking``), running threads only: not ``--idle``, and only
@@ -36,6 +48,7 @@ was started with) and the functions with the most samples, on their own and with
 they call.
 
     python -m bench.fire [--cronjobs 1000] [--workers 5] [--margin 30] [--profile DIR]
+        [--go-tutorial DIR | --no-go-tutorial]
 """
 
 from __future__ import annotations
@@ -53,16 +66,17 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a file: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import _cluster, _common
+from bench import _cluster, _common, _go_tutorial
 from bench._runner import ManagerProcess
 from bench.skew import JobWatcher, Seen, StatusWatcher
 from cronjob_operator.api.batch_v1 import CRONJOB
@@ -74,6 +88,9 @@ from cronjob_operator.runtime.kinds import EVENT, JOB, NAMESPACE, Kind
 BARE_NAMESPACE = "bare-fire"
 BARE_PREFIX = "bare"
 OPERATOR_PREFIX = "cron"
+GO_NAMESPACE = "go-fire"
+GO_PREFIX = "go"
+GO_LABEL = "Go tutorial"
 LEAD = 2.0
 """Seconds before the minute at which startup ends and the fire's CPU starts counting."""
 WATCHED = (CRONJOB, JOB)
@@ -166,6 +183,36 @@ def _created(seen: Sequence[Seen], prefix: str, target: float) -> list[float]:
     ]
 
 
+def _side(
+    label: str,
+    runs: tuple[str, float, int],
+    jobs: JobWatcher,
+    counts: tuple[_cluster.ApiCounts, _cluster.ApiCounts, _cluster.ApiCounts],
+    *,
+    cpu: tuple[float, float],
+    written: float,
+    peak_rss_kb: int,
+    reconciles: int | None = None,
+) -> Side:
+    """A side's figures from its phase: ``runs`` is its CronJobs' name prefix, their
+    minute and their number, ``counts`` the API server's before the side started, at the
+    fire and after it, ``cpu`` its startup and fire CPU, ``written`` when the last status
+    was seen."""
+    prefix, target, count = runs
+    before, at_fire, after = counts
+    return Side(
+        label,
+        *cpu,
+        count,
+        _created(jobs.seen, prefix, target),
+        written - target,
+        _requests(at_fire.since(before)),
+        _requests(after.since(at_fire)),
+        peak_rss_kb,
+        reconciles,
+    )
+
+
 def _sleep_until(moment: float) -> None:
     while (left := moment - time.time()) > 0:
         time.sleep(min(left, 1.0))
@@ -230,26 +277,31 @@ def bare_phase(
     written = _written(statuses, {BARE_NAMESPACE}, count, time.time() + 60)
     jobs.stop()
     statuses.stop()
-    side = Side(
+    side = _side(
         "bare client",
-        figures["startup_cpu"],
-        figures["fire_cpu"],
-        count,
-        _created(jobs.seen, BARE_PREFIX, target),
-        written - target,
-        _requests(at_fire.since(before)),
-        _requests(after.since(at_fire)),
-        figures["peak_rss_kb"],
+        (BARE_PREFIX, target, count),
+        jobs,
+        (before, at_fire, after),
+        cpu=(figures["startup_cpu"], figures["fire_cpu"]),
+        written=written,
+        peak_rss_kb=figures["peak_rss_kb"],
     )
-    writer.delete(NAMESPACE, BARE_NAMESPACE)
-    reader = LiveReader(rest)
-    wait_for(lambda: _gone(reader), GONE_TIMEOUT, message=f"namespace {BARE_NAMESPACE} gone")
+    _delete_namespaces(rest, [BARE_NAMESPACE])
     return side
 
 
-def _gone(reader: LiveReader) -> bool:
+def _delete_namespaces(rest: RestClient, names: Sequence[str]) -> None:
+    """Delete the namespaces ``names`` and wait until they are gone with all they held."""
+    writer, reader = Writer(rest), LiveReader(rest)
+    for name in names:
+        writer.delete(NAMESPACE, name)
+    for name in names:
+        wait_for(partial(_gone, reader, name), GONE_TIMEOUT, message=f"namespace {name} gone")
+
+
+def _gone(reader: LiveReader, namespace: str) -> bool:
     try:
-        reader.get(NAMESPACE, BARE_NAMESPACE)
+        reader.get(NAMESPACE, namespace)
     except errors.NotFound:
         return True
     return False
@@ -263,8 +315,11 @@ def operator_phase(
     margin: float,
     log: Path,
     profile: Path | None = None,
+    *,
+    clean_up: bool = False,
 ) -> Side:
-    """The operator's phase: create its CronJobs, start it, let the minute come."""
+    """The operator's phase: create its CronJobs, start it, let the minute come (with
+    ``clean_up``, its namespaces are gone when this returns)."""
     names = _cluster.create_namespaces(rest, min(_cluster.NAMESPACES, count))
     target = next_minute(time.time() + margin)
     keys = [(names[i % len(names)], f"{OPERATOR_PREFIX}-{i:05d}") for i in range(count)]
@@ -284,22 +339,22 @@ def operator_phase(
         with sampled(operator.pid, profile):
             written = _written(statuses, set(names), count, target + 600)
             _events_sent(plane, at_fire, count, target + 600)
-            fire_cpu = _settled_cpu(operator) - startup_cpu
+            fire_cpu = _settled_cpu(operator.cpu_seconds) - startup_cpu
         after, peak = _cluster.ApiCounts.read(plane), operator.peak_rss_kb()
         reconciles = operator.stats()["reconciles"]
     jobs.stop()
     statuses.stop()
-    return Side(
+    if clean_up:
+        _delete_namespaces(rest, names)
+    return _side(
         "operator",
-        startup_cpu,
-        fire_cpu,
-        count,
-        _created(jobs.seen, OPERATOR_PREFIX, target),
-        written - target,
-        _requests(at_fire.since(before)),
-        _requests(after.since(at_fire)),
-        peak,
-        reconciles,
+        (OPERATOR_PREFIX, target, count),
+        jobs,
+        (before, at_fire, after),
+        cpu=(startup_cpu, fire_cpu),
+        written=written,
+        peak_rss_kb=peak,
+        reconciles=reconciles,
     )
 
 
@@ -317,17 +372,71 @@ def _events_sent(
         time.sleep(0.5)
 
 
-def _settled_cpu(operator: ManagerProcess) -> float:
-    """The operator's CPU seconds once it has gone quiet (the reconciles of its own
-    status writes' watch events come after the last write): less than ``QUIET_CPU`` in
-    a second, read from /proc (asking its stats endpoint would cost it CPU)."""
-    before = operator.cpu_seconds()
+def _settled_cpu(cpu_seconds: Callable[[], float]) -> float:
+    """A manager's CPU seconds once it has gone quiet (the reconciles of its own status
+    writes' watch events come after the last write): less than ``QUIET_CPU`` in a second,
+    read from /proc (asking its stats endpoint would cost it CPU)."""
+    before = cpu_seconds()
     while True:
         time.sleep(1.0)
-        now = operator.cpu_seconds()
+        now = cpu_seconds()
         if now - before < QUIET_CPU:
             return now
         before = now
+
+
+def go_phase(
+    plane: ControlPlane, rest: RestClient, count: int, margin: float, directory: Path, log: Path
+) -> Side:
+    """The Go tutorial's phase: its CRD in place of ours, its CronJobs, then its manager."""
+    _go_tutorial.install_crd(plane, directory)
+    Writer(rest).create(NAMESPACE, {"metadata": {"name": GO_NAMESPACE}})
+    target = next_minute(time.time() + margin)
+    keys = [(GO_NAMESPACE, f"{GO_PREFIX}-{i:05d}") for i in range(count)]
+    _create_cronjobs(rest, keys, target)
+    jobs, statuses = _watchers(rest, target)
+    reconciled = _go_tutorial.ReconciledWatcher(rest)
+    reconciled.start()
+    before = _cluster.ApiCounts.read(plane)
+    with contextlib.closing(_go_tutorial.GoManager(plane, directory, log)) as manager:
+        _wait_reconciled(manager, reconciled, count, time.time() + margin * 4)
+        _settled_cpu(manager.cpu_seconds)
+        if time.time() > target - LEAD:
+            raise RuntimeError(
+                f"the Go startup took past the minute; raise --margin above {margin:g}"
+            )
+        _sleep_until(target - LEAD)
+        at_fire, startup_cpu = _cluster.ApiCounts.read(plane), manager.cpu_seconds()
+        written = _written(statuses, {GO_NAMESPACE}, count, target + 600)
+        fire_cpu = _settled_cpu(manager.cpu_seconds) - startup_cpu
+        after, peak = _cluster.ApiCounts.read(plane), manager.peak_rss_kb()
+    for watcher in (jobs, statuses, reconciled):
+        watcher.stop()
+    return _side(
+        GO_LABEL,
+        (GO_PREFIX, target, count),
+        jobs,
+        (before, at_fire, after),
+        cpu=(startup_cpu, fire_cpu),
+        written=written,
+        peak_rss_kb=peak,
+    )
+
+
+def _wait_reconciled(
+    manager: _go_tutorial.GoManager,
+    reconciled: _go_tutorial.ReconciledWatcher,
+    count: int,
+    deadline: float,
+) -> None:
+    """Wait until the watch has seen ``count`` CronJobs reconciled by the Go manager."""
+    while len(reconciled.reconciled) < count:
+        manager.check_running()
+        if time.time() > deadline:
+            raise TimeoutError(
+                f"the Go tutorial reconciled {len(reconciled.reconciled)} of {count} CronJobs"
+            )
+        time.sleep(0.2)
 
 
 # --- the profile -----------------------------------------------------------------------
@@ -542,44 +651,90 @@ def _by_verb(counts: _cluster.ApiCounts) -> str:
 
 
 def measure(
-    count: int, workers: int, margin: float, profile: Path | None = None
-) -> tuple[list[Side], str]:
-    """Both sides in one cluster; their figures and the operator's log path."""
-    log = Path(tempfile.mkdtemp(prefix="bench-fire-")) / "operator.log"
+    count: int,
+    workers: int,
+    margin: float,
+    profile: Path | None = None,
+    go_tutorial: Path | None = None,
+) -> tuple[list[Side], Path]:
+    """Every side in one cluster (the Go tutorial's only with its directory): their
+    figures (the operator's first) and the directory of the managers' logs."""
+    logs = Path(tempfile.mkdtemp(prefix="bench-fire-"))
     with _cluster.bench_plane() as plane:
         rest = _cluster.rest_client(plane)
         bare = bare_phase(plane, rest, count, workers, margin)
-        ours = operator_phase(plane, rest, count, workers, margin, log, profile)
-    return [ours, bare], str(log)
+        ours = operator_phase(
+            plane,
+            rest,
+            count,
+            workers,
+            margin,
+            logs / "operator.log",
+            profile,
+            clean_up=go_tutorial is not None,
+        )
+        if go_tutorial is None:
+            return [ours, bare], logs
+        go = go_phase(plane, rest, count, margin, go_tutorial, logs / "go-tutorial.log")
+    return [ours, bare, go], logs
 
 
-def ratio_table(ours: Side, bare: Side) -> str:
-    """The closing table: each figure of the operator over the bare client's."""
-    rows = [
-        ("CPU per run ms", ours.per_run_ms, bare.per_run_ms, ".2f"),
-        ("fire CPU s", ours.fire_cpu, bare.fire_cpu, ".2f"),
-        ("total CPU s", ours.startup_cpu + ours.fire_cpu, bare.startup_cpu + bare.fire_cpu, ".2f"),
-        ("fire requests", sum(ours.fire_requests.values()), sum(bare.fire_requests.values()), ",d"),
-        ("peak RSS MiB", ours.peak_rss_kb / 1024, bare.peak_rss_kb / 1024, ".1f"),
+def _figures(side: Side) -> list[tuple[str, float, str]]:
+    """The figures of the closing table: (name, value, format)."""
+    return [
+        ("CPU per run ms", side.per_run_ms, ".2f"),
+        ("fire CPU s", side.fire_cpu, ".2f"),
+        ("total CPU s", side.startup_cpu + side.fire_cpu, ".2f"),
+        ("fire requests", sum(side.fire_requests.values()), ",d"),
+        ("peak RSS MiB", side.peak_rss_kb / 1024, ".1f"),
     ]
+
+
+def ratio_table(ours: Side, others: Sequence[Side]) -> str:
+    """The closing table: each figure of every side, and the operator's over each other's."""
+    columns = [_figures(side) for side in (ours, *others)]
+    rows = []
+    for index, (name, mine, spec) in enumerate(columns[0]):
+        values = [format(column[index][1], spec) for column in columns]
+        ratios = [_ratio(mine, column[index][1]) for column in columns[1:]]
+        rows.append([name, *values, *ratios])
     return _common.markdown_table(
-        ["figure", "operator", "bare client", "operator / bare"],
         [
-            [name, format(mine, spec), format(theirs, spec), _ratio(mine, theirs)]
-            for name, mine, theirs, spec in rows
+            "figure",
+            *(side.label for side in (ours, *others)),
+            *(f"{ours.label} / {_short(side.label)}" for side in others),
         ],
+        rows,
     )
+
+
+def _short(label: str) -> str:
+    """A side's name in a ratio's heading: ``bare`` for the bare client, ``Go`` for the
+    Go tutorial."""
+    return label.split(maxsplit=1)[0]
 
 
 def _ratio(mine: float, theirs: float) -> str:
     return f"{mine / theirs:.2f}x" if theirs else "-"
 
 
-def render(sides: Sequence[Side], count: int, workers: int, log: str) -> tuple[str, list[str]]:
-    """The figures table and the notes (requests by verb)."""
+def render(
+    sides: Sequence[Side], count: int, workers: int, logs: Path, go_skipped: str = ""
+) -> tuple[str, list[str]]:
+    """The figures table and the notes (requests by verb); ``go_skipped`` says why there
+    is no Go tutorial side."""
+    go_note = (
+        f"{GO_LABEL}: skipped ({go_skipped})"
+        if go_skipped
+        else f"{GO_LABEL}: {_go_tutorial.WORKERS} worker (its MaxConcurrentReconciles, "
+        "controller-runtime's default), unthrottled (controller-runtime's default); it "
+        "records no Events, so its fire sends no Event writes."
+    )
     notes = [
         f"{count:,} CronJobs due in one minute, each side in a phase of its own; "
-        f"{workers} workers each (the operator's --max-concurrent-reconciles), unthrottled.",
+        f"{workers} workers for the operator (--max-concurrent-reconciles) and the bare "
+        "client, unthrottled.",
+        go_note,
         *(
             f"{side.label} requests, startup: {_by_verb(side.startup_requests)}; "
             f"fire: {_by_verb(side.fire_requests)}"
@@ -590,7 +745,7 @@ def render(sides: Sequence[Side], count: int, workers: int, log: str) -> tuple[s
         "finishing the bare client's deleted namespace (GET jobs).",
         f"operator reconciles in the fire: {sides[0].reconciles:,} "
         f"({(sides[0].reconciles or 0) / max(count, 1):.2f} per run)",
-        f"operator log: {log}",
+        f"logs: {logs}",
     ]
     return _common.markdown_table(HEADERS, [side.row() for side in sides]), notes
 
@@ -605,6 +760,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--profile", type=Path, help="a directory: py-spy samples the operator's fire into it"
     )
+    go_side = parser.add_mutually_exclusive_group()
+    go_side.add_argument(
+        "--go-tutorial",
+        type=Path,
+        help="the directory of the Go tutorial's manager and CRD "
+        "(default: hack/build-go-tutorial.sh's cache; skipped when not built)",
+    )
+    go_side.add_argument("--no-go-tutorial", action="store_true", help="skip the Go tutorial")
     parser.add_argument("--bare-client", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--target", type=float, help=argparse.SUPPRESS)
@@ -616,16 +779,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
         profile = args.profile / "operator-fire.txt"
-    sides, log = measure(args.cronjobs, args.workers, args.margin, profile)
-    table, notes = render(sides, args.cronjobs, args.workers, log)
+    go_tutorial, go_skipped = (
+        (None, "--no-go-tutorial") if args.no_go_tutorial else _go_tutorial.locate(args.go_tutorial)
+    )
+    if go_tutorial is None:
+        print(f"fire: {GO_LABEL} skipped: {go_skipped}", file=sys.stderr)
+    sides, logs = measure(args.cronjobs, args.workers, args.margin, profile, go_tutorial)
+    table, notes = render(sides, args.cronjobs, args.workers, logs, go_skipped)
     if profile is not None:
         notes.append(f"profile of the operator's fire: {profile}")
         notes += profile_lines(profile)
-    ours, bare = sides
-    closing = "Per-run CPU ratio against the bare client (the figure compared):"
+    ours, *others = sides
+    against = " and the ".join(side.label for side in others)
+    closing = f"Per-run CPU ratio against the {against} (the figures compared):"
     _common.print_report(
-        "CPU per run: the operator beside a bare client",
-        [("Fire:", table), (closing, ratio_table(ours, bare))],
+        f"CPU per run: the operator beside the {against}",
+        [("Fire:", table), (closing, ratio_table(ours, others))],
         notes,
     )
     return 0
