@@ -109,7 +109,7 @@ def decide(
     """Everything the reconcile of ``view`` at ``now`` does, given the ``outcomes`` (by
     step index) of the creates and Replace deletes performed so far; a Plan with
     ``pending`` ends at the next step whose outcome is needed. ``walks``: the schedule
-    walks of this reconcile's earlier decisions (same view, same ``now``)."""
+    walks of this reconcile's earlier decisions (same ``now``)."""
     steps = Steps(outcomes or {})
     try:
         return _Decision(view, now, steps, walks or Walks()).plan()

@@ -111,9 +111,10 @@ class CronJobReconciler:
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
         view = self._observe(cronjob, now)
-        plan = self._act(view, now)
+        walks = Walks()  # every decision of this reconcile asks the schedule about ``now``
+        plan = self._act(view, now, walks)
         if plan.status is not None:
-            self._record(view, plan, now)
+            self._record(view, plan, now, walks)
         self._slots.release(view)  # the slots of this CronJob's finished Jobs
         if plan.error is not None:
             raise plan.error
@@ -194,11 +195,10 @@ class CronJobReconciler:
 
     # --- act ------------------------------------------------------------------------
 
-    def _act(self, view: CronJobView, now: datetime) -> Plan:
+    def _act(self, view: CronJobView, now: datetime, walks: Walks) -> Plan:
         """Decide and apply the steps, deciding again after each step whose outcome the
         decision needs; the final Plan."""
         outcomes: dict[int, Outcome] = {}
-        walks = Walks()  # the decisions after a step walk the schedule as the first did
         applied = 0
         while True:
             plan = decide(view, now, outcomes, walks)
@@ -263,13 +263,13 @@ class CronJobReconciler:
         self._metrics.jobs_created.labels(view.namespace, view.name).inc()
         return Created(created)
 
-    def _record(self, view: CronJobView, plan: Plan, now: datetime) -> None:
+    def _record(self, view: CronJobView, plan: Plan, now: datetime, walks: Walks) -> None:
         """Write the Plan's status, then report its notices and skipped runs: each is
         reported once, by the reconcile whose write records it (none when the server had
         it). The watch echo of the write is skipped only when it brings nothing new
-        (``_echo_brings_nothing``)."""
+        (``_echo_brings_nothing``; ``walks``: the schedule walks of the decision)."""
         assert plan.status is not None
-        echoes = self.echoes if _echo_brings_nothing(view, plan, now) else None
+        echoes = self.echoes if _echo_brings_nothing(view, plan, now, walks) else None
         if not write_status(self._client, CRONJOB, view.obj, plan.status, echoes=echoes):
             return
         if plan.accounting is not None and plan.accounting.skipped:
@@ -287,7 +287,7 @@ class CronJobReconciler:
         self._recorder.event(view.obj, "Warning", "RunsSkipped", message)
 
 
-def _echo_brings_nothing(view: CronJobView, plan: Plan, now: datetime) -> bool:
+def _echo_brings_nothing(view: CronJobView, plan: Plan, now: datetime, walks: Walks) -> bool:
     """True when the watch echo of writing ``plan.status`` needs no reconcile of its own:
     the follow-up of a create comes anyway (it forgets the note if it starts before the
     echo), or deciding again from ``view`` with ``plan.status`` stored (what the echo
@@ -295,13 +295,15 @@ def _echo_brings_nothing(view: CronJobView, plan: Plan, now: datetime) -> bool:
     reads the stored status, not only the one it computes: a Job is pruned only once the
     stored status records its run (``history.prunable``), and the schedule walk starts
     at the stored ``lastScheduleTime``; the echo of a write that moves such a field is
-    news, and is reconciled."""
+    news, and is reconciled. ``walks``: the reconcile's own schedule walks (the echo's
+    decision mostly asks the same: the walk from the same ``lastScheduleTime`` at the
+    same ``now``)."""
     assert plan.status is not None
     if plan.result.follow_up:
         return True
     written = objects.freeze({**view.obj, "status": plan.status})
     echo = dataclasses.replace(view, obj=written, stored=stored_status(plan.status))
-    again = decide(echo, now)
+    again = decide(echo, now, walks=walks)
     return (
         not again.pending
         and again.status == plan.status
