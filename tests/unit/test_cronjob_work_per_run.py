@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from cronjob_operator import schedule as schedules
+from cronjob_operator.controllers.cronjob import reconciler
 from cronjob_operator.runtime.fake import DEFAULT_START
+from cronjob_operator.runtime.kinds import JOB
 from tests.unit import cronjob_harness
 
 DUE = DEFAULT_START + timedelta(hours=1, minutes=30)
@@ -37,15 +39,26 @@ def harness() -> cronjob_harness.Harness:
 def walks(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """How many times the schedule was walked (``schedule.most_recent_due``)."""
     counted: Counter[str] = Counter()
-    monkeypatch.setattr(schedules, "most_recent_due", _counting(counted, "walk"))
+    monkeypatch.setattr(
+        schedules, "most_recent_due", _counting(counted, schedules, "most_recent_due")
+    )
     return counted
 
 
-def _counting(counted: Counter[str], key: str) -> Callable[..., Any]:
-    original = schedules.most_recent_due
+@pytest.fixture
+def decisions(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How many times the reconciler decided (``decide``)."""
+    counted: Counter[str] = Counter()
+    monkeypatch.setattr(reconciler, "decide", _counting(counted, reconciler, "decide"))
+    return counted
+
+
+def _counting(counted: Counter[str], module: Any, name: str) -> Callable[..., Any]:
+    """``module.name``, counting its calls in ``counted[name]``."""
+    original = getattr(module, name)
 
     def count(*args: Any, **kwargs: Any) -> Any:
-        counted[key] += 1
+        counted[name] += 1
         return original(*args, **kwargs)
 
     return count
@@ -59,4 +72,33 @@ def test_the_follow_up_and_its_echo_check_walk_the_schedule_once(walks: Counter[
     walks.clear()
     cluster.reconcile_once_at(DUE)
     assert cluster.status()["lastScheduleTime"], "the follow-up wrote the run's status"
-    assert walks["walk"] == 1
+    assert walks["most_recent_due"] == 1
+
+
+def test_the_reconcile_that_creates_a_job_decides_once(decisions: Counter[str]) -> None:
+    # Failed before (the decision ended at the create with ``pending``, and the
+    # reconciler decided again with its outcome): 2 decisions.
+    cluster = harness()
+    decisions.clear()
+    assert cluster.reconcile_once_at(DUE).follow_up
+    assert len(cluster.jobs()) == 1
+    assert decisions["decide"] == 1
+
+
+def test_a_replace_decides_once_and_deletes_before_it_creates(
+    decisions: Counter[str],
+) -> None:
+    # Failed before: 3 decisions (the Replace delete, then the create, each ended the
+    # decision with ``pending``).
+    spec = {"schedule": "*/5 * * * *", "concurrencyPolicy": "Replace"}
+    body = cronjob_harness.cronjob("a", "ns", created=DEFAULT_START, spec=spec)
+    cluster = cronjob_harness.Harness(body, start=DEFAULT_START, namespace="ns", name="a")
+    first = DEFAULT_START + timedelta(minutes=5)
+    cluster.reconcile_at(first)
+    (old,) = cluster.jobs()
+    decisions.clear()
+    assert cluster.reconcile_once_at(first + timedelta(minutes=5)).follow_up
+    assert decisions["decide"] == 1
+    writes = [(write.verb, write.name) for write in cluster.client.writes if write.kind == JOB]
+    (new,) = set(cluster.jobs()) - {old}
+    assert writes[-2:] == [("delete", old), ("create", new)]

@@ -41,12 +41,12 @@ class Walks:
     """The schedule walks of one reconcile's decisions, by their arguments.
 
     The decisions of one reconcile ask the schedule about the same ``now``: a reconcile
-    that creates a Job decides again with the step's outcome, and one that writes status
-    decides again from the written status (whether its watch echo brings anything new,
-    ``reconciler._echo_brings_nothing``), from the same ``lastScheduleTime`` as a rule. A
-    walk (the newest due time, the misses, the next time: most of a decision's CPU at a
-    due time) is a function of its arguments, so the reconcile passes one ``Walks`` to
-    each of its decisions and a walk asked twice is done once.
+    that writes status decides again from the written status (whether its watch echo
+    brings anything new, ``reconciler._echo_brings_nothing``), from the same
+    ``lastScheduleTime`` as a rule. A walk (the newest due time, the misses, the next
+    time: most of a decision's CPU at a due time) is a function of its arguments, so the
+    reconcile passes one ``Walks`` to each of its decisions and a walk asked twice is
+    done once.
     """
 
     def __init__(self) -> None:

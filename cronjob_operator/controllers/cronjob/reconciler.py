@@ -6,8 +6,9 @@ CronJob's; ask the API server about each ``status.active`` entry the cache lacks
 cache may lag a Job just created), read live the Pods of each run past its start timeout
 (``start_timeout.py``), and build the view (``view.py``). Decide: ``decide``
 (``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
-deletes, creates); a step whose outcome the decision needs (``plan.pending``) is
-performed and the decision asked again with its outcome. Then write the status (once,
+deletes, creates); a step whose outcome the decision needs is performed when the
+decision comes to it, which goes on with its outcome (``plan.Perform``: one decision
+per reconcile). Then write the status (once,
 only when it changed, retrying conflicts against a fresh read; ``controllerutil.write_status``;
 the watch echo of that write is not reconciled again when deciding from the written
 status changes nothing: ``StatusEchoes``),
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -196,27 +198,41 @@ class CronJobReconciler:
     # --- act ------------------------------------------------------------------------
 
     def _act(self, view: CronJobView, now: datetime, walks: Walks) -> Plan:
-        """Decide and apply the steps, deciding again after each step whose outcome the
-        decision needs; the final Plan."""
-        outcomes: dict[int, Outcome] = {}
-        applied = 0
-        while True:
-            plan = decide(view, now, outcomes, walks)
-            for index in range(applied, len(plan.steps)):
-                outcome = self._apply(view, plan.steps[index])
-                if outcome is not None:
-                    outcomes[index] = outcome
-            applied = len(plan.steps)
-            if not plan.pending:
-                return with_wait_poll(plan, outcomes.values())
+        """Decide, applying each step whose outcome the decision needs when it comes to
+        it (after the steps recorded before it, in order), then the steps after the last
+        one; the Plan."""
+        applied = 0  # how many of the decision's steps are applied
+        outcomes: list[Outcome] = []
 
-    def _apply(self, view: CronJobView, step: Step) -> Outcome | None:
+        def perform(earlier: Sequence[Step], step: Create | Delete) -> Outcome:
+            nonlocal applied
+            for unapplied in earlier[applied:]:
+                self._apply(view, unapplied)
+            outcome = self._outcome_of(view, step)
+            applied = len(earlier) + 1
+            outcomes.append(outcome)
+            return outcome
+
+        plan = decide(view, now, walks=walks, perform=perform)
+        for step in plan.steps[applied:]:
+            self._apply(view, step)
+        return with_wait_poll(plan, outcomes)
+
+    def _apply(self, view: CronJobView, step: Step) -> None:
+        """Apply a step whose outcome the decision does not need: an event, or a prune (a
+        failed one is reported and retried by the next reconcile)."""
         if isinstance(step, Event):
             self._recorder.event(view.obj, step.type, step.reason, step.message)
-            return None
+        elif isinstance(step, Delete) and not step.replace:
+            self._delete_job(view, step.name, uid=step.uid)
+        else:  # a create or a Replace delete: performed when decided (``perform``)
+            raise AssertionError(f"{step!r} was not performed when it was decided")
+
+    def _outcome_of(self, view: CronJobView, step: Create | Delete) -> Outcome:
+        """Perform a create, or a delete that Replace makes room with: its outcome."""
         if isinstance(step, Delete):
             error = self._delete_job(view, step.name, uid=step.uid)
-            return (Deleted() if error is None else Rejected(error)) if step.replace else None
+            return Deleted() if error is None else Rejected(error)
         return self._create(view, step)
 
     def _delete_job(
