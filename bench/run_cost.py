@@ -31,20 +31,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):  # run as a file: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from bench import _common
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob import (
-    JOB_OWNER_INDEX,
     CronJobReconciler,
-    job_owner_index,
     reconciler,
 )
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.controllerutil import rfc3339
-from cronjob_operator.runtime.fake import FakeClientBuilder, FakeRecorder
-from cronjob_operator.runtime.kinds import JOB
+from cronjob_operator.runtime.fake import FakeRecorder
 
 START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 DUE = START + timedelta(hours=1, minutes=30)
@@ -80,14 +80,7 @@ def _cronjob(index: int) -> dict[str, Any]:
 def _started(cronjobs: int) -> tuple[CronJobReconciler, list[Request], FakeClock]:
     """A reconciler whose CronJobs have their status written, the clock just past DUE."""
     clock = FakeClock(START)
-    client = (
-        FakeClientBuilder()
-        .with_kinds(CRONJOB)
-        .with_index(JOB, JOB_OWNER_INDEX, job_owner_index)
-        .with_clock(clock)
-        .with_objects(*(_cronjob(index) for index in range(cronjobs)))
-        .build()
-    )
+    client = _common.fake_cronjob_client(clock, *(_cronjob(index) for index in range(cronjobs)))
     reconciles = CronJobReconciler(client, FakeRecorder(), clock=clock)
     requests = [Request("bench", f"cronjob-{index}") for index in range(cronjobs)]
     for request in requests:
@@ -145,10 +138,11 @@ def measure(cronjobs: int, rounds: int) -> dict[str, float]:
 
 
 _CHILD = (
-    "import runpy, sys; source, script = sys.argv[1:3]; del sys.argv[1:3]; "
-    "sys.path.insert(0, source); runpy.run_path(script, run_name='__main__')"
+    "import runpy, sys; source = sys.argv.pop(1); import bench; sys.path.insert(0, source); "
+    "runpy.run_module('bench.run_cost', run_name='__main__', alter_sys=True)"
 )
-"""Runs this file with the operator imported from the source tree given first."""
+"""Runs this module (``bench`` imported from this tree first) with the operator imported
+from the source tree given first."""
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -156,7 +150,7 @@ def _child(source: Path, cronjobs: int, rounds: int) -> dict[str, float]:
     """``measure`` in a child process importing the operator from ``source``."""
     argv = ["--cronjobs", str(cronjobs), "--rounds", str(rounds), "--json"]
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(source.resolve()), __file__, *argv],
+        [sys.executable, "-c", _CHILD, str(source.resolve()), *argv],
         cwd=ROOT,
         capture_output=True,
         text=True,
