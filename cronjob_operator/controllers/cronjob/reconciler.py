@@ -8,8 +8,8 @@ cache may lag a Job just created), read live the Pods of each run past its start
 (``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
 deletes, creates); a step whose outcome the decision needs is performed when the
 decision comes to it, which goes on with its outcome (``plan.Perform``: one decision
-per reconcile). Then write the status (once,
-only when it changed, retrying conflicts against a fresh read; ``controllerutil.write_status``;
+per reconcile). Then write the status (once, only when it changed, retrying conflicts
+against a fresh read; ``controllerutil.write_status``;
 the watch echo of that write is not reconciled again when deciding from the written
 status changes nothing: ``StatusEchoes``),
 report the notices and skipped runs with that write, set the active gauge, and raise the
