@@ -43,6 +43,8 @@ from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, job_owner_inde
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.cache import Cache, Transform, strip_managed_fields
 from cronjob_operator.runtime.client import RestClient
+from cronjob_operator.runtime.clock import FakeClock
+from cronjob_operator.runtime.fake import FakeClient, FakeClientBuilder
 from cronjob_operator.runtime.kinds import JOB
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "Owner",
     "Timing",
     "decode",
+    "fake_cronjob_client",
     "load_template",
     "loaded_cache",
     "machine_lines",
@@ -209,6 +212,19 @@ def loaded_cache(jobs: Sequence[bytes], transform: Transform = slim_job) -> Cach
     informer.store.replace(decode(raw, transform) for raw in jobs)
     informer.on_synced()
     return cache
+
+
+def fake_cronjob_client(clock: FakeClock, *cronjobs: Mapping[str, Any]) -> FakeClient:
+    """The runtime's fake client holding ``cronjobs``, on ``clock``, with the Job owner
+    index the CronJob reconciler reads (as ``controllers.cronjob.setup`` sets it up)."""
+    return (
+        FakeClientBuilder()
+        .with_kinds(CRONJOB)
+        .with_index(JOB, JOB_OWNER_INDEX, job_owner_index)
+        .with_clock(clock)
+        .with_objects(*cronjobs)
+        .build()
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,12 +39,12 @@ if __package__ in (None, ""):  # run as a file: make the repository root importa
 
 from bench import _common
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, CRONJOB
-from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX, CronJobReconciler, job_owner_index
+from cronjob_operator.controllers.cronjob import CronJobReconciler
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.controllerutil import rfc3339
-from cronjob_operator.runtime.fake import FakeClientBuilder, FakeRecorder
+from cronjob_operator.runtime.fake import FakeRecorder
 from cronjob_operator.runtime.kinds import JOB
 from cronjob_operator.schedule import _times
 
@@ -120,14 +120,7 @@ def _steady_reconciler(
     """A reconciler whose CronJob has run ``jobs`` times (each Job finished) and is idle,
     and its client."""
     clock = FakeClock(START)
-    client = (
-        FakeClientBuilder()
-        .with_kinds(CRONJOB)
-        .with_index(JOB, JOB_OWNER_INDEX, job_owner_index)
-        .with_clock(clock)
-        .with_objects(_cronjob(schedule))
-        .build()
-    )
+    client = _common.fake_cronjob_client(clock, _cronjob(schedule))
     reconciler = CronJobReconciler(client, FakeRecorder(), clock=clock)
     request = Request("ns", "bench")
     while len(client.list(JOB, namespace="ns")) < jobs:

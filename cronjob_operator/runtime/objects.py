@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any, NoReturn
 
 __all__ = [
@@ -59,6 +60,11 @@ class FrozenDict(dict[str, Any]):
 
 _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
 """JSON scalars: frozen as they are, tested inline so ``freeze`` is not called per leaf."""
+
+_SHARED_BY_THAW = _LEAF_TYPES | {datetime}
+"""What ``thaw`` keeps rather than copies: JSON scalars, and the datetimes a controller's
+parsed status holds (immutable too; the CronJob decision thaws its stored status, whose
+times ``view.stored_status`` parsed, at every decision)."""
 
 _EMPTY = FrozenDict()
 """The one frozen empty dict (managedFields are mostly ``{}``): shared, as ``()`` is."""
@@ -234,10 +240,12 @@ def thaw(value: Any) -> Any:
 def _thaw_recursively(value: Any) -> Any:
     cls = type(value)
     if cls is FrozenDict or cls is dict:
-        return {k: v if type(v) in _LEAF_TYPES else _thaw_recursively(v) for k, v in value.items()}
+        return {
+            k: v if type(v) in _SHARED_BY_THAW else _thaw_recursively(v) for k, v in value.items()
+        }
     if cls is tuple or cls is list:
-        return [v if type(v) in _LEAF_TYPES else _thaw_recursively(v) for v in value]
-    if cls in _LEAF_TYPES:
+        return [v if type(v) in _SHARED_BY_THAW else _thaw_recursively(v) for v in value]
+    if cls in _SHARED_BY_THAW:
         return value
     return _thaw_iteratively(value)
 

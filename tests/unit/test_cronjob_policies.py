@@ -242,9 +242,9 @@ def test_a_reconcile_between_two_times_walks_nothing(monkeypatch: pytest.MonkeyP
     settle(world, at(1.5))
     assert walks == 0
     settle(world, at(2))
-    # The reconcile that creates 02:00's Job decides twice (again once the create's
-    # outcome is known: controllers/cronjob/plan.py), and its follow-up once.
-    assert walks == 3
+    # The reconcile that creates 02:00's Job decides once (the create is performed when
+    # the decision comes to it: controllers/cronjob/plan.py), and its follow-up once.
+    assert walks == 2
 
 
 def test_an_upgraded_cronjob_counts_nothing_from_before_the_accounting() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
@@ -55,6 +56,20 @@ def test_frozen_objects_refuse_mutation_and_thaw_copies() -> None:
     mutable["metadata"]["labels"]["a"] = "c"
     assert obj["metadata"]["labels"]["a"] == "b"
     assert copy.deepcopy(obj) == mutable | {"metadata": {"labels": {"a": "b"}}}
+
+
+def test_thaw_keeps_datetimes_on_its_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Failed before (a datetime was not a leaf of the recursive path): every datetime
+    # in a parsed status went through ``_thaw_iteratively``, which raised here.
+    def refused(value: Any) -> Any:
+        raise AssertionError(f"the iterative path thawed {value!r}")
+
+    monkeypatch.setattr(objects, "_thaw_iteratively", refused)
+    moment = datetime(2026, 12, 6, tzinfo=UTC)
+    status = {"active": objects.freeze([{"name": "j"}]), "last": moment, "times": (moment,)}
+    thawed = objects.thaw(status)
+    assert thawed == {"active": [{"name": "j"}], "last": moment, "times": [moment]}
+    assert thawed["last"] is moment
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The reconcile's decision: ``decide(view, now, outcomes) -> Plan``, pure, no I/O.
+"""The reconcile's decision: ``decide(view, now, outcomes) -> Plan``, pure, no I/O (the
+steps whose outcome it needs are performed by the reconciler's ``perform``, ``plan.py``).
 
 The order of the rules is the built-in controller's (docs/cronjob-semantics.md,
 "Reconcile, in order") with the additions of docs/beyond-builtin.md; each rule lives in
@@ -65,6 +66,7 @@ from cronjob_operator.controllers.cronjob.plan import (
     GroupFull,
     Outcome,
     Pending,
+    Perform,
     Plan,
     Problem,
     Rejected,
@@ -105,12 +107,15 @@ def decide(
     now: datetime,
     outcomes: Mapping[int, Outcome] | None = None,
     walks: Walks | None = None,
+    *,
+    perform: Perform | None = None,
 ) -> Plan:
     """Everything the reconcile of ``view`` at ``now`` does, given the ``outcomes`` (by
-    step index) of the creates and Replace deletes performed so far; a Plan with
-    ``pending`` ends at the next step whose outcome is needed. ``walks``: the schedule
-    walks of this reconcile's earlier decisions (same view, same ``now``)."""
-    steps = Steps(outcomes or {})
+    step index) of the creates and Replace deletes performed so far; ``perform``
+    performs the others when the decision comes to them (``plan.Perform``), else a Plan
+    with ``pending`` ends at the next step whose outcome is needed. ``walks``: the
+    schedule walks of this reconcile's earlier decisions (same ``now``)."""
+    steps = Steps(outcomes or {}, perform)
     try:
         return _Decision(view, now, steps, walks or Walks()).plan()
     except Pending:

@@ -40,10 +40,13 @@ times to walk."""
 class Walks:
     """The schedule walks of one reconcile's decisions, by their arguments.
 
-    A reconcile that creates a Job decides again with the step's outcome, with the same
-    view and time, so its schedule walk (the newest due time, the misses, the next time:
-    most of a decision's CPU at a due time) gives the same answer: the reconcile passes
-    one ``Walks`` to each of its decisions and the walk is done once.
+    The decisions of one reconcile ask the schedule about the same ``now``: a reconcile
+    that writes status decides again from the written status (whether its watch echo
+    brings anything new, ``reconciler._echo_brings_nothing``), from the same
+    ``lastScheduleTime`` as a rule. A walk (the newest due time, the misses, the next
+    time: most of a decision's CPU at a due time) is a function of its arguments, so the
+    reconcile passes one ``Walks`` to each of its decisions and a walk asked twice is
+    done once.
     """
 
     def __init__(self) -> None:

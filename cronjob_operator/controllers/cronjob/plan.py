@@ -5,14 +5,17 @@ to write (None: write nothing), the notices and skipped runs reported once that 
 lands, the gauge to set, the result, and the API error to raise after the write. A
 create, and a delete that ``Replace`` makes room with, has an outcome the rest of the
 decision depends on (the new Job joins ``status.active``; a failed delete stops the
-reconcile before anything is created): such a step ends the Plan with ``pending`` set,
-and the reconciler performs it, adds its :data:`Outcome` and decides again. The decision
-is pure, so the steps before the pending one come out the same each time.
+reconcile before anything is created). The reconciler passes a :data:`Perform`: the
+decision hands it such a step when it comes to it, with the steps recorded before it,
+and goes on with its :data:`Outcome` (one decision per reconcile, however many steps it
+performs). Without one (a decision asked what it would do), such a step ends the Plan
+with ``pending`` set; the outcomes known so far can be given by step index, and as the
+decision is pure the steps before the pending one come out the same each time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -31,6 +34,7 @@ __all__ = [
     "Foreign",
     "GroupFull",
     "Outcome",
+    "Perform",
     "Plan",
     "Problem",
     "Rejected",
@@ -146,6 +150,12 @@ class Plan:
     error: errors.ApiError | None = None
 
 
+Perform = Callable[[Sequence[Step], Create | Delete], Outcome]
+"""Performs a step whose outcome the decision needs, after the steps recorded before it
+that are not applied yet (in their order), and returns its outcome; it raises no
+``ApiError`` (a failure is an outcome)."""
+
+
 class Pending(Exception):
     """Raised inside the decision at a step whose outcome it does not know yet."""
 
@@ -154,9 +164,10 @@ class Steps:
     """The Plan's steps as the decision records them, with the outcomes known so far
     (by step index)."""
 
-    def __init__(self, outcomes: Mapping[int, Outcome]) -> None:
+    def __init__(self, outcomes: Mapping[int, Outcome], perform: Perform | None = None) -> None:
         self.steps: list[Step] = []
         self._outcomes = outcomes
+        self._perform = perform
 
     def event(self, type_: str, reason: str, message: str) -> None:
         self.steps.append(Event(type_, reason, message))
@@ -166,10 +177,13 @@ class Steps:
         self.steps.append(Delete(name, uid))
 
     def perform(self, step: Create | Delete) -> Outcome:
-        """A step the rest of the decision depends on: its outcome, or ``Pending``."""
+        """A step the rest of the decision depends on: its outcome (known, or performed
+        now), or ``Pending``."""
         index = len(self.steps)
-        self.steps.append(step)
         outcome = self._outcomes.get(index)
+        if outcome is None and self._perform is not None:
+            outcome = self._perform(self.steps, step)
+        self.steps.append(step)
         if outcome is None:
             raise Pending(index)
         return outcome

@@ -6,9 +6,10 @@ CronJob's; ask the API server about each ``status.active`` entry the cache lacks
 cache may lag a Job just created), read live the Pods of each run past its start timeout
 (``start_timeout.py``), and build the view (``view.py``). Decide: ``decide``
 (``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
-deletes, creates); a step whose outcome the decision needs (``plan.pending``) is
-performed and the decision asked again with its outcome. Then write the status (once,
-only when it changed, retrying conflicts against a fresh read; ``controllerutil.write_status``;
+deletes, creates); a step whose outcome the decision needs is performed when the
+decision comes to it, which goes on with its outcome (``plan.Perform``: one decision
+per reconcile). Then write the status (once, only when it changed, retrying conflicts
+against a fresh read; ``controllerutil.write_status``;
 the watch echo of that write is not reconciled again when deciding from the written
 status changes nothing: ``StatusEchoes``),
 report the notices and skipped runs with that write, set the active gauge, and raise the
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -111,9 +113,10 @@ class CronJobReconciler:
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
         view = self._observe(cronjob, now)
-        plan = self._act(view, now)
+        walks = Walks()  # every decision of this reconcile asks the schedule about ``now``
+        plan = self._act(view, now, walks)
         if plan.status is not None:
-            self._record(view, plan, now)
+            self._record(view, plan, now, walks)
         self._slots.release(view)  # the slots of this CronJob's finished Jobs
         if plan.error is not None:
             raise plan.error
@@ -194,29 +197,42 @@ class CronJobReconciler:
 
     # --- act ------------------------------------------------------------------------
 
-    def _act(self, view: CronJobView, now: datetime) -> Plan:
-        """Decide and apply the steps, deciding again after each step whose outcome the
-        decision needs; the final Plan."""
-        outcomes: dict[int, Outcome] = {}
-        walks = Walks()  # the decisions after a step walk the schedule as the first did
-        applied = 0
-        while True:
-            plan = decide(view, now, outcomes, walks)
-            for index in range(applied, len(plan.steps)):
-                outcome = self._apply(view, plan.steps[index])
-                if outcome is not None:
-                    outcomes[index] = outcome
-            applied = len(plan.steps)
-            if not plan.pending:
-                return with_wait_poll(plan, outcomes.values())
+    def _act(self, view: CronJobView, now: datetime, walks: Walks) -> Plan:
+        """Decide, applying each step whose outcome the decision needs when it comes to
+        it (after the steps recorded before it, in order), then the steps after the last
+        one; the Plan."""
+        applied = 0  # how many of the decision's steps are applied
+        outcomes: list[Outcome] = []
 
-    def _apply(self, view: CronJobView, step: Step) -> Outcome | None:
+        def perform(earlier: Sequence[Step], step: Create | Delete) -> Outcome:
+            nonlocal applied
+            for unapplied in earlier[applied:]:
+                self._apply(view, unapplied)
+            outcome = self._outcome_of(view, step)
+            applied = len(earlier) + 1
+            outcomes.append(outcome)
+            return outcome
+
+        plan = decide(view, now, walks=walks, perform=perform)
+        for step in plan.steps[applied:]:
+            self._apply(view, step)
+        return with_wait_poll(plan, outcomes)
+
+    def _apply(self, view: CronJobView, step: Step) -> None:
+        """Apply a step whose outcome the decision does not need: an event, or a prune (a
+        failed one is reported and retried by the next reconcile)."""
         if isinstance(step, Event):
             self._recorder.event(view.obj, step.type, step.reason, step.message)
-            return None
+        elif isinstance(step, Delete) and not step.replace:
+            self._delete_job(view, step.name, uid=step.uid)
+        else:  # a create or a Replace delete: performed when decided (``perform``)
+            raise AssertionError(f"{step!r} was not performed when it was decided")
+
+    def _outcome_of(self, view: CronJobView, step: Create | Delete) -> Outcome:
+        """Perform a create, or a delete that Replace makes room with: its outcome."""
         if isinstance(step, Delete):
             error = self._delete_job(view, step.name, uid=step.uid)
-            return (Deleted() if error is None else Rejected(error)) if step.replace else None
+            return Deleted() if error is None else Rejected(error)
         return self._create(view, step)
 
     def _delete_job(
@@ -263,13 +279,13 @@ class CronJobReconciler:
         self._metrics.jobs_created.labels(view.namespace, view.name).inc()
         return Created(created)
 
-    def _record(self, view: CronJobView, plan: Plan, now: datetime) -> None:
+    def _record(self, view: CronJobView, plan: Plan, now: datetime, walks: Walks) -> None:
         """Write the Plan's status, then report its notices and skipped runs: each is
         reported once, by the reconcile whose write records it (none when the server had
         it). The watch echo of the write is skipped only when it brings nothing new
-        (``_echo_brings_nothing``)."""
+        (``_echo_brings_nothing``; ``walks``: the schedule walks of the decision)."""
         assert plan.status is not None
-        echoes = self.echoes if _echo_brings_nothing(view, plan, now) else None
+        echoes = self.echoes if _echo_brings_nothing(view, plan, now, walks) else None
         if not write_status(self._client, CRONJOB, view.obj, plan.status, echoes=echoes):
             return
         if plan.accounting is not None and plan.accounting.skipped:
@@ -287,7 +303,7 @@ class CronJobReconciler:
         self._recorder.event(view.obj, "Warning", "RunsSkipped", message)
 
 
-def _echo_brings_nothing(view: CronJobView, plan: Plan, now: datetime) -> bool:
+def _echo_brings_nothing(view: CronJobView, plan: Plan, now: datetime, walks: Walks) -> bool:
     """True when the watch echo of writing ``plan.status`` needs no reconcile of its own:
     the follow-up of a create comes anyway (it forgets the note if it starts before the
     echo), or deciding again from ``view`` with ``plan.status`` stored (what the echo
@@ -295,13 +311,15 @@ def _echo_brings_nothing(view: CronJobView, plan: Plan, now: datetime) -> bool:
     reads the stored status, not only the one it computes: a Job is pruned only once the
     stored status records its run (``history.prunable``), and the schedule walk starts
     at the stored ``lastScheduleTime``; the echo of a write that moves such a field is
-    news, and is reconciled."""
+    news, and is reconciled. ``walks``: the reconcile's own schedule walks (the echo's
+    decision mostly asks the same: the walk from the same ``lastScheduleTime`` at the
+    same ``now``)."""
     assert plan.status is not None
     if plan.result.follow_up:
         return True
     written = objects.freeze({**view.obj, "status": plan.status})
     echo = dataclasses.replace(view, obj=written, stored=stored_status(plan.status))
-    again = decide(echo, now)
+    again = decide(echo, now, walks=walks)
     return (
         not again.pending
         and again.status == plan.status
