@@ -216,17 +216,20 @@ def test_several_schedules_run_their_union_and_show_in_kubectl_get(
 def test_a_backfill_through_the_plugin_runs_each_time_once_in_order(
     operator: RunningManager, clock: FakeClock, world: World
 ) -> None:
+    # Hourly at the minute half an hour from now: the clock below (a minute after the
+    # creation) never reaches a time of its own, only the backfill's run.
+    minute = (datetime.now(UTC).minute + 30) % 60
     bf = cronjob_object(
         "bf",
         world.ns,
-        schedule="0 * * * *",
+        schedule=f"{minute} * * * *",
         concurrencyPolicy="Forbid",
         successfulJobsHistoryLimit=10,
     )
     apply(world.cp, bf)
     wait_for(lambda: world.condition("bf", "Available"), 30, message="first reconcile")
     clock.set(created_at(world, "bf") + timedelta(minutes=1))
-    start = datetime(2026, 1, 1, tzinfo=UTC)
+    start = datetime(2026, 1, 1, minute=minute, tzinfo=UTC)
     too_many = kubectl_cjt(
         world,
         "backfill",
