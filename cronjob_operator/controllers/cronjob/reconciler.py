@@ -2,10 +2,12 @@
 
 Observe: read the CronJob and, through the informer cache's ``.metadata.controller``
 field index (never by listing all Jobs), the Jobs whose controller owner uid is this
-CronJob's; ask the API server about each ``status.active`` entry the cache lacks (the
-cache may lag a Job just created), read live the Pods of each run past its start timeout
-(``start_timeout.py``), and build the view (``view.py``). Decide: ``decide``
-(``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
+CronJob's, and the Jobs its previous reconcile created that the cache does not list yet
+(``_unseen``: the follow-up of a create may run before the watch brings the Job, and
+would create it again); ask the API server about each ``status.active`` entry the cache
+lacks (the cache may lag a Job created earlier), read live the Pods of each run past
+its start timeout (``start_timeout.py``), and build the view (``view.py``). Decide:
+``decide`` (``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
 deletes, creates); a step whose outcome the decision needs is performed when the
 decision comes to it, which goes on with its outcome (``plan.Perform``: one decision
 per reconcile). Then write the status (once, only when it changed, retrying conflicts
@@ -101,6 +103,15 @@ class CronJobReconciler:
         start (a Running Pod not ready yet), so their Pods are not listed again: a run,
         once started, stays started. Only the CronJobs with such a run, only their
         overdue runs (replaced by each reconcile, dropped when the CronJob is gone)."""
+        self._unseen: dict[tuple[str, str], list[objects.Obj]] = {}
+        """By CronJob (namespace, name): the Jobs its last reconcile created (or found ours
+        on AlreadyExists), slimmed as the cache holds them, that the next reconcile of it
+        takes into its view when the cache does not list them yet (the follow-up of a
+        create may run before the watch brings the Job; kube-controller-manager's
+        ControllerExpectations). Each reconcile takes the record and leaves its own
+        creates: a Job is remembered for one reconcile (after it, a run is recorded in
+        ``status.active``, whose entries the cache lacks are read live); dropped when the
+        CronJob is gone."""
 
     def reconcile(self, request: Request) -> Result:
         # Before the read: a cache that lacks our last write is read with its echo still due.
@@ -110,6 +121,7 @@ class CronJobReconciler:
         except errors.NotFound:
             self._metrics.forget_cronjob(request.namespace, request.name)
             self._started_runs.pop((request.namespace, request.name), None)
+            self._unseen.pop((request.namespace, request.name), None)
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
         view = self._observe(cronjob, now)
@@ -144,8 +156,11 @@ class CronJobReconciler:
             namespace=metadata["namespace"],
             matching_fields={JOB_OWNER_INDEX: metadata["name"]},
         )
+        listed_uids = {jobs.job_uid(job) for job in listed}
+        unseen = self._unseen.pop((metadata["namespace"], metadata["name"]), [])
+        known = [*listed, *(job for job in unseen if jobs.job_uid(job) not in listed_uids)]
         uid = metadata.get("uid")
-        ours = [job for job in listed if (objects.controller_ref(job) or {}).get("uid") == uid]
+        ours = [job for job in known if (objects.controller_ref(job) or {}).get("uid") == uid]
         return jobs.classify(ours)
 
     def _start_reports(
@@ -238,17 +253,20 @@ class CronJobReconciler:
     def _delete_job(
         self, view: CronJobView, name: str, *, uid: str | None
     ) -> errors.ApiError | None:
-        """Delete one Job (only if it still has ``uid``); the error, None when it is gone."""
+        """Delete one Job (only if it still has ``uid``); the error, None when it is gone
+        (and then not remembered as unseen: ``_unseen``)."""
         try:
             self._client.delete(
                 JOB, name, namespace=view.namespace, propagation=Propagation.BACKGROUND, uid=uid
             )
         except errors.NotFound:
+            self._forget_unseen(view, name)
             return None
         except errors.ApiError as exc:
             log.warning("deleting job %s failed: %s", name, exc)
             self._recorder.event(view.obj, "Warning", "FailedDelete", f"Deleted job {name}: {exc}")
             return exc
+        self._forget_unseen(view, name)
         self._recorder.event(view.obj, "Normal", "SuccessfulDelete", f"Deleted job {name}")
         return None
 
@@ -271,13 +289,30 @@ class CronJobReconciler:
                 return Unknown(exc)
             if (objects.controller_ref(existing) or {}).get("uid") != view.obj["metadata"]["uid"]:
                 return Foreign()
+            self._remember_unseen(view, existing)
             return Created(existing, new=False)
         except errors.ApiError as exc:
             return Rejected(exc)
+        self._remember_unseen(view, created)
         if step.due is not None:
             observe_skew(self._metrics.job_creation_skew, created, step.due)
         self._metrics.jobs_created.labels(view.namespace, view.name).inc()
         return Created(created)
+
+    def _remember_unseen(self, view: CronJobView, job: objects.Obj) -> None:
+        """Note ``job``, just created or found ours, for the next reconcile of the CronJob
+        (``_unseen``), in the shape the cache holds it."""
+        slim = objects.freeze(jobs.slim_job(objects.thaw(job)))
+        self._unseen.setdefault((view.namespace, view.name), []).append(slim)
+
+    def _forget_unseen(self, view: CronJobView, name: str) -> None:
+        """Drop the Job ``name``, deleted by this reconcile, from ``_unseen``."""
+        key = (view.namespace, view.name)
+        kept = [job for job in self._unseen.get(key, ()) if objects.name_of(job) != name]
+        if kept:
+            self._unseen[key] = kept
+        else:
+            self._unseen.pop(key, None)
 
     def _record(self, view: CronJobView, plan: Plan, now: datetime, walks: Walks) -> None:
         """Write the Plan's status, then report its notices and skipped runs: each is
