@@ -423,6 +423,23 @@ def test_a_created_job_the_cache_never_showed_is_remembered_for_one_reconcile_on
     assert len(world.client.writes_of("create", JOB)) == 1
 
 
+def test_a_job_event_before_the_echo_of_our_status_write_writes_nothing() -> None:
+    """The follow-up records the run; the Job's watch event comes before the echo of
+    that write, so the next reconcile's cache holds the CronJob as it was before the
+    write: the reconciler decides from the object its write returned, and writes
+    nothing (not the same status again, to a 409 Conflict and a fresh read)."""
+    world = harness(cronjob())
+    world.reconcile_at(CREATED + timedelta(seconds=1))
+    assert world.reconcile_once_at(FIRST_RUN).follow_up
+    before_write = world.cronjob()
+    world.reconcile_once_at(FIRST_RUN + timedelta(seconds=1))  # the follow-up records it
+    writes, reads = world.status_writes(), len(world.client.reads_of("get", CRONJOB))
+    world.reconcile_lagging_at(FIRST_RUN + timedelta(seconds=2), before_write)
+    assert world.status_writes() == writes
+    assert len(world.client.reads_of("get", CRONJOB)) == reads, "no fresh read either"
+    assert world.status()["lastScheduleTime"] == rfc3339(FIRST_RUN)
+
+
 def test_the_scheduled_time_annotation_is_in_the_cronjobs_time_zone() -> None:
     world = harness(cronjob(timeZone="Europe/Berlin"))
     world.reconcile_at(FIRST_RUN)

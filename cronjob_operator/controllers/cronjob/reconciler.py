@@ -1,21 +1,22 @@
 """The CronJob reconciler: observe, decide, act.
 
-Observe: read the CronJob and, through the informer cache's ``.metadata.controller``
-field index (never by listing all Jobs), the Jobs whose controller owner uid is this
-CronJob's, and the Jobs its previous reconcile created that the cache does not list yet
-(``_unseen``: the follow-up of a create may run before the watch brings the Job, and
-would create it again); ask the API server about each ``status.active`` entry the cache
-lacks (the cache may lag a Job created earlier), read live the Pods of each run past
-its start timeout (``start_timeout.py``), and build the view (``view.py``). Decide:
-``decide`` (``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
-deletes, creates); a step whose outcome the decision needs is performed when the
-decision comes to it, which goes on with its outcome (``plan.Perform``: one decision
-per reconcile). Then write the status (once, only when it changed, retrying conflicts
-against a fresh read; ``controllerutil.write_status``;
-the watch echo of that write is not reconciled again when deciding from the written
-status changes nothing: ``StatusEchoes``),
-report the notices and skipped runs with that write, set the active gauge, and raise the
-Plan's API error if it has one.
+Observe: read the CronJob (the object our last status write returned, while the cache
+still holds the copy that write was decided from: ``_written``) and, through the
+informer cache's ``.metadata.controller`` field index (never by listing all Jobs), the
+Jobs whose controller owner uid is this CronJob's, and the Jobs its previous reconcile
+created that the cache does not list yet (``_unseen``: the follow-up of a create may run
+before the watch brings the Job, and would create it again); ask the API server about
+each ``status.active`` entry the cache lacks (the cache may lag a Job created earlier),
+read live the Pods of each run past its start timeout (``start_timeout.py``), and build
+the view (``view.py``). Decide: ``decide`` (``decide.py``) returns the Plan. Act: apply
+its steps in order (events, prunes, Replace deletes, creates); a step whose outcome the
+decision needs is performed when the decision comes to it, which goes on with its
+outcome (``plan.Perform``: one decision per reconcile). Then write the status (once,
+only when it changed, retrying conflicts against a fresh read;
+``controllerutil.write_status``; the watch echo of that write is not reconciled again
+when deciding from the written status changes nothing: ``StatusEchoes``), report the
+notices and skipped runs with that write, set the active gauge, and raise the Plan's API
+error if it has one.
 
 Errors: a failed prune is reported (``FailedDelete``) and retried by the next reconcile;
 any other API failure raises after the write of what was learned, so the controller
@@ -103,6 +104,13 @@ class CronJobReconciler:
         start (a Running Pod not ready yet), so their Pods are not listed again: a run,
         once started, stays started. Only the CronJobs with such a run, only their
         overdue runs (replaced by each reconcile, dropped when the CronJob is gone)."""
+        self._written: dict[tuple[str, str], tuple[str, objects.Obj]] = {}
+        """By CronJob (namespace, name): our last status write, as the resourceVersion of
+        the copy it was decided from and the object the API server returned. A reconcile
+        whose cache still holds that copy (the watch has not brought the write yet; a
+        Job's event may come first) decides from the written object instead, rather than
+        write the same status again to a Conflict. Dropped once the cache holds another
+        version, and when the CronJob is gone."""
         self._unseen: dict[tuple[str, str], list[objects.Obj]] = {}
         """By CronJob (namespace, name): the Jobs its last reconcile created (or found ours
         on AlreadyExists), slimmed as the cache holds them, that the next reconcile of it
@@ -116,12 +124,16 @@ class CronJobReconciler:
     def reconcile(self, request: Request) -> Result:
         # Before the read: a cache that lacks our last write is read with its echo still due.
         self.echoes.forget(request.namespace, request.name)
+        key = (request.namespace, request.name)
         try:
-            cronjob = self._client.get(CRONJOB, request.name, request.namespace)
+            cronjob = self._with_our_write(
+                self._client.get(CRONJOB, request.name, request.namespace)
+            )
         except errors.NotFound:
             self._metrics.forget_cronjob(request.namespace, request.name)
-            self._started_runs.pop((request.namespace, request.name), None)
-            self._unseen.pop((request.namespace, request.name), None)
+            self._started_runs.pop(key, None)
+            self._unseen.pop(key, None)
+            self._written.pop(key, None)
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
         view = self._observe(cronjob, now)
@@ -137,6 +149,16 @@ class CronJobReconciler:
         return plan.result
 
     # --- observe --------------------------------------------------------------------
+
+    def _with_our_write(self, cached: objects.Obj) -> objects.Obj:
+        """``cached``, or the object our last status write returned when the cache still
+        holds the copy that write was decided from (``_written``)."""
+        key = (objects.namespace_of(cached), objects.name_of(cached))
+        written = self._written.pop(key, None)
+        if written is None or written[0] != cached["metadata"].get("resourceVersion"):
+            return cached
+        self._written[key] = written
+        return written[1]
 
     def _observe(self, cronjob: objects.Obj, now: datetime) -> CronJobView:
         owned = self._owned_jobs(cronjob)
@@ -321,8 +343,11 @@ class CronJobReconciler:
         (``_echo_brings_nothing``; ``walks``: the schedule walks of the decision)."""
         assert plan.status is not None
         echoes = self.echoes if _echo_brings_nothing(view, plan, now, walks) else None
-        if not write_status(self._client, CRONJOB, view.obj, plan.status, echoes=echoes):
+        written = write_status(self._client, CRONJOB, view.obj, plan.status, echoes=echoes)
+        if written is None:
             return
+        version = view.obj["metadata"].get("resourceVersion")
+        self._written[(view.namespace, view.name)] = (version, objects.freeze(written))
         if plan.accounting is not None and plan.accounting.skipped:
             self._report_skips(view, plan.accounting)
         for notice in plan.notices:
