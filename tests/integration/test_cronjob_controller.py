@@ -8,7 +8,9 @@ after moving it, so no test waits for a wall-clock minute or depends on timing l
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,14 +19,17 @@ from zoneinfo import ZoneInfo
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers import cronjob
 from cronjob_operator.envtest import FAIL_LABEL, RUN_DURATION_ANNOTATION, ControlPlane, wait_for
+from cronjob_operator.runtime.cache import Transform
 from cronjob_operator.runtime.clock import FakeClock
-from cronjob_operator.runtime.controller import Request
+from cronjob_operator.runtime.controller import Controller, Request
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
-from cronjob_operator.runtime.manager import Options
+from cronjob_operator.runtime.kinds import JOB, Kind
+from cronjob_operator.runtime.manager import Manager, Options
 from cronjob_operator.schedule import parse_schedule
 from tests.integration.support import (
     ReconcileWitness,
@@ -697,3 +702,73 @@ def test_the_example_reads_the_builtins_scheduled_timestamp_through_the_downward
 
     annotations = wait_for(pod_annotations, 30, message=f"a pod of {job_name}")
     assert annotations[SCHEDULED_TIMESTAMP] == stamp
+
+
+def job_posts(control_plane: ControlPlane) -> Counter[str]:
+    """The API server's Job creates so far, by response code (``apiserver_request_total``;
+    the operator under test is the only client that creates Jobs on this plane)."""
+    posts: Counter[str] = Counter()
+    for family in text_string_to_metric_families(control_plane.apiserver_metrics()):
+        for sample in family.samples:
+            labels = sample.labels
+            request = (labels.get("verb"), labels.get("resource"), labels.get("subresource"))
+            if sample.name == "apiserver_request_total" and request == ("POST", "jobs", ""):
+                posts[labels["code"]] += int(sample.value)
+    return posts
+
+
+def test_a_run_is_created_with_one_post_though_its_follow_up_outruns_the_cache(
+    control_plane: ControlPlane, clock: FakeClock, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jobs first: the reconcile that creates a run's Job leaves its status to a follow-up
+    that runs at once when nothing else is queued, often before the watch brings the Job
+    into the cache. Here the cache is held until that follow-up is done (the Job
+    informer's transform waits for it): the reconciler remembers the Job it created, so
+    the follow-up records the run instead of posting the Job again (409 AlreadyExists)."""
+    follow_up_done = threading.Event()
+
+    def held_until_the_follow_up(transform: Transform) -> Transform:
+        def held(job: dict[str, Any]) -> dict[str, Any]:
+            if job["metadata"]["namespace"] == world.ns:
+                follow_up_done.wait(30)
+            return transform(job)
+
+        return held
+
+    def setup(manager: Manager) -> Controller:
+        set_transform = manager.cache.set_transform
+
+        def set_held_transform(kind: Kind, transform: Transform) -> None:
+            set_transform(kind, held_until_the_follow_up(transform) if kind == JOB else transform)
+
+        monkeypatch.setattr(manager.cache, "set_transform", set_held_transform)
+        return cronjob.setup(manager, clock=clock)
+
+    options = Options(namespace=world.ns, health_probe_bind_address="0")
+    with running_manager(control_plane, {"cronjob": setup}, options=options) as operator:
+        apply(world.cp, cronjob_object("once", world.ns, run="60s"))
+        wait_for(lambda: world.condition("once", "Available"), 30, message="first reconcile")
+        operator.settle("cronjob", CRONJOB, lambda: stored_version(world, "once"))
+        witness = operator.controllers["cronjob"].reconciler
+        assert isinstance(witness, ReconcileWitness)
+        request = Request(world.ns, "once")
+        before, posts = witness.started(request), job_posts(world.cp)
+        first = tick_after(created_at(world, "once"))
+        job_name = run_at(operator, clock, world, "once", first)
+        try:
+            wait_for(
+                lambda: witness.finished_since(request, before + 1),
+                30,
+                message="the create's reconcile and its follow-up done",
+            )
+        finally:
+            follow_up_done.set()
+        operator.settle("cronjob", CRONJOB, lambda: stored_version(world, "once"))
+        assert world.status("once")["lastScheduleTime"] == rfc3339(first)
+        assert [ref["name"] for ref in world.status("once")["active"]] == [job_name]
+        assert job_posts(world.cp) - posts == Counter({"201": 1}), "one POST, no 409"
+
+
+def stored_version(world: World, name: str) -> dict[tuple[str, str], str]:
+    """The CronJob's resourceVersion on the API server, for ``RunningManager.settle``."""
+    return {(world.ns, name): world.cronjob(name)["metadata"]["resourceVersion"]}

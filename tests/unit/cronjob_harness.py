@@ -5,8 +5,9 @@ test_cronjob_requests_and_conditions, test_cronjob_api_failures, test_cronjob_sc
 test_cronjob_exactly_once): a ``Harness`` wires the reconciler to ``runtime.fake``'s client
 and recorder, to a ``FakeClock`` and to a metrics registry of its own. It reconciles at a
 chosen moment (plus the follow-up the work queue runs after a create, or without it, to
-play a follow-up that waits behind other work), reconciles once from a stale cached copy of the
-CronJob, counts the runs (distinct Job uids per Job name among the reconciler's creates),
+play a follow-up that waits behind other work), reconciles once from a stale cached copy
+of the CronJob (by a new reconciler, or by the running one), counts the runs (distinct
+Job uids per Job name among the reconciler's creates),
 restarts the reconciler, and plays the rest of the cluster between reconciles: a user
 editing a CronJob's spec, annotations or status or deleting it, and the Job controller
 finishing a Job. Failures the API server gives are the fake client's reactors. Nothing
@@ -92,6 +93,8 @@ class Harness:
 
     def _reconciler(self, cached: objects.Obj | None = None) -> CronJobReconciler:
         client = _Observed(self.client, self._uids, cached)
+        if cached is None:
+            self._observed = client
         return CronJobReconciler(
             cast(ClientInterface, client), self.recorder, clock=self.clock, metrics=self.metrics
         )
@@ -120,6 +123,17 @@ class Harness:
         current."""
         self.clock.set(moment)
         return self._reconciler(cached).reconcile(Request(self.namespace, self.name))
+
+    def reconcile_lagging_at(self, moment: datetime, cached: objects.Obj) -> Result:
+        """One reconcile at ``moment`` by the same reconciler (what it remembers of its
+        earlier reconciles carries over), its cache still holding ``cached``, an older copy
+        of the CronJob; live reads and writes are current."""
+        self.clock.set(moment)
+        self._observed.cached = cached
+        try:
+            return self.reconciler.reconcile(Request(self.namespace, self.name))
+        finally:
+            self._observed.cached = None
 
     def runs(self) -> Counter[str]:
         """Per Job name, how many distinct Jobs (uids) the reconciler created: a run created
@@ -204,11 +218,11 @@ class _Observed:
     ) -> None:
         self._client = client
         self._uids = uids
-        self._cached = cached
+        self.cached = cached
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> objects.Obj:
-        if kind == CRONJOB and self._cached is not None:
-            return self._cached
+        if kind == CRONJOB and self.cached is not None:
+            return self.cached
         return self._client.get(kind, name, namespace)
 
     def create(self, kind: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:

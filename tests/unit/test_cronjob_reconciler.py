@@ -382,6 +382,64 @@ def test_a_run_listed_active_that_the_cache_lags_is_recorded_not_created_again(
     assert [ref["name"] for ref in world.status()["active"]] == [objects.name_of(job)]
 
 
+def test_the_follow_up_of_a_create_the_cache_lags_records_the_run_and_creates_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The follow-up of a create runs at once, before the watch brings the new Job into
+    the cache (low load): the reconciler remembers the Job it created, so the follow-up
+    records the run with one status write instead of creating the Job again (a 409
+    AlreadyExists, a live read and one more follow-up)."""
+    world = harness(cronjob())
+    world.reconcile_at(CREATED + timedelta(seconds=1))  # the status before any run
+    writes = world.status_writes()
+    monkeypatch.setattr(world.client, "list", lambda *args, **kwargs: [])  # the cache lags
+    assert world.reconcile_once_at(FIRST_RUN).follow_up, "Jobs first: the create follows up"
+    assert world.status_writes() == writes
+    follow_up = world.reconcile_once_at(FIRST_RUN + timedelta(seconds=1))
+    assert len(world.client.writes_of("create", JOB)) == 1
+    assert world.status_writes() == writes + 1
+    assert not follow_up.follow_up
+    assert world.status()["lastScheduleTime"] == rfc3339(FIRST_RUN)
+    assert [ref["name"] for ref in world.status()["active"]] == [job_name(NAME, FIRST_RUN)]
+    assert world.client.reads_of("get", JOB) == [], "the remembered Job is not read live"
+
+
+def test_a_created_job_the_cache_never_showed_is_remembered_for_one_reconcile_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Job is deleted before the cache ever lists it: the follow-up records the run
+    from what the reconciler remembers, and the next reconcile asks the API server about
+    the active entry, finds it gone, and keeps no run alive from memory."""
+    world = harness(cronjob())
+    monkeypatch.setattr(world.client, "list", lambda *args, **kwargs: [])  # the cache lags
+    world.reconcile_once_at(FIRST_RUN)
+    job = job_name(NAME, FIRST_RUN)
+    world.client.delete(JOB, job, namespace=NS)
+    world.reconcile_once_at(FIRST_RUN + timedelta(seconds=1))  # the follow-up
+    assert [ref["name"] for ref in world.status()["active"]] == [job]
+    world.reconcile_once_at(FIRST_RUN + timedelta(seconds=2))
+    assert not world.status().get("active")
+    assert world.status()["lastScheduleTime"] == rfc3339(FIRST_RUN)
+    assert len(world.client.writes_of("create", JOB)) == 1
+
+
+def test_a_job_event_before_the_echo_of_our_status_write_writes_nothing() -> None:
+    """The follow-up records the run; the Job's watch event comes before the echo of
+    that write, so the next reconcile's cache holds the CronJob as it was before the
+    write: the reconciler decides from the object its write returned, and writes
+    nothing (not the same status again, to a 409 Conflict and a fresh read)."""
+    world = harness(cronjob())
+    world.reconcile_at(CREATED + timedelta(seconds=1))
+    assert world.reconcile_once_at(FIRST_RUN).follow_up
+    before_write = world.cronjob()
+    world.reconcile_once_at(FIRST_RUN + timedelta(seconds=1))  # the follow-up records it
+    writes, reads = world.status_writes(), len(world.client.reads_of("get", CRONJOB))
+    world.reconcile_lagging_at(FIRST_RUN + timedelta(seconds=2), before_write)
+    assert world.status_writes() == writes
+    assert len(world.client.reads_of("get", CRONJOB)) == reads, "no fresh read either"
+    assert world.status()["lastScheduleTime"] == rfc3339(FIRST_RUN)
+
+
 def test_the_scheduled_time_annotation_is_in_the_cronjobs_time_zone() -> None:
     world = harness(cronjob(timeZone="Europe/Berlin"))
     world.reconcile_at(FIRST_RUN)

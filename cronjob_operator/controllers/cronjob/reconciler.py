@@ -1,19 +1,22 @@
 """The CronJob reconciler: observe, decide, act.
 
-Observe: read the CronJob and, through the informer cache's ``.metadata.controller``
-field index (never by listing all Jobs), the Jobs whose controller owner uid is this
-CronJob's; ask the API server about each ``status.active`` entry the cache lacks (the
-cache may lag a Job just created), read live the Pods of each run past its start timeout
-(``start_timeout.py``), and build the view (``view.py``). Decide: ``decide``
-(``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
-deletes, creates); a step whose outcome the decision needs is performed when the
-decision comes to it, which goes on with its outcome (``plan.Perform``: one decision
-per reconcile). Then write the status (once, only when it changed, retrying conflicts
-against a fresh read; ``controllerutil.write_status``;
-the watch echo of that write is not reconciled again when deciding from the written
-status changes nothing: ``StatusEchoes``),
-report the notices and skipped runs with that write, set the active gauge, and raise the
-Plan's API error if it has one.
+Observe: read the CronJob (the object our last status write returned, while the cache
+still holds the copy that write was decided from: ``_written``) and, through the
+informer cache's ``.metadata.controller`` field index (never by listing all Jobs), the
+Jobs whose controller owner uid is this CronJob's, and the Jobs its previous reconcile
+created that the cache does not list yet (``_unseen``: the follow-up of a create may run
+before the watch brings the Job, and would create it again); ask the API server about
+each ``status.active`` entry the cache lacks (the cache may lag a Job created earlier),
+read live the Pods of each run past its start timeout (``start_timeout.py``), and build
+the view (``view.py``). Decide: ``decide`` (``decide.py``) returns the Plan. Act: apply
+its steps in order (events, prunes, Replace deletes, creates); a step whose outcome the
+decision needs is performed when the decision comes to it, which goes on with its
+outcome (``plan.Perform``: one decision per reconcile). Then write the status (once,
+only when it changed, retrying conflicts against a fresh read;
+``controllerutil.write_status``; the watch echo of that write is not reconciled again
+when deciding from the written status changes nothing: ``StatusEchoes``), report the
+notices and skipped runs with that write, set the active gauge, and raise the Plan's API
+error if it has one.
 
 Errors: a failed prune is reported (``FailedDelete``) and retried by the next reconcile;
 any other API failure raises after the write of what was learned, so the controller
@@ -101,15 +104,36 @@ class CronJobReconciler:
         start (a Running Pod not ready yet), so their Pods are not listed again: a run,
         once started, stays started. Only the CronJobs with such a run, only their
         overdue runs (replaced by each reconcile, dropped when the CronJob is gone)."""
+        self._written: dict[tuple[str, str], tuple[str, objects.Obj]] = {}
+        """By CronJob (namespace, name): our last status write, as the resourceVersion of
+        the copy it was decided from and the object the API server returned. A reconcile
+        whose cache still holds that copy (the watch has not brought the write yet; a
+        Job's event may come first) decides from the written object instead, rather than
+        write the same status again to a Conflict. Dropped once the cache holds another
+        version, and when the CronJob is gone."""
+        self._unseen: dict[tuple[str, str], list[objects.Obj]] = {}
+        """By CronJob (namespace, name): the Jobs its last reconcile created (or found ours
+        on AlreadyExists), slimmed as the cache holds them, that the next reconcile of it
+        takes into its view when the cache does not list them yet (the follow-up of a
+        create may run before the watch brings the Job; kube-controller-manager's
+        ControllerExpectations). Each reconcile takes the record and leaves its own
+        creates: a Job is remembered for one reconcile (after it, a run is recorded in
+        ``status.active``, whose entries the cache lacks are read live); dropped when the
+        CronJob is gone."""
 
     def reconcile(self, request: Request) -> Result:
         # Before the read: a cache that lacks our last write is read with its echo still due.
         self.echoes.forget(request.namespace, request.name)
+        key = (request.namespace, request.name)
         try:
-            cronjob = self._client.get(CRONJOB, request.name, request.namespace)
+            cronjob = self._with_our_write(
+                self._client.get(CRONJOB, request.name, request.namespace)
+            )
         except errors.NotFound:
             self._metrics.forget_cronjob(request.namespace, request.name)
-            self._started_runs.pop((request.namespace, request.name), None)
+            self._started_runs.pop(key, None)
+            self._unseen.pop(key, None)
+            self._written.pop(key, None)
             return Result()  # deleted: garbage collection removes its Jobs
         now = self._clock()
         view = self._observe(cronjob, now)
@@ -125,6 +149,16 @@ class CronJobReconciler:
         return plan.result
 
     # --- observe --------------------------------------------------------------------
+
+    def _with_our_write(self, cached: objects.Obj) -> objects.Obj:
+        """``cached``, or the object our last status write returned when the cache still
+        holds the copy that write was decided from (``_written``)."""
+        key = (objects.namespace_of(cached), objects.name_of(cached))
+        written = self._written.pop(key, None)
+        if written is None or written[0] != cached["metadata"].get("resourceVersion"):
+            return cached
+        self._written[key] = written
+        return written[1]
 
     def _observe(self, cronjob: objects.Obj, now: datetime) -> CronJobView:
         owned = self._owned_jobs(cronjob)
@@ -144,8 +178,11 @@ class CronJobReconciler:
             namespace=metadata["namespace"],
             matching_fields={JOB_OWNER_INDEX: metadata["name"]},
         )
+        listed_uids = {jobs.job_uid(job) for job in listed}
+        unseen = self._unseen.pop((metadata["namespace"], metadata["name"]), [])
+        known = [*listed, *(job for job in unseen if jobs.job_uid(job) not in listed_uids)]
         uid = metadata.get("uid")
-        ours = [job for job in listed if (objects.controller_ref(job) or {}).get("uid") == uid]
+        ours = [job for job in known if (objects.controller_ref(job) or {}).get("uid") == uid]
         return jobs.classify(ours)
 
     def _start_reports(
@@ -238,17 +275,20 @@ class CronJobReconciler:
     def _delete_job(
         self, view: CronJobView, name: str, *, uid: str | None
     ) -> errors.ApiError | None:
-        """Delete one Job (only if it still has ``uid``); the error, None when it is gone."""
+        """Delete one Job (only if it still has ``uid``); the error, None when it is gone
+        (and then not remembered as unseen: ``_unseen``)."""
         try:
             self._client.delete(
                 JOB, name, namespace=view.namespace, propagation=Propagation.BACKGROUND, uid=uid
             )
         except errors.NotFound:
+            self._forget_unseen(view, name)
             return None
         except errors.ApiError as exc:
             log.warning("deleting job %s failed: %s", name, exc)
             self._recorder.event(view.obj, "Warning", "FailedDelete", f"Deleted job {name}: {exc}")
             return exc
+        self._forget_unseen(view, name)
         self._recorder.event(view.obj, "Normal", "SuccessfulDelete", f"Deleted job {name}")
         return None
 
@@ -271,13 +311,30 @@ class CronJobReconciler:
                 return Unknown(exc)
             if (objects.controller_ref(existing) or {}).get("uid") != view.obj["metadata"]["uid"]:
                 return Foreign()
+            self._remember_unseen(view, existing)
             return Created(existing, new=False)
         except errors.ApiError as exc:
             return Rejected(exc)
+        self._remember_unseen(view, created)
         if step.due is not None:
             observe_skew(self._metrics.job_creation_skew, created, step.due)
         self._metrics.jobs_created.labels(view.namespace, view.name).inc()
         return Created(created)
+
+    def _remember_unseen(self, view: CronJobView, job: objects.Obj) -> None:
+        """Note ``job``, just created or found ours, for the next reconcile of the CronJob
+        (``_unseen``), in the shape the cache holds it."""
+        slim = objects.freeze(jobs.slim_job(objects.thaw(job)))
+        self._unseen.setdefault((view.namespace, view.name), []).append(slim)
+
+    def _forget_unseen(self, view: CronJobView, name: str) -> None:
+        """Drop the Job ``name``, deleted by this reconcile, from ``_unseen``."""
+        key = (view.namespace, view.name)
+        kept = [job for job in self._unseen.get(key, ()) if objects.name_of(job) != name]
+        if kept:
+            self._unseen[key] = kept
+        else:
+            self._unseen.pop(key, None)
 
     def _record(self, view: CronJobView, plan: Plan, now: datetime, walks: Walks) -> None:
         """Write the Plan's status, then report its notices and skipped runs: each is
@@ -286,8 +343,11 @@ class CronJobReconciler:
         (``_echo_brings_nothing``; ``walks``: the schedule walks of the decision)."""
         assert plan.status is not None
         echoes = self.echoes if _echo_brings_nothing(view, plan, now, walks) else None
-        if not write_status(self._client, CRONJOB, view.obj, plan.status, echoes=echoes):
+        written = write_status(self._client, CRONJOB, view.obj, plan.status, echoes=echoes)
+        if written is None:
             return
+        version = view.obj["metadata"].get("resourceVersion")
+        self._written[(view.namespace, view.name)] = (version, objects.freeze(written))
         if plan.accounting is not None and plan.accounting.skipped:
             self._report_skips(view, plan.accounting)
         for notice in plan.notices:

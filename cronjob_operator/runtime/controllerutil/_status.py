@@ -156,8 +156,9 @@ def write_status(
     *,
     attempts: int = STATUS_WRITE_ATTEMPTS,
     echoes: StatusEchoes | None = None,
-) -> bool:
-    """Write ``status`` to ``obj``'s status subresource if it changed; True if written.
+) -> dict[str, Any] | None:
+    """Write ``status`` to ``obj``'s status subresource if it changed: the object the API
+    server returned for the write, None when nothing was written.
 
     ``status`` was computed from ``obj.status`` (the base). On a Conflict the object is
     read fresh from the API server and this reconcile's changes are merged onto its
@@ -169,7 +170,7 @@ def write_status(
     """
     base = objects.thaw(obj.get("status") or {})
     if status == base:
-        return False
+        return None
     metadata = obj["metadata"]
     # Only the status is new: the rest goes out as the cache holds it (frozen dicts and
     # tuples serialize as JSON objects and arrays), not as a deep copy of the object.
@@ -178,8 +179,7 @@ def write_status(
         echoes.expect(obj, status)
     for attempt in range(1, attempts + 1):
         try:
-            client.update_status(kind, body)
-            return True
+            return client.update_status(kind, body)
         except errors.Conflict:
             if echoes is not None:
                 echoes.forget(metadata.get("namespace", ""), metadata["name"])
@@ -187,10 +187,10 @@ def write_status(
                 raise
             fresh = client.live.get(kind, metadata["name"], metadata.get("namespace"))
             if (fresh.get("metadata") or {}).get("uid") != metadata.get("uid"):
-                return False
+                return None
             fresh_status = objects.thaw(fresh.get("status") or {})
             merged = merge_status(base, status, fresh_status)
             if merged == fresh_status:
-                return False  # the server already has everything we wanted to write
+                return None  # the server already has everything we wanted to write
             body = {**fresh, "status": merged}
-    return False
+    return None
