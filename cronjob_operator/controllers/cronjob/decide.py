@@ -102,6 +102,15 @@ class _Decided(NamedTuple):
     accounting: policies.Accounting | None = None
 
 
+class _Step(NamedTuple):
+    """The backfill step a reconcile created: its Job's name, its time, the request's
+    times (to count it done if a later create of the reconcile replaces it)."""
+
+    name: str
+    moment: datetime
+    times: tuple[datetime, ...]
+
+
 def decide(
     view: CronJobView,
     now: datetime,
@@ -132,6 +141,9 @@ class _Decision:
         self.walks = walks
         self.status: dict[str, Any] = objects.thaw(view.stored)
         self.started: list[objects.Obj] = []
+        self.created: set[str] = set()  # the names of the Jobs this reconcile created
+        self.replaced: set[str] = set()  # the names of the Jobs its Replace deleted
+        self.backfill_step: _Step | None = None  # the backfill step it created, if any
         self.group_skipped: datetime | None = None  # a scheduled run skipped, its group full
 
     def _plan(self, status: dict[str, Any] | None = None, **fields: Any) -> Plan:
@@ -168,7 +180,11 @@ class _Decision:
             # follow-up reconcile queued behind every other due run; that one finds the
             # Job (which records the run) and the unchanged stored status (so it reports
             # the notices of this one).
-            write = _record_with_the_run(status, stored, observed) or _ended_a_run(notices)
+            write = (
+                _record_with_the_run(status, stored, observed)
+                or _ended_a_run(notices)
+                or self._replaced_an_unrecorded_run()
+            )
             return self._plan(
                 status=status if write else None,
                 notices=tuple(notices),
@@ -283,7 +299,7 @@ class _Decision:
         if status["backfill"].get("state") != BackfillState.RUNNING:
             return _Decided()
         progress = status["backfill"] = backfill.advanced(
-            status["backfill"], times, runs.ran(view.name, view.jobs, {})
+            status["backfill"], times, runs.ran(view.name, view.jobs, {}) | self._replaced_times()
         )
         upcoming = time_at(progress, "next")
         if upcoming is None:
@@ -298,9 +314,19 @@ class _Decision:
             request.token
         )
         failed = self._create(job)
+        if job["metadata"]["name"] in self.created:
+            self.backfill_step = _Step(job["metadata"]["name"], upcoming, times)
         return _Decided(
             SOON, None if failed is None else dataclasses.replace(failed, stops_schedule=False)
         )
+
+    def _replaced_times(self) -> set[datetime]:
+        """The scheduled times whose Jobs this reconcile deleted (Replace): they ran."""
+        return {
+            moment
+            for name in self.replaced
+            if (moment := jobs.scheduled_time(self.view.name, name)) is not None
+        }
 
     def _record_backfill(self, progress: dict[str, Any], reason: str) -> None:
         """Record ``progress`` as ``status.backfill`` and announce it (``reason``)."""
@@ -424,7 +450,34 @@ class _Decision:
             if isinstance(outcome, Rejected):
                 raise outcome.error
             active.remove(ref)
+            self.replaced.add(ref["name"])
+            self._count_replaced_step(ref["name"])
         return not room.wait
+
+    def _count_replaced_step(self, name: str) -> None:
+        """Count the backfill step this reconcile created done when its Job is deleted
+        (Replace) by a later create of this reconcile: no Job shows the follow-up it ran."""
+        step = self.backfill_step
+        if step is not None and step.name == name:
+            self.status["backfill"] = backfill.advanced(
+                self.status["backfill"], step.times, {step.moment}
+            )
+
+    def _replaced_an_unrecorded_run(self) -> bool:
+        """Whether this reconcile deleted (Replace) a Job whose run the stored status does
+        not record: one it created itself (a run request's or a backfill step's, then the
+        scheduled run's), or a backfill step the stored progress has not counted. No Job
+        shows the follow-up that run, so only this reconcile's write records it."""
+        return any(
+            name in self.created or self._backfill_step(name, self.view.stored)
+            for name in self.replaced
+        )
+
+    def _backfill_step(self, name: str, status: Mapping[str, Any]) -> bool:
+        """Whether Job ``name`` is a step the running backfill of ``status`` has not
+        counted yet."""
+        moment = jobs.scheduled_time(self.view.name, name)
+        return moment is not None and backfill.protected(status, moment)
 
     def _create(
         self,
@@ -468,6 +521,7 @@ class _Decision:
         created = outcome.job
         if outcome.new:
             self.steps.event("Normal", "SuccessfulCreate", f"Created job {name}")
+            self.created.add(name)
             if track:
                 self.started.append(created)
         ref = jobs.job_reference(created)
