@@ -23,7 +23,8 @@ The rule modules return what they decide (named results: ``concurrency.Room``,
 progress); this module performs the steps and records the results in the status.
 
 Jobs first: a decision that creates a Job returns ``follow_up`` without writing status
-(unless it holds what the follow-up cannot learn again: ``_record_with_the_run``), so
+(unless it holds what the follow-up cannot learn again: ``_record_with_the_run``, a run
+ended by its start timeout, a run whose Job its own Replace deleted), so
 under a burst every due Job is created before any status write. Notices are reported
 only with the write that records them. On an API error the Plan writes what was learned
 (but not the skip accounting, which the retry does again) and then raises.
@@ -469,15 +470,14 @@ class _Decision:
         scheduled run's), or a backfill step the stored progress has not counted. No Job
         shows the follow-up that run, so only this reconcile's write records it."""
         return any(
-            name in self.created or self._backfill_step(name, self.view.stored)
-            for name in self.replaced
+            name in self.created or self._uncounted_backfill_step(name) for name in self.replaced
         )
 
-    def _backfill_step(self, name: str, status: Mapping[str, Any]) -> bool:
-        """Whether Job ``name`` is a step the running backfill of ``status`` has not
+    def _uncounted_backfill_step(self, name: str) -> bool:
+        """Whether Job ``name`` is a step the running backfill, as stored, has not
         counted yet."""
         moment = jobs.scheduled_time(self.view.name, name)
-        return moment is not None and backfill.protected(status, moment)
+        return moment is not None and backfill.protected(self.view.stored, moment)
 
     def _create(
         self,
