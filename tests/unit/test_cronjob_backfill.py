@@ -16,7 +16,15 @@ from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.webhooks import cronjob as webhook
 from tests.unit.cronjob_harness import Harness
-from tests.unit.test_cronjob_policies import NAME, NS, at, created_order, settle, world_of
+from tests.unit.test_cronjob_policies import (
+    NAME,
+    NS,
+    at,
+    created_order,
+    request_run,
+    settle,
+    world_of,
+)
 
 HOUR = timedelta(hours=1)
 
@@ -121,6 +129,22 @@ def test_replace_keeps_the_scheduled_run_that_replaced_a_backfill_step() -> None
     assert max(world.runs().values()) == 1
     assert progress(world)["state"] == "Complete"
     assert [ref["name"] for ref in world.status()["active"]] == [job_name(NAME, at(25))]
+
+
+def test_replace_counts_a_backfill_step_a_run_request_deleted() -> None:
+    """A run request's create deletes the step the stored progress has not counted yet;
+    the backfill goes on from the next time (the request's Job gives way to it, Replace)
+    instead of running the deleted step again."""
+    world = a_world_a_day_in(concurrencyPolicy="Replace")
+    ask(world, request("t1", at(2), at(4)))
+    world.reconcile_once_at(at(24.25))  # the 02:00 step; its follow-up waits
+    request_run(world, "r1")
+    settle(world, at(24.25) + timedelta(seconds=1))
+    manual = rules.manual_job_name(NAME, "r1")
+    assert created_order(world)[1:] == [job_name(NAME, at(2)), manual, job_name(NAME, at(3))]
+    assert max(world.runs().values()) == 1
+    assert progress(world)["state"] == "Complete"
+    assert world.status()["lastHandledRunRequest"] == "r1"
 
 
 def test_a_restart_in_the_middle_continues_where_the_jobs_say() -> None:

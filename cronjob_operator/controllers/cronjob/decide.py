@@ -300,7 +300,7 @@ class _Decision:
         if status["backfill"].get("state") != BackfillState.RUNNING:
             return _Decided()
         progress = status["backfill"] = backfill.advanced(
-            status["backfill"], times, runs.ran(view.name, view.jobs, {}) | self._replaced_times()
+            status["backfill"], times, runs.ran(view.name, view.jobs, {})
         )
         upcoming = time_at(progress, "next")
         if upcoming is None:
@@ -320,14 +320,6 @@ class _Decision:
         return _Decided(
             SOON, None if failed is None else dataclasses.replace(failed, stops_schedule=False)
         )
-
-    def _replaced_times(self) -> set[datetime]:
-        """The scheduled times whose Jobs this reconcile deleted (Replace): they ran."""
-        return {
-            moment
-            for name in self.replaced
-            if (moment := jobs.scheduled_time(self.view.name, name)) is not None
-        }
 
     def _record_backfill(self, progress: dict[str, Any], reason: str) -> None:
         """Record ``progress`` as ``status.backfill`` and announce it (``reason``)."""
