@@ -134,6 +134,30 @@ def test_a_run_request_token_creates_one_manual_job(operator: RunningManager, wo
     assert "lastScheduleTime" not in world.status("manual")
 
 
+def test_under_replace_a_run_request_due_with_a_scheduled_run_runs_each_once(
+    operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    """The request and the scheduled run are due in one reconcile: the request's Job is
+    made, then deleted to make room for the scheduled run; the requested run is not made
+    again and the scheduled run is kept (docs/beyond-builtin.md, 2)."""
+    apply(world.cp, cronjob_object("both", world.ns, run="5s", concurrencyPolicy="Replace"))
+    wait_for(lambda: world.condition("both", "Available"), 30, message="first reconcile")
+    first = tick_after(created_at(world, "both"))
+    clock.set(first + timedelta(seconds=1))  # no kick: the annotation's event reconciles
+    annotate(world, "both", "now")
+    scheduled = f"both-{int(first.timestamp())}"
+    wait_for(
+        lambda: world.status("both").get("lastHandledRunRequest") == "now",
+        30,
+        message="the request is recorded as handled",
+    )
+    assert [ref["name"] for ref in world.status("both")["active"]] == [scheduled]
+    uid = world.jobs()[scheduled]["metadata"]["uid"]
+    wait_for(lambda: world.job_finished(scheduled, "Complete"), 60, message="scheduled run ends")
+    wait_for(lambda: not world.status("both").get("active"), 30, message="its end recorded")
+    assert {name: job["metadata"]["uid"] for name, job in world.jobs().items()} == {scheduled: uid}
+
+
 def test_failing_runs_pause_after_n_and_resume_on_a_spec_edit(
     operator: RunningManager, clock: FakeClock, world: World
 ) -> None:

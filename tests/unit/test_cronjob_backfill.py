@@ -16,7 +16,15 @@ from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.webhooks import cronjob as webhook
 from tests.unit.cronjob_harness import Harness
-from tests.unit.test_cronjob_policies import NAME, NS, at, created_order, settle, world_of
+from tests.unit.test_cronjob_policies import (
+    NAME,
+    NS,
+    at,
+    created_order,
+    request_run,
+    settle,
+    world_of,
+)
 
 HOUR = timedelta(hours=1)
 
@@ -94,6 +102,49 @@ def test_forbid_runs_a_backfill_one_at_a_time_in_order() -> None:
         world.finish(job_name(NAME, at(hour)))
         settle(world, at(24.25))
     assert created_order(world)[1:] == [job_name(NAME, at(h)) for h in (2, 3, 4)]
+
+
+def test_replace_runs_each_backfill_time_once_each_step_replacing_the_last() -> None:
+    """Under Replace each step deletes the previous step's Job, whose run the stored
+    progress has not counted yet (Jobs first): the follow-up must not run it again."""
+    world = a_world_a_day_in(concurrencyPolicy="Replace")
+    ask(world, request("t1", at(2), at(5)))
+    settle(world, at(24.25))
+    assert created_order(world)[1:] == [job_name(NAME, at(h)) for h in (2, 3, 4)]
+    assert max(world.runs().values()) == 1
+    assert progress(world)["state"] == "Complete"
+    assert [ref["name"] for ref in world.status()["active"]] == [job_name(NAME, at(4))]
+
+
+def test_replace_keeps_the_scheduled_run_that_replaced_a_backfill_step() -> None:
+    """A backfill step and the scheduled run are due in the same reconcile: the scheduled
+    run's create deletes the step's Job; the follow-up neither runs the step again nor
+    deletes the scheduled run."""
+    world = a_world_a_day_in(concurrencyPolicy="Replace")
+    world.finish(job_name(NAME, at(24)))
+    ask(world, request("t1", at(2), at(3)))
+    world.reconcile_once_at(at(25))  # the 02:00 step, then the 25:00 run replacing it
+    settle(world, at(25) + timedelta(seconds=1))
+    assert created_order(world)[1:] == [job_name(NAME, at(2)), job_name(NAME, at(25))]
+    assert max(world.runs().values()) == 1
+    assert progress(world)["state"] == "Complete"
+    assert [ref["name"] for ref in world.status()["active"]] == [job_name(NAME, at(25))]
+
+
+def test_replace_counts_a_backfill_step_a_run_request_deleted() -> None:
+    """A run request's create deletes the step the stored progress has not counted yet;
+    the backfill goes on from the next time (the request's Job gives way to it, Replace)
+    instead of running the deleted step again."""
+    world = a_world_a_day_in(concurrencyPolicy="Replace")
+    ask(world, request("t1", at(2), at(4)))
+    world.reconcile_once_at(at(24.25))  # the 02:00 step; its follow-up waits
+    request_run(world, "r1")
+    settle(world, at(24.25) + timedelta(seconds=1))
+    manual = rules.manual_job_name(NAME, "r1")
+    assert created_order(world)[1:] == [job_name(NAME, at(2)), manual, job_name(NAME, at(3))]
+    assert max(world.runs().values()) == 1
+    assert progress(world)["state"] == "Complete"
+    assert world.status()["lastHandledRunRequest"] == "r1"
 
 
 def test_a_restart_in_the_middle_continues_where_the_jobs_say() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
+from cronjob_operator.api.cronjob_rules import manual_job_name
 from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.controllerutil import rfc3339
@@ -151,3 +152,26 @@ def test_a_finished_run_is_reported_once_when_the_next_run_is_created_beside_it(
     labels = {"namespace": NS, "cronjob": NAME, "condition": "Failed"}
     assert world.sample("cronjob_operator_jobs_finished_total", **labels) == 1
     assert world.status()["consecutiveFailures"] == 1
+
+
+@pytest.mark.parametrize("policy", ["Replace", "Forbid", "Allow"])
+def test_a_run_request_due_with_a_scheduled_run_is_created_once(policy: str) -> None:
+    """A run request and the scheduled run are due in the same reconcile: it creates the
+    requested Job, then the scheduled one (under Replace deleting the first to make room).
+    Its follow-up must neither create the requested Job again nor delete the scheduled
+    one: each run's Job is created once, and Replace keeps the newest, the scheduled run."""
+    world = minutely(concurrencyPolicy=policy)
+    world.edit(
+        lambda body: body["metadata"].setdefault("annotations", {}).update({RUN_ANNOTATION: "r1"})
+    )
+    manual, scheduled = manual_job_name(NAME, "r1"), job_name(NAME, FIRST)
+    world.reconcile_once_at(FIRST)
+    world.reconcile_once_at(FIRST + timedelta(seconds=1))  # the follow-up
+    settle(world, FIRST + timedelta(seconds=2))
+    expected = {manual: 1} if policy == "Forbid" else {manual: 1, scheduled: 1}
+    assert world.runs() == expected
+    assert world.status()["lastHandledRunRequest"] == "r1"
+    active = {ref["name"] for ref in world.status()["active"]}
+    assert (
+        active == {"Replace": {scheduled}, "Forbid": {manual}, "Allow": {manual, scheduled}}[policy]
+    )

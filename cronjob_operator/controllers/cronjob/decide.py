@@ -23,7 +23,8 @@ The rule modules return what they decide (named results: ``concurrency.Room``,
 progress); this module performs the steps and records the results in the status.
 
 Jobs first: a decision that creates a Job returns ``follow_up`` without writing status
-(unless it holds what the follow-up cannot learn again: ``_record_with_the_run``), so
+(unless it holds what the follow-up cannot learn again: ``_record_with_the_run``, a run
+ended by its start timeout, a run whose Job its own Replace deleted), so
 under a burst every due Job is created before any status write. Notices are reported
 only with the write that records them. On an API error the Plan writes what was learned
 (but not the skip accounting, which the retry does again) and then raises.
@@ -102,6 +103,15 @@ class _Decided(NamedTuple):
     accounting: policies.Accounting | None = None
 
 
+class _Step(NamedTuple):
+    """The backfill step a reconcile created: its Job's name, its time, the request's
+    times (to count it done if a later create of the reconcile replaces it)."""
+
+    name: str
+    moment: datetime
+    times: tuple[datetime, ...]
+
+
 def decide(
     view: CronJobView,
     now: datetime,
@@ -132,6 +142,9 @@ class _Decision:
         self.walks = walks
         self.status: dict[str, Any] = objects.thaw(view.stored)
         self.started: list[objects.Obj] = []
+        self.created: set[str] = set()  # the names of the Jobs this reconcile created
+        self.replaced: set[str] = set()  # the names of the Jobs its Replace deleted
+        self.backfill_step: _Step | None = None  # the backfill step it created, if any
         self.group_skipped: datetime | None = None  # a scheduled run skipped, its group full
 
     def _plan(self, status: dict[str, Any] | None = None, **fields: Any) -> Plan:
@@ -168,7 +181,11 @@ class _Decision:
             # follow-up reconcile queued behind every other due run; that one finds the
             # Job (which records the run) and the unchanged stored status (so it reports
             # the notices of this one).
-            write = _record_with_the_run(status, stored, observed) or _ended_a_run(notices)
+            write = (
+                _record_with_the_run(status, stored, observed)
+                or _ended_a_run(notices)
+                or self._replaced_an_unrecorded_run()
+            )
             return self._plan(
                 status=status if write else None,
                 notices=tuple(notices),
@@ -298,6 +315,8 @@ class _Decision:
             request.token
         )
         failed = self._create(job)
+        if job["metadata"]["name"] in self.created:
+            self.backfill_step = _Step(job["metadata"]["name"], upcoming, times)
         return _Decided(
             SOON, None if failed is None else dataclasses.replace(failed, stops_schedule=False)
         )
@@ -424,7 +443,33 @@ class _Decision:
             if isinstance(outcome, Rejected):
                 raise outcome.error
             active.remove(ref)
+            self.replaced.add(ref["name"])
+            self._count_replaced_step(ref["name"])
         return not room.wait
+
+    def _count_replaced_step(self, name: str) -> None:
+        """Count the backfill step this reconcile created done when its Job is deleted
+        (Replace) by a later create of this reconcile: no Job shows the follow-up it ran."""
+        step = self.backfill_step
+        if step is not None and step.name == name:
+            self.status["backfill"] = backfill.advanced(
+                self.status["backfill"], step.times, {step.moment}
+            )
+
+    def _replaced_an_unrecorded_run(self) -> bool:
+        """Whether this reconcile deleted (Replace) a Job whose run the stored status does
+        not record: one it created itself (a run request's or a backfill step's, then the
+        scheduled run's), or a backfill step the stored progress has not counted. No Job
+        shows the follow-up that run, so only this reconcile's write records it."""
+        return any(
+            name in self.created or self._uncounted_backfill_step(name) for name in self.replaced
+        )
+
+    def _uncounted_backfill_step(self, name: str) -> bool:
+        """Whether Job ``name`` is a step the running backfill, as stored, has not
+        counted yet."""
+        moment = jobs.scheduled_time(self.view.name, name)
+        return moment is not None and backfill.protected(self.view.stored, moment)
 
     def _create(
         self,
@@ -468,6 +513,7 @@ class _Decision:
         created = outcome.job
         if outcome.new:
             self.steps.event("Normal", "SuccessfulCreate", f"Created job {name}")
+            self.created.add(name)
             if track:
                 self.started.append(created)
         ref = jobs.job_reference(created)
