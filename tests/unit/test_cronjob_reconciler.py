@@ -20,6 +20,7 @@ from cronjob_operator.controllers.cronjob.jobs import (
     job_name,
     job_reference,
 )
+from cronjob_operator.controllers.cronjob.reconciler import skip_status_echoes
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.controller import Result
 from cronjob_operator.runtime.controllerutil import rfc3339
@@ -438,6 +439,24 @@ def test_a_job_event_before_the_echo_of_our_status_write_writes_nothing() -> Non
     assert world.status_writes() == writes
     assert len(world.client.reads_of("get", CRONJOB)) == reads, "no fresh read either"
     assert world.status()["lastScheduleTime"] == rfc3339(FIRST_RUN)
+
+
+def test_our_last_write_is_kept_only_until_its_echo_reaches_the_cache() -> None:
+    """The object our status write returned is kept while the cache holds the copy the
+    write was decided from; the update that brings the write (or any later version)
+    drops it, so the reconciler holds one object per write in flight, not per CronJob."""
+    world = harness(cronjob())
+    world.reconcile_at(CREATED + timedelta(seconds=1))
+    assert world.reconcile_once_at(FIRST_RUN).follow_up
+    before_write = world.cronjob()
+    world.reconcile_once_at(FIRST_RUN + timedelta(seconds=1))  # the follow-up writes
+    key = (world.namespace, world.name)
+    assert key in world.reconciler._written  # the echo is still on its way
+    update = skip_status_echoes(world.reconciler.echoes, world.reconciler.cache_moved).update
+    update(before_write, before_write)  # a resync of the old copy: still on its way
+    assert key in world.reconciler._written
+    update(before_write, world.cronjob())  # the echo
+    assert key not in world.reconciler._written
 
 
 def test_the_scheduled_time_annotation_is_in_the_cronjobs_time_zone() -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -109,8 +109,9 @@ class CronJobReconciler:
         the copy it was decided from and the object the API server returned. A reconcile
         whose cache still holds that copy (the watch has not brought the write yet; a
         Job's event may come first) decides from the written object instead, rather than
-        write the same status again to a Conflict. Dropped once the cache holds another
-        version, and when the CronJob is gone."""
+        write the same status again to a Conflict. Dropped as soon as the cache holds
+        another version (``cache_moved``, from the informer's thread), so it holds only
+        writes whose echo is still on its way, and when the CronJob is gone."""
         self._unseen: dict[tuple[str, str], list[objects.Obj]] = {}
         """By CronJob (namespace, name): the Jobs its last reconcile created (or found ours
         on AlreadyExists), slimmed as the cache holds them, that the next reconcile of it
@@ -149,6 +150,14 @@ class CronJobReconciler:
         return plan.result
 
     # --- observe --------------------------------------------------------------------
+
+    def cache_moved(self, obj: objects.Obj) -> None:
+        """The cache now holds ``obj``: forget our last write of it unless the cache
+        still holds the copy that write was decided from (``_written``)."""
+        key = (objects.namespace_of(obj), objects.name_of(obj))
+        written = self._written.get(key)
+        if written is not None and written[0] != obj["metadata"].get("resourceVersion"):
+            self._written.pop(key, None)
 
     def _with_our_write(self, cached: objects.Obj) -> objects.Obj:
         """``cached``, or the object our last status write returned when the cache still
@@ -394,18 +403,24 @@ def observe_skew(skew: Histogram, job: objects.Obj, scheduled: datetime) -> None
         skew.observe(max(0.0, (created - scheduled).total_seconds()))
 
 
-def skip_status_echoes(echoes: StatusEchoes) -> Predicate:
+def skip_status_echoes(
+    echoes: StatusEchoes, moved: Callable[[objects.Obj], None] | None = None
+) -> Predicate:
     """Every CronJob event but the watch echoes of the reconciler's own status writes
-    (``StatusEchoes``); a deletion also drops the object's note. Dict reads only, so it
-    runs on the informer's thread (``inline``)."""
+    (``StatusEchoes``); a deletion also drops the object's note, and ``moved`` hears of
+    every update (``CronJobReconciler.cache_moved``). Dict reads only, so it runs on the
+    informer's thread (``inline``)."""
 
     def deleted(obj: objects.Obj) -> bool:
         echoes.forget(objects.namespace_of(obj), objects.name_of(obj))
         return True
 
-    return Predicate(
-        update=lambda old, new: not echoes.is_echo(old, new), delete=deleted, inline=True
-    )
+    def updated(old: objects.Obj, new: objects.Obj) -> bool:
+        if moved is not None:
+            moved(new)
+        return not echoes.is_echo(old, new)
+
+    return Predicate(update=updated, delete=deleted, inline=True)
 
 
 def setup(manager: Manager, *, clock: Clock = utc_now, shard: Shard | None = None) -> Controller:
@@ -426,5 +441,5 @@ def setup(manager: Manager, *, clock: Clock = utc_now, shard: Shard | None = Non
             manager.client, manager.recorder, clock=clock, metrics=metrics
         )
         builder = manager.builder("cronjob")
-    skip = skip_status_echoes(reconciler.echoes)
+    skip = skip_status_echoes(reconciler.echoes, reconciler.cache_moved)
     return builder.for_(CRONJOB, skip).owns(JOB).complete(reconciler)
