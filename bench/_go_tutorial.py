@@ -66,17 +66,23 @@ def install_crd(plane: ControlPlane, directory: Path) -> None:
 
 @dataclass
 class ReconciledWatcher(Watcher):
-    """The CronJobs whose status shows the tutorial's first full reconcile."""
+    """The CronJobs whose status shows a first full reconcile (the ``Available``
+    condition, which ours and the tutorial's both set), and when the watch saw the last
+    of them."""
 
     kind: Kind = CRONJOB
     reconciled: set[str] = field(default_factory=set)
+    last_seen: float = 0.0
 
     def _record(self, event: dict[str, Any], received: float) -> None:
         obj = event.get("object") or {}
         conditions = (obj.get("status") or {}).get("conditions") or ()
         if any(c.get("type") == RECONCILED_CONDITION for c in conditions):
             metadata = obj["metadata"]
-            self.reconciled.add(f"{metadata['namespace']}/{metadata['name']}")
+            key = f"{metadata['namespace']}/{metadata['name']}"
+            if key not in self.reconciled:
+                self.reconciled.add(key)
+                self.last_seen = received
 
 
 class GoManager:
