@@ -32,8 +32,9 @@ does not wait for them) and the process is quiet: the operator
 reconciles the watch events of its own writes), the fire CPU per run,
 creation skew (``creationTimestamp`` - the minute, 1 s resolution) p50/p99, the time until
 every status was written, the time from a manager's start until the benchmark's watch
-has seen every CronJob ``Available`` (its first full reconcile), the API requests of each phase by verb and resource (the API
-server's ``apiserver_request_total``, our resources only) and peak RSS. The closing table
+has seen every CronJob ``Available`` (its first full reconcile), the API requests of
+each phase by verb and resource (the API server's ``apiserver_request_total``, our
+resources only) and peak RSS. The closing table
 gives the ratios that are compared: the operator's CPU per run over the bare client's
 and over the Go tutorial's. The Go tutorial's startup ends once the benchmark's watch has
 seen every one of its CronJobs reconciled (its ``Available`` condition) and its CPU is
