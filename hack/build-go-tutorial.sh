@@ -3,8 +3,8 @@
 # (controller-runtime), and print the directory that holds its `manager` binary and its
 # CRD (batch.tutorial.kubebuilder.io_cronjobs.yaml).
 #
-# The tutorial is the nested Go module docs/book/src/cronjob-tutorial/testdata/project of
-# the kubebuilder repository. Go module zips leave nested modules out, so
+# The tutorial is the nested Go module `<book>/cronjob-tutorial/testdata/project` of the
+# kubebuilder repository (TUTORIAL_DIR below). Go module zips leave nested modules out, so
 # `sigs.k8s.io/kubebuilder/v4`'s zip from the module proxy does not hold it: the source is
 # an archive that `git archive` made of that directory at KUBEBUILDER_TUTORIAL_COMMIT
 # (hack/versions.env), given as $CRONJOB_OPERATOR_GO_TUTORIAL_SRC (.tar or .tar.gz; the
@@ -33,7 +33,7 @@ case "${1:-}" in
   *) echo "usage: $0 [--cached]" >&2; exit 2 ;;
 esac
 
-PROJECT=docs/book/src/cronjob-tutorial/testdata/project
+TUTORIAL_DIR=cronjob-tutorial/testdata/project
 CRD=batch.tutorial.kubebuilder.io_cronjobs.yaml
 command -v go >/dev/null || { log "the Go toolchain is required (go on PATH)"; exit 2; }
 GO_VERSION="$(go env GOVERSION)"
@@ -48,7 +48,7 @@ source_commit() { gzip -dcf "$1" | git get-tar-commit-id 2>/dev/null || true; }
 build() {
   local src="${CRONJOB_OPERATOR_GO_TUTORIAL_SRC:-}" work commit
   if [[ -z "${src}" || ! -f "${src}" ]]; then
-    log "no source: set CRONJOB_OPERATOR_GO_TUTORIAL_SRC to a git archive of kubebuilder's ${PROJECT} at ${KUBEBUILDER_TUTORIAL_COMMIT} (docs/performance.md says how)"
+    log "no source: set CRONJOB_OPERATOR_GO_TUTORIAL_SRC to a git archive of kubebuilder's */${TUTORIAL_DIR} at ${KUBEBUILDER_TUTORIAL_COMMIT} (docs/performance.md says how)"
     exit 2
   fi
   commit="$(source_commit "${src}")"
@@ -60,10 +60,14 @@ build() {
   # shellcheck disable=SC2064 # the directory is known now; the variable is local
   trap "rm -rf '${work}'" EXIT
   tar -xf "${src}" -C "${work}"
+  local project
+  project="$(find "${work}" -path "*/${TUTORIAL_DIR}/go.mod" -print -quit)"
+  [[ -n "${project}" ]] || { log "${src} holds no */${TUTORIAL_DIR}/go.mod"; exit 2; }
+  project="$(dirname "${project}")"
   log "building the CronJob tutorial's manager (kubebuilder ${KUBEBUILDER_TUTORIAL_COMMIT:0:12}, ${GO_VERSION})"
-  (cd "${work}/${PROJECT}" && CGO_ENABLED=0 GOTOOLCHAIN=local go build -p "${CRONJOB_OPERATOR_BUILD_JOBS:-$(nproc)}" \
+  (cd "${project}" && CGO_ENABLED=0 GOTOOLCHAIN=local go build -p "${CRONJOB_OPERATOR_BUILD_JOBS:-$(nproc)}" \
     -trimpath -ldflags "-s -w" -o "${work}/manager" ./cmd) >&2
-  cp "${work}/${PROJECT}/config/crd/bases/${CRD}" "${work}/${CRD}"
+  cp "${project}/config/crd/bases/${CRD}" "${work}/${CRD}"
   mv "${work}/manager" "${OUT}/manager"
   mv "${work}/${CRD}" "${OUT}/${CRD}"
 }

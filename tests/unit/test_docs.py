@@ -23,12 +23,6 @@ DOCS_PATH = re.compile(r"(?<![\w/.:-])docs/[\w./-]*[\w/]")
 """``docs/...`` not preceded by a path or URL character (so ``kubernetes.io/docs/`` is
 not a match); the trailing character excludes sentence punctuation."""
 
-OTHER_REPOSITORIES = {
-    "docs/book/src/cronjob-tutorial/testdata/project": "kubebuilder's CronJob tutorial, "
-    "which hack/build-go-tutorial.sh builds for bench/fire.py's Go side",
-}
-"""``docs/...`` paths of another repository that the project names on purpose."""
-
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
 
 
@@ -52,8 +46,6 @@ def cited_docs_paths() -> dict[str, list[str]]:
         except UnicodeDecodeError:
             continue
         for match in DOCS_PATH.findall(text):
-            if match.rstrip("/") in OTHER_REPOSITORIES:
-                continue
             cited.setdefault(match.rstrip("/"), []).append(str(path.relative_to(REPO)))
     return cited
 
