@@ -414,7 +414,7 @@ def go_phase(
     before = _cluster.ApiCounts.read(plane)
     started = time.time()
     with contextlib.closing(_go_tutorial.GoManager(plane, directory, log)) as manager:
-        _wait_reconciled(manager, reconciled, count, time.time() + margin * 4)
+        _wait_available(reconciled, count, time.time() + margin * 4, manager.check_running)
         _settled_cpu(manager.cpu_seconds)
         if time.time() > target - LEAD:
             raise RuntimeError(
@@ -440,28 +440,17 @@ def go_phase(
 
 
 def _wait_available(
-    reconciled: _go_tutorial.ReconciledWatcher, count: int, deadline: float
-) -> None:
-    """Wait until the watch has seen ``count`` CronJobs ``Available``."""
-    while len(reconciled.reconciled) < count:
-        if time.time() > deadline:
-            raise TimeoutError(f"{len(reconciled.reconciled)} of {count} CronJobs Available")
-        time.sleep(0.2)
-
-
-def _wait_reconciled(
-    manager: _go_tutorial.GoManager,
     reconciled: _go_tutorial.ReconciledWatcher,
     count: int,
     deadline: float,
+    check: Callable[[], None] = lambda: None,
 ) -> None:
-    """Wait until the watch has seen ``count`` CronJobs reconciled by the Go manager."""
+    """Wait until the watch has seen ``count`` CronJobs ``Available``, calling ``check``
+    (which raises when the manager has died) as it waits."""
     while len(reconciled.reconciled) < count:
-        manager.check_running()
+        check()
         if time.time() > deadline:
-            raise TimeoutError(
-                f"the Go tutorial reconciled {len(reconciled.reconciled)} of {count} CronJobs"
-            )
+            raise TimeoutError(f"{len(reconciled.reconciled)} of {count} CronJobs Available")
         time.sleep(0.2)
 
 
