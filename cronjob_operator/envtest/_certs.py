@@ -1,11 +1,12 @@
 """The control plane's PKI, generated with the ``openssl`` command line tool.
 
-One CA signs the API server's serving certificate (valid for 127.0.0.1, localhost and
-the in-cluster names of the ``kubernetes`` Service) and the admin client certificate
-(CN=admin, O=system:masters, so RBAC grants it everything). The service-account token
-signing key is a separate pair, as in a real cluster. Keys are ECDSA P-256: fast to
-generate and accepted everywhere Kubernetes takes a key. The ``openssl`` CLI is used
-rather than a Python crypto package so the project needs no extra dependency.
+One CA signs the API server's serving certificate (valid for 127.0.0.1, localhost, the
+in-cluster names of the ``kubernetes`` Service and the real node's Pod gateway) and the
+admin client certificate (CN=admin, O=system:masters, so RBAC grants it everything).
+The service-account token signing key is a separate pair, as in a real cluster. Keys are
+ECDSA P-256: fast to generate and accepted everywhere Kubernetes takes a key. The
+``openssl`` CLI is used rather than a Python crypto package so the project needs no
+extra dependency.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import secrets
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from cronjob_operator.envtest._podnet import POD_GATEWAY
 
 CA_SUBJECT = "/CN=cronjob-operator-envtest-ca"
 SERVING_NAMES = (
@@ -24,6 +27,7 @@ SERVING_NAMES = (
     "DNS:kubernetes.default",
     "DNS:kubernetes.default.svc",
     "DNS:kubernetes.default.svc.cluster.local",
+    f"IP:{POD_GATEWAY}",
 )
 VALID_DAYS = "3650"
 # A minimal config so that the result never depends on the system's openssl.cnf.

@@ -41,7 +41,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from cronjob_operator.envtest import _components
+from cronjob_operator.envtest import _components, _podnet
 
 NODE_BIN_DIR_ENV = "CRONJOB_OPERATOR_NODE_BIN_DIR"
 NODE_NAME = "real-node"
@@ -111,8 +111,16 @@ def check_node_bin_dir(bin_dir: Path) -> Path:
     return bin_dir.resolve()
 
 
-def prepare(layout: NodeLayout, *, kubeconfig: Path, client_ca: Path) -> None:
-    """Write the node's configuration, stubs and wrapper, and make its cgroup root."""
+def prepare(
+    layout: NodeLayout,
+    *,
+    kubeconfig: Path,
+    client_ca: Path,
+    apiserver_port: int,
+    pod_network: bool = False,
+) -> None:
+    """Write the node's configuration, stubs and wrapper, and make its cgroup root;
+    with ``pod_network``, the node gets a network namespace of its own (``_podnet``)."""
     state = layout.directory.parent
     if any(state.is_relative_to(hidden) for hidden in HIDDEN_DIRS):
         raise NodeError(f"the node's state {state} is below a directory the node hides")
@@ -122,13 +130,16 @@ def prepare(layout: NodeLayout, *, kubeconfig: Path, client_ca: Path) -> None:
     _write_kernel_defaults(layout.directory / "sysctl")
     _write_runc_wrapper(layout.directory / "runc")
     _write_registry_hosts(layout.directory / "certs.d")
-    _write_cni_config(layout.directory / "cni")
+    _write_cni_config(layout.directory / "cni", pod_network=pod_network)
     (layout.directory / "containerd.toml").write_text(_containerd_config(layout))
     kubelet_port, healthz_port = _components.free_ports(2)
     (layout.directory / "kubelet.yaml").write_text(
         json.dumps(_kubelet_config(layout, client_ca, kubelet_port, healthz_port), indent=2)
     )
-    (layout.directory / "run.sh").write_text(_run_script(layout, kubeconfig))
+    (layout.directory / "run.sh").write_text(_run_script(layout, apiserver_port, pod_network))
+    (layout.directory / "node.sh").write_text(
+        _node_script(layout, kubeconfig, apiserver_port, pod_network)
+    )
     _make_cgroups(layout.cgroup_root)
 
 
@@ -247,8 +258,11 @@ def _write_registry_hosts(directory: Path) -> None:
     )
 
 
-def _write_cni_config(directory: Path) -> None:
+def _write_cni_config(directory: Path, *, pod_network: bool) -> None:
     directory.mkdir()
+    if pod_network:
+        (directory / "10-pods.conflist").write_text(json.dumps(_podnet.cni_config(), indent=2))
+        return
     config = {"cniVersion": "1.0.0", "name": "loopback", "plugins": [{"type": "loopback"}]}
     (directory / "10-loopback.conflist").write_text(json.dumps(config, indent=2))
 
@@ -349,19 +363,39 @@ def _kubelet_config(
     }
 
 
-def _run_script(layout: NodeLayout, kubeconfig: Path) -> str:
+def _run_script(layout: NodeLayout, apiserver_port: int, pod_network: bool) -> str:
     node = layout.directory
     binds = "\n".join(
         f'mount --bind -o ro "$node/sysctl/{key}" /proc/sys/{key}' for key in KERNEL_DEFAULTS
+    )
+    network = (
+        f"{_podnet.host_side(apiserver_port)}\n{_podnet.enter_namespace()}"
+        if pod_network
+        else 'exec /bin/sh "$node/node.sh"'
     )
     return f"""#!/bin/sh
 # The node: runs as PID 1 of its own PID and mount namespaces (see _node.py).
 set -eu
 node="{node}"
-bin="{layout.bin_dir}"
 for dir in /run /var/lib /var/log; do mount -t tmpfs -o mode=0755 node-tmpfs "$dir"; done
 {binds}
+{network}
+"""
+
+
+def _node_script(
+    layout: NodeLayout, kubeconfig: Path, apiserver_port: int, pod_network: bool
+) -> str:
+    node = layout.directory
+    network = _podnet.node_side(apiserver_port) if pod_network else ""
+    node_ip = f" --node-ip={_podnet.POD_GATEWAY}" if pod_network else ""
+    return f"""#!/bin/sh
+# containerd and kubelet, started by run.sh (see _node.py).
+set -eu
+node="{node}"
+bin="{layout.bin_dir}"
 export PATH="$node/stubs:$PATH"
+{network}
 "$bin/containerd" --config "$node/containerd.toml" >>"$node/containerd.log" 2>&1 &
 tries=0
 until "$bin/ctr" --address "{layout.socket}" version >/dev/null 2>&1; do
@@ -370,7 +404,7 @@ until "$bin/ctr" --address "{layout.socket}" version >/dev/null 2>&1; do
 done
 "$bin/ctr" --address "{layout.socket}" --namespace k8s.io images import "$bin/pause.tar"
 "$bin/kubelet" --config "$node/kubelet.yaml" --kubeconfig "{kubeconfig}" \\
-  --hostname-override {NODE_NAME} >>"$node/kubelet.log" 2>&1 &
+  --hostname-override {NODE_NAME}{node_ip} >>"$node/kubelet.log" 2>&1 &
 kubelet=$!
 wait "$kubelet"
 """

@@ -43,6 +43,8 @@ class PlaneRecord:
     components: dict[str, ComponentRecord] = field(default_factory=dict)
     node_bin_dir: str | None = None
     """The real node's binaries, when the plane has one (``_node``)."""
+    pod_network: bool = False
+    """Whether the real node has its own Pod network (``_podnet``)."""
 
 
 def save_record(state_dir: Path, record: PlaneRecord) -> None:

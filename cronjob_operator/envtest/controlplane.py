@@ -6,7 +6,8 @@ collector, namespace, Deployment, ReplicaSet, service account, node lifecycle an
 controllers), kube-scheduler and kwok, which plays the kubelet for fake nodes. Jobs
 really complete, owner references really cascade, namespaces really finish deleting.
 With ``real_node=True`` a real kubelet node (containerd, runc) joins too, so images
-really run as Pods (see ``_node``: hostNetwork Pods only, the host left untouched).
+really run as Pods (see ``_node``: hostNetwork Pods, or with ``pod_network=True`` Pods
+with their own addresses, see ``_podnet``; the host left untouched either way).
 
 A plane lives in a state directory: PKI, kubeconfig, kwok stages, etcd data, one log
 per component and ``state.json`` (see ``_state``). A test plane uses a fresh temporary
@@ -37,6 +38,7 @@ from cronjob_operator.envtest import (
     _http,
     _kubeconfig,
     _node,
+    _podnet,
     _probes,
     _stages,
     audit,
@@ -102,7 +104,10 @@ class ControlPlane:
     kubelet node named ``_node.NODE_NAME`` (tainted ``_node.NODE_TAINT``: only Pods
     that tolerate it run there) with its binaries from ``node_bin_dir``, else
     ``$CRONJOB_OPERATOR_NODE_BIN_DIR`` or ``hack/build-node.sh``; the API server then
-    admits service accounts and the root CA is published, as in a real cluster. Usable
+    admits service accounts and the root CA is published, as in a real cluster.
+    ``pod_network`` (implies ``real_node``) gives that node's Pods addresses of their
+    own (``_podnet``): Pods off the host network reach the API server at
+    ``pod_gateway`` and the API server reaches them (webhooks). Usable
     as a context manager. Methods block; failures raise ``ControlPlaneError``.
     """
 
@@ -121,6 +126,7 @@ class ControlPlane:
         audit: bool = False,
         real_node: bool = False,
         node_bin_dir: Path | None = None,
+        pod_network: bool = False,
     ) -> None:
         if nodes < 1:
             raise ValueError(f"nodes={nodes}: a control plane needs at least one node")
@@ -135,7 +141,8 @@ class ControlPlane:
         self.extra_args = {name: tuple(args) for name, args in (extra_args or {}).items()}
         self.audit = audit
         self._requested_bin_dir = bin_dir
-        self.real_node = real_node or node_bin_dir is not None
+        self.real_node = real_node or node_bin_dir is not None or pod_network
+        self.pod_network = pod_network
         self._requested_node_bin_dir = node_bin_dir
         self._requested_state_dir = state_dir
         self._layout: Layout | None = None
@@ -158,6 +165,7 @@ class ControlPlane:
         )
         plane.node_names = list(record.nodes)
         plane.real_node = record.node_bin_dir is not None
+        plane.pod_network = record.pod_network
         plane._layout = Layout(state_dir, Path(record.bin_dir))
         plane._record = record
         plane._processes = {
@@ -193,6 +201,14 @@ class ControlPlane:
     @property
     def ports(self) -> Ports:
         return Ports(**self._started_record().ports)
+
+    @property
+    def pod_gateway(self) -> str:
+        """Where a Pod on the real node's Pod network reaches the API server (at the
+        port of ``ports.apiserver``); its serving certificate names this address."""
+        if not self.pod_network:
+            raise ControlPlaneError("this control plane has no Pod network (pod_network=True)")
+        return _podnet.POD_GATEWAY
 
     @property
     def node_state_dir(self) -> Path:
@@ -449,10 +465,17 @@ class ControlPlane:
             layout.bin_dir / "stages", layout.kwok_config, pod_run_seconds=self.pod_run_seconds
         )
         extra_args = dict(self.extra_args)
+        apiserver = str(Component.APISERVER)
         if self.audit:
-            apiserver = str(Component.APISERVER)
             extra_args[apiserver] = (
                 *audit.apiserver_flags(layout.state_dir),
+                *extra_args.get(apiserver, ()),
+            )
+        if self.pod_network:
+            egress = layout.state_dir / "egress-selector.json"
+            _podnet.write_egress_selector_config(egress, layout.state_dir / "node")
+            extra_args[apiserver] = (
+                f"--egress-selector-config-file={egress}",
                 *extra_args.get(apiserver, ()),
             )
         components = {}
@@ -461,7 +484,13 @@ class ControlPlane:
                 if node_bin_dir is None:
                     continue
                 node = _node.NodeLayout(layout.state_dir / "node", node_bin_dir)
-                _node.prepare(node, kubeconfig=layout.kubeconfig, client_ca=pki.ca_cert)
+                _node.prepare(
+                    node,
+                    kubeconfig=layout.kubeconfig,
+                    client_ca=pki.ca_cert,
+                    apiserver_port=ports.apiserver,
+                    pod_network=self.pod_network,
+                )
                 argv = _node.command(node)
             else:
                 argv = command(
@@ -486,6 +515,7 @@ class ControlPlane:
             pod_run_seconds=self.pod_run_seconds,
             components=components,
             node_bin_dir=None if node_bin_dir is None else str(node_bin_dir),
+            pod_network=self.pod_network,
         )
         self._save()
 

@@ -97,20 +97,33 @@ def write_default_overlay(
     patches = overlay_patches(apiserver_port, metrics_port, health_port)
     patches += webhook_port_patches(webhook_port)
     patches += deployment_patches
+    return write_kustomization(directory, patches, privileged=True)
+
+
+def write_kustomization(
+    directory: Path, deployment_patches: Sequence[dict[str, Any]], *, privileged: bool
+) -> Path:
+    """config/default with ``deployment_patches`` on its Deployment; ``privileged`` lowers
+    its namespace's Pod Security level, as hostNetwork needs."""
     directory.mkdir(parents=True, exist_ok=True)
-    privileged = [
+    patches = [
         {
+            "target": {"kind": "Deployment", "name": DEPLOYMENT},
+            "patch": json.dumps(list(deployment_patches)),
+        }
+    ]
+    if privileged:
+        level = {
             "op": "replace",
             "path": "/metadata/labels/pod-security.kubernetes.io~1enforce",
             "value": "privileged",
         }
-    ]
+        patches.append(
+            {"target": {"kind": "Namespace", "name": SYSTEM}, "patch": json.dumps([level])}
+        )
     kustomization = {
         "resources": [os.path.relpath(REPO / "config" / "default", directory)],
-        "patches": [
-            {"target": {"kind": "Deployment", "name": DEPLOYMENT}, "patch": json.dumps(patches)},
-            {"target": {"kind": "Namespace", "name": SYSTEM}, "patch": json.dumps(privileged)},
-        ],
+        "patches": patches,
     }
     (directory / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
     return directory

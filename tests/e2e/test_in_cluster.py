@@ -59,13 +59,44 @@ TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 ROLLOUT_TIMEOUT = 180.0
 
 
-def node_placement() -> dict[str, Any]:
-    """What a Pod needs to run on the real node: its selector, toleration, host network."""
+def node_selection() -> dict[str, Any]:
+    """What a Pod needs to be placed on the real node: its selector and toleration."""
     return {
-        "hostNetwork": True,
         "nodeSelector": {"kubernetes.io/hostname": REAL_NODE_NAME},
         "tolerations": [{"key": REAL_NODE_TAINT, "operator": "Exists"}],
     }
+
+
+def node_placement() -> dict[str, Any]:
+    """What a Pod needs to run on the real node without a Pod network: its selector,
+    toleration and the host's network."""
+    return {"hostNetwork": True, **node_selection()}
+
+
+def apiserver_env_patches(host: str, port: int) -> list[dict[str, Any]]:
+    """No kube-proxy: the manager container given the API server's own address instead
+    of the ``kubernetes`` Service's."""
+    return [
+        {
+            "op": "add",
+            "path": "/spec/template/spec/containers/0/env/-",
+            "value": {"name": name, "value": value},
+        }
+        for name, value in (
+            ("KUBERNETES_SERVICE_HOST", host),
+            ("KUBERNETES_SERVICE_PORT", str(port)),
+        )
+    ]
+
+
+def pod_network_patches(plane: ControlPlane) -> list[dict[str, Any]]:
+    """JSON patches onto a manager Deployment for a plane with a Pod network: placed on
+    the real node, with the API server where its Pods reach it; its ports as they are."""
+    ops: list[dict[str, Any]] = [
+        {"op": "add", "path": f"/spec/template/spec/{key}", "value": value}
+        for key, value in node_selection().items()
+    ]
+    return ops + apiserver_env_patches(plane.pod_gateway, plane.ports.apiserver)
 
 
 def overlay_patches(apiserver_port: int, metrics_port: int, health_port: int) -> list[Any]:
@@ -95,15 +126,7 @@ def overlay_patches(apiserver_port: int, metrics_port: int, health_port: int) ->
         {"op": "add", "path": f"{container}/livenessProbe/httpGet/host", "value": "127.0.0.1"},
         {"op": "add", "path": f"{container}/readinessProbe/httpGet/host", "value": "127.0.0.1"},
     ]
-    ops += [
-        # No kube-proxy: the API server's own address instead of the Service's.
-        {"op": "add", "path": f"{container}/env/-", "value": {"name": name, "value": value}}
-        for name, value in (
-            ("KUBERNETES_SERVICE_HOST", "127.0.0.1"),
-            ("KUBERNETES_SERVICE_PORT", str(apiserver_port)),
-        )
-    ]
-    return ops
+    return ops + apiserver_env_patches("127.0.0.1", apiserver_port)
 
 
 def write_overlay(

@@ -1,14 +1,18 @@
 """The local control plane's real node runs a container and leaves the host as it was.
 
-``ControlPlane(real_node=True)`` adds a kubelet with containerd and runc (see
-cronjob_operator/envtest/_node.py). The node must become Ready and run a hostNetwork
-Pod from an imported image to completion, with its log readable; and the host must be
-exactly as before, compared while the node runs and after it stopped: no iptables
-rules, no network interfaces, no sysctl written, no mount, no cgroup left behind.
+``ControlPlane(pod_network=True)`` adds a kubelet with containerd and runc (see
+cronjob_operator/envtest/_node.py) in a network namespace of its own, with a Pod network
+(cronjob_operator/envtest/_podnet.py). The node must become Ready and run a hostNetwork
+Pod from an imported image to completion, with its log readable; a Pod off the host
+network must get an address of the Pod subnet and reach the API server at the gateway,
+its TLS verified against the cluster's CA; and the host must be exactly as before,
+compared while the node runs and after it stopped: no iptables rules, no network
+interfaces or routes, no sysctl written, no mount, no cgroup left behind.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import subprocess
 from collections.abc import Iterator
@@ -19,8 +23,10 @@ import pytest
 
 from cronjob_operator.envtest import REAL_NODE_NAME, REAL_NODE_TAINT, ControlPlane, wait_for
 from cronjob_operator.envtest._node import KERNEL_DEFAULTS
+from cronjob_operator.envtest._podnet import POD_SUBNET
 from tests.images import Image, node_bin_dir, operator_image
 
+SERVICE_ACCOUNT_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 # What the node would change if it were let loose on the host: kubelet's own sysctls
 # and those a Pod network or kube-proxy would set.
 WATCHED_SYSCTLS = (
@@ -56,22 +62,28 @@ def host_state() -> dict[str, Any]:
 
 
 def hello_pod(image: Image) -> dict[str, Any]:
+    return one_shot_pod("hello", image, ["python3", "-c", "print('hello from the real node')"])
+
+
+def one_shot_pod(
+    name: str, image: Image, command: list[str], *, host_network: bool = True
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "hello", "namespace": "default"},
+        "metadata": {"name": name, "namespace": "default"},
         "spec": {
-            "hostNetwork": True,
+            "hostNetwork": host_network,
             "restartPolicy": "Never",
             "nodeSelector": {"kubernetes.io/hostname": REAL_NODE_NAME},
             "tolerations": [{"key": REAL_NODE_TAINT, "operator": "Exists"}],
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65532},
             "containers": [
                 {
-                    "name": "hello",
+                    "name": name,
                     "image": image.name,
                     "imagePullPolicy": "Never",
-                    "command": ["python3", "-c", "print('hello from the real node')"],
+                    "command": command,
                     "securityContext": {
                         "readOnlyRootFilesystem": True,
                         "allowPrivilegeEscalation": False,
@@ -91,24 +103,56 @@ def before() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def plane(before: dict[str, Any]) -> Iterator[ControlPlane]:
     image = operator_image()
-    with ControlPlane(real_node=True, node_bin_dir=node_bin_dir()) as plane:
+    with ControlPlane(pod_network=True, node_bin_dir=node_bin_dir()) as plane:
         plane.import_image(image.archive)
         yield plane
 
 
-def test_a_hostnetwork_pod_runs_to_completion(plane: ControlPlane, before: dict[str, Any]) -> None:
-    plane.kubectl("apply", "-f", "-", input=json.dumps(hello_pod(operator_image())), check=True)
+def run_to_completion(plane: ControlPlane, pod: dict[str, Any]) -> dict[str, Any]:
+    """Create ``pod`` and wait until it ended; the Pod as it ended."""
+    name = pod["metadata"]["name"]
+    plane.kubectl("apply", "-f", "-", input=json.dumps(pod), check=True)
 
-    def phase() -> str:
-        pod = plane.kubectl_json("get", "pod", "hello", "-n", "default")
-        return str(pod["status"].get("phase"))
+    def get() -> dict[str, Any]:
+        found: dict[str, Any] = plane.kubectl_json("get", "pod", name, "-n", "default")
+        return found
 
     try:
-        wait_for(lambda: phase() in {"Succeeded", "Failed"}, 120, message="the Pod to finish")
+        wait_for(
+            lambda: get()["status"].get("phase") in {"Succeeded", "Failed"},
+            120,
+            message=f"the Pod {name} to finish",
+        )
     finally:
-        print(plane.kubectl("describe", "pod", "hello", "-n", "default").stdout)
-    assert phase() == "Succeeded"
+        print(plane.kubectl("describe", "pod", name, "-n", "default").stdout)
+    return get()
+
+
+def test_a_hostnetwork_pod_runs_to_completion(plane: ControlPlane, before: dict[str, Any]) -> None:
+    pod = run_to_completion(plane, hello_pod(operator_image()))
+    assert pod["status"]["phase"] == "Succeeded"
     assert "hello from the real node" in plane.pod_log("default", "hello", "hello")
+    assert host_state() == before
+
+
+def test_a_pod_on_the_pod_network_reaches_the_api_server_at_the_gateway(
+    plane: ControlPlane, before: dict[str, Any]
+) -> None:
+    url = f"https://{plane.pod_gateway}:{plane.ports.apiserver}/version"
+    fetch = (
+        "import json, ssl, urllib.request\n"
+        f"context = ssl.create_default_context(cafile={SERVICE_ACCOUNT_CA!r})\n"
+        f"answer = json.load(urllib.request.urlopen({url!r}, context=context, timeout=10))\n"
+        "print('server', answer['gitVersion'])\n"
+    )
+    command = ["python3", "-c", fetch]
+    pod = run_to_completion(
+        plane, one_shot_pod("net", operator_image(), command, host_network=False)
+    )
+    log = plane.pod_log("default", "net", "net")
+    assert pod["status"]["phase"] == "Succeeded", log
+    assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network(POD_SUBNET)
+    assert f"server {plane.kubectl_json('version')['serverVersion']['gitVersion']}" in log
     assert host_state() == before
 
 

@@ -4,13 +4,12 @@ repeated, admission answering throughout.
 Two images are built from this tree (``tests.images``): the tree's version, and the same
 build with ``NEXT_VERSION`` stamped in (``hack/build-image.sh NAME VERSION``); each
 manager logs its version when it starts, and the test reads it from every new Pod's log.
-config/default (webhooks, the manager's own certificate) runs with two replicas on the
-real node's host network. One node cannot hold two Pods of one Deployment there (they
-would need the same host ports), so the two replicas are test_default_install's two
-Deployments of one replica (own ports, one Lease, both behind the webhook Service),
-each updated with ``maxSurge: 0, maxUnavailable: 1`` (a surge Pod could not be placed
-beside the one it replaces), one after the other: the Pod sequence of a two-replica
-RollingUpdate, with one replica serving at every moment.
+config/default (webhooks, the manager's own certificate, its restricted namespace) runs
+as it ships, one Deployment of two replicas with the default strategy (RollingUpdate,
+25% surge and unavailable: one Pod added, none taken away first), on the real node's
+Pod network (``ControlPlane(pod_network=True)``: each Pod its own address, the API
+server calling the webhooks at them); the only patches place the Pods on the node and
+give them the API server's address (there is no kube-proxy).
 
 CronJobs due every minute (two ``Forbid``, two with ``successfulJobsHistoryLimit: 0``,
 one ``BufferOne`` whose 65 s runs keep a time buffered), and one mid-way through a
@@ -54,7 +53,7 @@ from tests.e2e.support import (
     parse_stamp,
     wait_for_second,
 )
-from tests.e2e.test_default_install import V1, second_replica, write_default_overlay
+from tests.e2e.test_default_install import V1, write_kustomization
 from tests.e2e.test_in_cluster import (
     DEPLOYMENT,
     SYSTEM,
@@ -62,19 +61,19 @@ from tests.e2e.test_in_cluster import (
     diagnose_on_failure,  # noqa: F401 (an autouse fixture: prints what a failure needs)
     is_ready,
     log_records,
+    pod_network_patches,
 )
 from tests.images import NEXT_VERSION, Image, next_image, node_bin_dir, operator_image
 
 NAMESPACE = "e2e-upgrade"
 PROBE = "probe"
-REPLICAS = (DEPLOYMENT, f"{DEPLOYMENT}-b")
-ONE_AT_A_TIME = (
-    {
-        "op": "add",
-        "path": "/spec/strategy",
-        "value": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
-    },
-)
+REPLICAS = 2
+TWO_REPLICAS = ({"op": "replace", "path": "/spec/replicas", "value": REPLICAS},)
+DEFAULT_STRATEGY = {
+    "type": "RollingUpdate",
+    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"},
+}
+"""What the API server defaults a Deployment's strategy to (config/default sets none)."""
 EVERY_MINUTE: dict[str, dict[str, Any]] = {
     "forbid-a": {"concurrencyPolicy": "Forbid"},
     "forbid-b": {"concurrencyPolicy": "Forbid"},
@@ -98,12 +97,11 @@ WEBHOOK_FAILURE = "failed calling webhook"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     image, upgrade = operator_image(), next_image()
-    with ControlPlane(real_node=True, node_bin_dir=node_bin_dir(), audit=True) as plane:
+    with ControlPlane(pod_network=True, node_bin_dir=node_bin_dir(), audit=True) as plane:
         plane.import_image(image.archive)
         plane.import_image(upgrade.archive)
-        overlay = write_default_overlay(
-            tmp_path_factory.mktemp("overlay"), plane.ports.apiserver, ONE_AT_A_TIME
-        )
+        patches = pod_network_patches(plane) + list(TWO_REPLICAS)
+        overlay = write_kustomization(tmp_path_factory.mktemp("overlay"), patches, privileged=False)
         yield Cluster(plane, image, overlay)
 
 
@@ -157,17 +155,6 @@ class AdmissionProbe:
         self._thread.join(60)
 
 
-def pods_of(cluster: Cluster, deployment: str) -> list[dict[str, Any]]:
-    """The Pods of one of the two Deployments (``<deployment>-<hash>-<suffix>``)."""
-    dashes = deployment.count("-") + 2
-    return [
-        pod
-        for pod in cluster.manager_pods()
-        if pod["metadata"]["name"].startswith(f"{deployment}-")
-        and pod["metadata"]["name"].count("-") == dashes
-    ]
-
-
 def started_version(cluster: Cluster, pod: str) -> str:
     """The version the manager in ``pod`` logged when it started."""
     for record in log_records(cluster.manager_log(pod)):
@@ -176,17 +163,31 @@ def started_version(cluster: Cluster, pod: str) -> str:
     raise AssertionError(f"no 'starting manager' line in the log of {pod}")
 
 
-def roll_out(cluster: Cluster, deployment: str, image: Image) -> str:
-    """Set ``deployment``'s image and wait for its rollout; the new Pod's name."""
+def roll_out(cluster: Cluster, image: Image) -> list[str]:
+    """Set the Deployment's image and wait for its rollout; the new Pods' names."""
     cluster.plane.kubectl(
-        "set", "image", f"deployment/{deployment}", f"manager={image.name}", "-n", SYSTEM,
+        "set", "image", f"deployment/{DEPLOYMENT}", f"manager={image.name}", "-n", SYSTEM,
         check=True,
     )  # fmt: skip
-    cluster.wait_rolled_out(deployment)
-    (pod,) = pods_of(cluster, deployment)
-    assert is_ready(pod)
-    assert pod["spec"]["containers"][0]["image"] == image.name
-    return str(pod["metadata"]["name"])
+    cluster.wait_rolled_out(DEPLOYMENT)
+    return running_replicas(cluster, image)
+
+
+def running_replicas(cluster: Cluster, image: Image) -> list[str]:
+    """The Deployment's Pods once exactly ``REPLICAS`` are left, all Ready on ``image``
+    (a replaced Pod may not yet be marked for deletion when the rollout is complete)."""
+
+    def pods() -> list[dict[str, Any]]:
+        return cluster.manager_pods()
+
+    def settled() -> bool:
+        current = pods()
+        images = {pod["spec"]["containers"][0]["image"] for pod in current}
+        return len(current) == REPLICAS and images == {image.name} and all(map(is_ready, current))
+
+    wait_for(settled, 60, message=f"{REPLICAS} Ready Pods on {image.name}",
+             detail=lambda: str([p["metadata"]["name"] for p in pods()]))  # fmt: skip
+    return sorted(str(pod["metadata"]["name"]) for pod in pods())
 
 
 class Window:
@@ -203,11 +204,10 @@ class Window:
 
 
 def rolling_update(cluster: Cluster, image: Image, name: str) -> Window:
-    """Both replicas to ``image``, one after the other; the window ends once it spans
-    ``TICKS_PER_ROLLOUT`` scheduled minutes (waiting for the next one when it does not)."""
+    """The Deployment to ``image``; the window ends once it spans ``TICKS_PER_ROLLOUT``
+    scheduled minutes (waiting for the next one when it does not)."""
     window = Window(name)
-    for deployment in REPLICAS:
-        pod = roll_out(cluster, deployment, image)
+    for pod in roll_out(cluster, image):
         window.started[pod] = started_version(cluster, pod)
     while len(minute_ticks(window.began, datetime.now(UTC))) < TICKS_PER_ROLLOUT:
         time.sleep(61 - datetime.now(UTC).second)
@@ -306,13 +306,13 @@ def skipped(status: dict[str, Any]) -> int:
 
 
 def install_two_replicas(cluster: Cluster) -> None:
-    """config/default's Deployment and the second one, both Ready on the first image."""
+    """config/default's Deployment, its two replicas Ready on the first image, with the
+    strategy the API server defaults."""
     cluster.roll_out_overlay()
-    cluster.apply(second_replica(cluster))
-    cluster.wait_rolled_out(REPLICAS[1])
-    for deployment in REPLICAS:
-        (pod,) = pods_of(cluster, deployment)
-        assert started_version(cluster, pod["metadata"]["name"]) == __version__
+    for pod in running_replicas(cluster, cluster.image):
+        assert started_version(cluster, pod) == __version__
+    deployment = cluster.get("deployment", DEPLOYMENT, "-n", SYSTEM)
+    assert deployment["spec"]["strategy"] == DEFAULT_STRATEGY
 
 
 def wait_for_every_run(cluster: Cluster, last: datetime) -> None:
