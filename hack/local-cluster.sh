@@ -13,7 +13,7 @@
 # ${XDG_CACHE_HOME:-~/.cache}/cronjob-operator/cluster. Extra arguments go to
 # `python -m cronjob_operator.envtest <command>` (e.g. `up --pod-run-seconds 10`).
 # `up --real-node` adds a real kubelet node (hack/build-node.sh builds it) that runs
-# images imported into it; see docs/deploy.md.
+# images imported into it (`up --pod-network`: with a Pod network); see docs/deploy.md.
 set -euo pipefail
 
 # shellcheck source=lib.sh

@@ -71,6 +71,7 @@ def _up(state_dir: Path, args: argparse.Namespace) -> int:
         persistent=True,
         real_node=args.real_node,
         node_bin_dir=args.node_bin_dir,
+        pod_network=args.pod_network,
     )
     plane.start()
     _print_exports(plane)
@@ -164,6 +165,11 @@ def _parser() -> argparse.ArgumentParser:
         "--real-node", action="store_true", help="add a real kubelet node (docs/deploy.md)"
     )
     up.add_argument("--node-bin-dir", type=Path, help="its binaries (default: hack/build-node.sh)")
+    up.add_argument(
+        "--pod-network",
+        action="store_true",
+        help="give the real node a Pod network (implies --real-node; docs/deploy.md)",
+    )
     commands.add_parser("down", help="stop the cluster and remove its state")
     image = commands.add_parser("import-image", help="import an image archive into the real node")
     image.add_argument("archive", type=Path, help="a docker or OCI archive (hack/build-image.sh)")

@@ -198,6 +198,12 @@ def _argv(
             f"--service-account-key-file={pki.service_account_public_key}",
             f"--service-account-signing-key-file={pki.service_account_key}",
             *([] if real_node else ["--disable-admission-plugins=ServiceAccount"]),
+            # The admin certificate for calls to a kubelet (logs, exec): the real node's
+            # authorizes them with a SubjectAccessReview (system:masters may).
+            f"--kubelet-client-certificate={pki.admin_cert}",
+            f"--kubelet-client-key={pki.admin_key}",
+            # At its InternalIP: its Hostname address is the name it registered with.
+            "--kubelet-preferred-address-types=InternalIP",
             "--allow-privileged=true",
             # A webhook's Service is called at its endpoints, not its ClusterIP: there is
             # no kube-proxy (the aggregator and the webhooks share this service resolver).

@@ -19,7 +19,8 @@ Leaving the host untouched is the design constraint, and each piece serves it:
   the values it expects, so the host's sysctls are never written.
 * Only ``hostNetwork`` Pods are meant to run (the CNI config is loopback only: no
   bridge, veth, route or Pod network), on 127.0.0.1 ports; the kubelet listens on
-  127.0.0.1.
+  127.0.0.1. Unless the node has a Pod network in a network namespace of its own
+  (``pod_network``, see ``_podnet``).
 * Pod cgroups go under an own ``cgroupRoot`` (``cgroupfs`` driver, cgroup v1 allowed),
   removed when the node stops.
 * Without CAP_SYS_RESOURCE runc cannot set a negative ``oom_score_adj`` (every sandbox
@@ -29,8 +30,10 @@ Leaving the host untouched is the design constraint, and each piece serves it:
   the machine: images come in with ``ctr -n k8s.io images import`` (``import_image``).
 
 The apiserver reaches a kubelet at the Node's InternalIP, which is not where this one
-listens (kubelet rejects a loopback node IP), so ``kubectl logs`` and ``exec`` do not
-work; the Pod logs are files under ``<state>/node/pod-logs`` (``pod_log``).
+listens on the host's network (kubelet rejects a loopback node IP), so ``kubectl logs``
+and ``exec`` work only with the Pod network (``_podnet``: the node's InternalIP is its
+gateway there); the Pod logs are files under ``<state>/node/pod-logs`` either way
+(``pod_log``).
 """
 
 from __future__ import annotations
@@ -133,9 +136,12 @@ def prepare(
     _write_cni_config(layout.directory / "cni", pod_network=pod_network)
     (layout.directory / "containerd.toml").write_text(_containerd_config(layout))
     kubelet_port, healthz_port = _components.free_ports(2)
-    (layout.directory / "kubelet.yaml").write_text(
-        json.dumps(_kubelet_config(layout, client_ca, kubelet_port, healthz_port), indent=2)
-    )
+    config = _kubelet_config(layout, client_ca, kubelet_port, healthz_port)
+    if pod_network:
+        # Its own namespace: reachable at the Node's InternalIP (the Pod gateway) through
+        # the API server's egress proxy, so `kubectl logs` and `exec` work.
+        config["address"] = "0.0.0.0"
+    (layout.directory / "kubelet.yaml").write_text(json.dumps(config, indent=2))
     (layout.directory / "run.sh").write_text(_run_script(layout, apiserver_port, pod_network))
     (layout.directory / "node.sh").write_text(
         _node_script(layout, kubeconfig, apiserver_port, pod_network)

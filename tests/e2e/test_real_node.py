@@ -5,9 +5,10 @@ cronjob_operator/envtest/_node.py) in a network namespace of its own, with a Pod
 (cronjob_operator/envtest/_podnet.py). The node must become Ready and run a hostNetwork
 Pod from an imported image to completion, with its log readable; a Pod off the host
 network must get an address of the Pod subnet and reach the API server at the gateway,
-its TLS verified against the cluster's CA; and the host must be exactly as before,
-compared while the node runs and after it stopped: no iptables rules, no network
-interfaces or routes, no sysctl written, no mount, no cgroup left behind.
+its TLS verified against the cluster's CA, and its log be read with ``kubectl logs``
+(the API server reaching the kubelet in the node's namespace); and the host must be
+exactly as before, compared while the node runs and after it stopped: no iptables
+rules, no network interfaces or routes, no sysctl written, no mount, no cgroup left.
 """
 
 from __future__ import annotations
@@ -154,6 +155,12 @@ def test_a_pod_on_the_pod_network_reaches_the_api_server_at_the_gateway(
     assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network(POD_SUBNET)
     assert f"server {plane.kubectl_json('version')['serverVersion']['gitVersion']}" in log
     assert host_state() == before
+
+
+def test_kubectl_logs_reaches_the_kubelet_on_the_pod_network(plane: ControlPlane) -> None:
+    logs = plane.kubectl("logs", "net", "-n", "default")
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout.startswith("server v")
 
 
 def test_pods_get_a_service_account_token_and_the_root_ca(plane: ControlPlane) -> None:

@@ -266,6 +266,24 @@ def job_creates(plane: ControlPlane) -> Creates:
     return created
 
 
+def most_manager_pods_at_once(plane: ControlPlane) -> int:
+    """From the audit log: the most manager Pods that existed at once, not yet being
+    deleted (a create adds one; the first delete of a Pod, the ReplicaSet's graceful
+    one, takes it away)."""
+    existing = most = 0
+    deleted: set[str] = set()
+    for event in writes(plane.audit_events(), resource="pods"):
+        if event.namespace != SYSTEM or event.subresource or event.code >= 300:
+            continue
+        if event.verb == "create":
+            existing += 1
+        elif event.verb == "delete" and event.name not in deleted:
+            deleted.add(event.name)
+            existing -= 1
+        most = max(most, existing)
+    return most
+
+
 def backfill_done(cluster: Cluster) -> int:
     status = cronjobs(cluster.plane, NAMESPACE)[BACKFILL].get("status") or {}
     return int((status.get("backfill") or {}).get("done") or 0)
@@ -374,12 +392,15 @@ def test_a_rolling_upgrade_and_downgrade_lose_no_run_and_keep_admission(
            f"{statuses[BUFFERED].get('bufferedRun')} buffered at the end; "
            f"backfill done {done} of {BACKFILL_TIMES}; creates by {dict(writers)}")  # fmt: skip
     within = {window.name: probe.writes_within(window) for window in windows}
+    most_pods = most_manager_pods_at_once(cluster.plane)
+    report(f"most manager Pods at once: {most_pods} (replicas {REPLICAS})")
     report(f"admission probe: {probe.writes} writes ({within} during the rollouts), "
            f"{len(probe.webhook_failures)} refused by a webhook failure, "
            f"{len(probe.other_failures)} otherwise; "
            f"test time {time.monotonic() - began:.0f}s")  # fmt: skip
 
     assert all(len(window.ticks()) >= TICKS_PER_ROLLOUT for window in windows)
+    assert most_pods == REPLICAS + 1, "the default RollingUpdate adds one Pod before it removes"
     assert {key: n for key, n in created.items() if len(n) > 1} == {}
     assert runs_not_made(cluster, created, last) == dict.fromkeys(skips, 0)
     assert all(skips[name] == 0 for name in EVERY_MINUTE), skips
