@@ -5,8 +5,9 @@ cronjob_operator/envtest/_node.py) in a network namespace of its own, with a Pod
 (cronjob_operator/envtest/_podnet.py). The node must become Ready and run a hostNetwork
 Pod from an imported image to completion, with its log readable; a Pod off the host
 network must get an address of the Pod subnet and reach the API server at the gateway,
-its TLS verified against the cluster's CA, and its log be read with ``kubectl logs``
-(the API server reaching the kubelet in the node's namespace); and the host must be
+its TLS verified against the cluster's CA, its log be read with ``kubectl logs`` and a
+command run in a Pod with ``kubectl exec`` (the API server reaching the kubelet in the
+node's namespace); and the host must be
 exactly as before, compared while the node runs and after it stopped: no iptables
 rules, no network interfaces or routes, no sysctl written, no mount, no cgroup left.
 """
@@ -157,10 +158,21 @@ def test_a_pod_on_the_pod_network_reaches_the_api_server_at_the_gateway(
     assert host_state() == before
 
 
-def test_kubectl_logs_reaches_the_kubelet_on_the_pod_network(plane: ControlPlane) -> None:
+def test_kubectl_logs_and_exec_reach_the_kubelet_on_the_pod_network(plane: ControlPlane) -> None:
     logs = plane.kubectl("logs", "net", "-n", "default")
     assert logs.returncode == 0, logs.stderr
     assert logs.stdout.startswith("server v")
+    sleeper = one_shot_pod(
+        "sleeper", operator_image(), ["python3", "-c", "import time; time.sleep(300)"],
+        host_network=False,
+    )  # fmt: skip
+    plane.kubectl("apply", "-f", "-", input=json.dumps(sleeper), check=True)
+    plane.kubectl("wait", "--for=condition=Ready", "pod/sleeper", "--timeout=120s", check=True)
+    command = ["python3", "-c", "print('exec', 6 * 7)"]
+    executed = plane.kubectl("exec", "sleeper", "-n", "default", "--", *command)
+    plane.kubectl("delete", "pod", "sleeper", "--grace-period=0", "--wait=false")
+    assert executed.returncode == 0, executed.stderr
+    assert executed.stdout.strip() == "exec 42"
 
 
 def test_pods_get_a_service_account_token_and_the_root_ca(plane: ControlPlane) -> None:
