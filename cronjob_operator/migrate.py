@@ -3,10 +3,11 @@
 Why a module of its own: a storage move is an operator's one-off task, not the manager's
 work. It does what kube-storage-version-migrator does for one resource: flip the CRD's
 ``storage`` flag, wait until the API server encodes with the new version (discovery's
-``storageVersionHash``), rewrite every object with a no-op update (the object PUT back as
-read, with its resourceVersion; a Conflict re-reads and retries, a NotFound means it was
-deleted meanwhile), page by page with continue tokens, and only then trim
-``status.storedVersions`` to the new version. The API server skips a write only when the
+``storageVersionHash``, then each write's own answer: see ``STORAGE_SETTLE``), rewrite
+every object with a no-op update (the object PUT back as read, with its resourceVersion;
+a Conflict re-reads and retries, a NotFound means it was deleted meanwhile), page by
+page with continue tokens, and only then trim ``status.storedVersions`` to the new
+version. The API server skips a write only when the
 newly encoded object equals the stored bytes; encoded in the new storage version it
 differs, so each PUT is written. The spec does not change, so ``metadata.generation`` does
 not move and the controller starts no run.
@@ -50,6 +51,13 @@ DEFAULT_PAGE_SIZE: Final = 500
 """Objects per LIST page: the migrator's chunk size."""
 STORAGE_SWITCH_TIMEOUT: Final = 60.0
 """Seconds to wait for discovery to report the new storage version after the flip."""
+STORAGE_SETTLE: Final = 60.0
+"""Seconds after discovery reports the new storage version in which a skipped no-op
+write is sent again. The API server's CRD handler swaps a CRD's storage on its own
+informer event, apart from the discovery controller's: under load it was seen encoding
+with the old version for tens of seconds after discovery changed, and a no-op write to an
+object stored as that old version is skipped, leaving it there."""
+SETTLE_RETRY_INTERVAL: Final = 0.5
 MAX_CONFLICTS: Final = 10
 """Re-reads of one object that keeps changing before the walk gives up on it."""
 
@@ -153,24 +161,42 @@ def _pages(
             return
 
 
-def rewrite(rest: RestClient, kind: Kind, obj: dict[str, Any]) -> bool:
-    """PUT ``obj`` back as read; True if written, False if it was deleted meanwhile."""
+def rewrite(
+    rest: RestClient, kind: Kind, obj: dict[str, Any], *, retry_skipped_until: float = 0.0
+) -> bool:
+    """PUT ``obj`` back as read; True if written, False if it was deleted meanwhile.
+
+    A PUT the API server skipped (the resourceVersion came back unchanged: the encoded
+    object equals the stored bytes) is sent again until ``retry_skipped_until``
+    (``time.monotonic``): shortly after a storage switch the server may still encode with
+    the old version (see ``STORAGE_SETTLE``). After it, a skip means the object is
+    already stored as the target."""
     path = kind.object_path(obj["metadata"]["namespace"], obj["metadata"]["name"])
-    for _ in range(MAX_CONFLICTS):
+    conflicts = 0
+    while conflicts < MAX_CONFLICTS:
         try:
-            rest.request("PUT", path, body=obj)
-            return True
+            written = rest.request("PUT", path, body=obj)
         except errors.NotFound:
             return False
         except errors.Conflict:
+            conflicts += 1
             try:
                 obj = rest.request("GET", path)
             except errors.NotFound:
                 return False
+            continue
+        skipped = _resource_version(written) == _resource_version(obj)
+        if not skipped or time.monotonic() >= retry_skipped_until:
+            return True
+        time.sleep(SETTLE_RETRY_INTERVAL)
     raise MigrationError(
         f"CronJob {obj['metadata']['namespace']}/{obj['metadata']['name']} changed "
         f"{MAX_CONFLICTS} times while being rewritten; rerun the command to retry it"
     )
+
+
+def _resource_version(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"].get("resourceVersion", ""))
 
 
 def trim_stored_versions(rest: RestClient, to: str) -> None:
@@ -195,10 +221,11 @@ def migrate_storage(
     """Move storage to ``to``; stop after ``max_pages`` pages (None: all) with a token."""
     started = time.monotonic()
     switch_storage(rest, to)
+    settle = time.monotonic() + STORAGE_SETTLE
     migrated = 0
     kind = VERSIONS[to]
     for pages, (items, token) in enumerate(_pages(rest, kind, page_size, continue_token), 1):
-        migrated += sum(rewrite(rest, kind, obj) for obj in items)
+        migrated += sum(rewrite(rest, kind, obj, retry_skipped_until=settle) for obj in items)
         on_page(migrated, token)
         if token is not None and max_pages is not None and pages >= max_pages:
             return MigrationResult(migrated, token, time.monotonic() - started)
