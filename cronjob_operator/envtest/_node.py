@@ -17,10 +17,10 @@ Leaving the host untouched is the design constraint, and each piece serves it:
 * ``protectKernelDefaults: true`` makes kubelet check, not set, the sysctls it wants; the
   files it reads are bind-mounted read-only, inside the namespace, from files holding
   the values it expects, so the host's sysctls are never written.
-* Only ``hostNetwork`` Pods are meant to run (the CNI config is loopback only: no
-  bridge, veth, route or Pod network), on 127.0.0.1 ports; the kubelet listens on
-  127.0.0.1. Unless the node has a Pod network in a network namespace of its own
-  (``pod_network``, see ``_podnet``).
+* Without ``pod_network`` only ``hostNetwork`` Pods are meant to run (the CNI config
+  is loopback only: no bridge, veth, route or Pod network), on 127.0.0.1 ports; the
+  kubelet listens on 127.0.0.1. With it, the node has a Pod network in a network
+  namespace of its own (``_podnet``).
 * Pod cgroups go under an own ``cgroupRoot`` (``cgroupfs`` driver, cgroup v1 allowed),
   removed when the node stops.
 * Without CAP_SYS_RESOURCE runc cannot set a negative ``oom_score_adj`` (every sandbox
