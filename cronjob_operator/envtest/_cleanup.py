@@ -62,7 +62,7 @@ def reap_orphans(root: Path, prefix: str, *, grace: float = 5.0) -> None:
                 )
                 process.stop(grace=grace)
         if record.node_bin_dir is not None:
-            node = _node.NodeLayout(state_dir / "node", Path(record.node_bin_dir))
+            node = _node.NodeLayout.of(state_dir, Path(record.node_bin_dir))
             _node.remove_cgroups(node.cgroup_root)
         shutil.rmtree(state_dir, ignore_errors=True)
 

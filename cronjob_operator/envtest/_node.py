@@ -87,6 +87,16 @@ class NodeLayout:
     directory: Path
     bin_dir: Path
 
+    @classmethod
+    def of(cls, state_dir: Path, bin_dir: Path) -> NodeLayout:
+        """The node's files in the plane whose state is ``state_dir``."""
+        return cls(state_dir / "node", bin_dir)
+
+    @property
+    def egress_selector_config(self) -> Path:
+        """The API server's ``--egress-selector-config-file`` (Pod network only)."""
+        return self.directory / "egress-selector.json"
+
     @property
     def socket(self) -> Path:
         return self.directory / "containerd.sock"
@@ -134,6 +144,8 @@ def prepare(
     _write_runc_wrapper(layout.directory / "runc")
     _write_registry_hosts(layout.directory / "certs.d")
     _write_cni_config(layout.directory / "cni", pod_network=pod_network)
+    if pod_network:
+        _podnet.write_egress_selector_config(layout.egress_selector_config, layout.directory)
     (layout.directory / "containerd.toml").write_text(_containerd_config(layout))
     kubelet_port, healthz_port = _components.free_ports(2)
     config = _kubelet_config(layout, client_ca, kubelet_port, healthz_port)
@@ -375,7 +387,7 @@ def _run_script(layout: NodeLayout, apiserver_port: int, pod_network: bool) -> s
         f'mount --bind -o ro "$node/sysctl/{key}" /proc/sys/{key}' for key in KERNEL_DEFAULTS
     )
     network = (
-        f"{_podnet.host_side(apiserver_port)}\n{_podnet.enter_namespace()}"
+        f"{_podnet.host_side(apiserver_port)}\n{_podnet.ENTER_NAMESPACE}"
         if pod_network
         else 'exec /bin/sh "$node/node.sh"'
     )

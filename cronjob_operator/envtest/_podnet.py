@@ -87,9 +87,8 @@ def host_side(apiserver_port: int) -> str:
     )
 
 
-def enter_namespace() -> str:
-    """The shell line that runs the rest of the node in its own network namespace."""
-    return 'exec unshare --net /bin/sh "$node/node.sh"'
+ENTER_NAMESPACE = 'exec unshare --net /bin/sh "$node/node.sh"'
+"""The shell line that runs the rest of the node in its own network namespace."""
 
 
 def node_side(apiserver_port: int) -> str:

@@ -449,7 +449,11 @@ class ControlPlane:
 
     def _prepare(self) -> None:
         layout = self._started_layout()
-        node_bin_dir = self._find_node_bin_dir() if self.real_node else None
+        node = (
+            _node.NodeLayout.of(layout.state_dir, self._find_node_bin_dir())
+            if self.real_node
+            else None
+        )
         pki = _certs.generate_pki(layout.pki.directory)
         ports = Ports.allocate()
         server = f"https://127.0.0.1:{ports.apiserver}"
@@ -471,19 +475,16 @@ class ControlPlane:
                 *audit.apiserver_flags(layout.state_dir),
                 *extra_args.get(apiserver, ()),
             )
-        if self.pod_network:
-            egress = layout.state_dir / "egress-selector.json"
-            _podnet.write_egress_selector_config(egress, layout.state_dir / "node")
+        if node is not None and self.pod_network:
             extra_args[apiserver] = (
-                f"--egress-selector-config-file={egress}",
+                f"--egress-selector-config-file={node.egress_selector_config}",
                 *extra_args.get(apiserver, ()),
             )
         components = {}
         for component in START_ORDER:
             if component is Component.NODE:
-                if node_bin_dir is None:
+                if node is None:
                     continue
-                node = _node.NodeLayout(layout.state_dir / "node", node_bin_dir)
                 _node.prepare(
                     node,
                     kubeconfig=layout.kubeconfig,
@@ -500,7 +501,7 @@ class ControlPlane:
                     controllers=self.controllers,
                     feature_gates=self.feature_gates,
                     extra_args=extra_args,
-                    real_node=node_bin_dir is not None,
+                    real_node=node is not None,
                 )
             self._processes[component] = ManagedProcess(component, argv, layout.log(component))
             components[str(component)] = ComponentRecord(argv=argv, log=str(layout.log(component)))
@@ -514,7 +515,7 @@ class ControlPlane:
             nodes=self.node_names,
             pod_run_seconds=self.pod_run_seconds,
             components=components,
-            node_bin_dir=None if node_bin_dir is None else str(node_bin_dir),
+            node_bin_dir=None if node is None else str(node.bin_dir),
             pod_network=self.pod_network,
         )
         self._save()
@@ -572,7 +573,7 @@ class ControlPlane:
         node_bin_dir = self._started_record().node_bin_dir
         if node_bin_dir is None:
             raise ControlPlaneError("this control plane has no real node (real_node=False)")
-        return _node.NodeLayout(self._started_layout().state_dir / "node", Path(node_bin_dir))
+        return _node.NodeLayout.of(self._started_layout().state_dir, Path(node_bin_dir))
 
     def _admin(self) -> _http.AdminClient:
         if self._admin_client is None:
