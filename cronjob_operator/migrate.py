@@ -55,8 +55,10 @@ STORAGE_SETTLE: Final = 60.0
 """Seconds after discovery reports the new storage version in which a skipped no-op
 write is sent again. The API server's CRD handler swaps a CRD's storage on its own
 informer event, apart from the discovery controller's: under load it was seen encoding
-with the old version for tens of seconds after discovery changed, and a no-op write to an
-object stored as that old version is skipped, leaving it there."""
+with the old version for tens of seconds after discovery changed. A no-op write to an
+object stored as that old version is then skipped, or (when the bytes differ) written in
+the old version again; the objects written before the window ends are written once more
+after it."""
 SETTLE_RETRY_INTERVAL: Final = 0.5
 MAX_CONFLICTS: Final = 10
 """Re-reads of one object that keeps changing before the walk gives up on it."""
@@ -224,10 +226,28 @@ def migrate_storage(
     settle = time.monotonic() + STORAGE_SETTLE
     migrated = 0
     kind = VERSIONS[to]
+    early: list[dict[str, Any]] = []
     for pages, (items, token) in enumerate(_pages(rest, kind, page_size, continue_token), 1):
-        migrated += sum(rewrite(rest, kind, obj, retry_skipped_until=settle) for obj in items)
+        for obj in items:
+            if rewrite(rest, kind, obj, retry_skipped_until=settle):
+                migrated += 1
+                if time.monotonic() < settle:
+                    early.append(obj)
         on_page(migrated, token)
         if token is not None and max_pages is not None and pages >= max_pages:
+            _rewrite_again(rest, kind, early, settle)
             return MigrationResult(migrated, token, time.monotonic() - started)
+    _rewrite_again(rest, kind, early, settle)
     trim_stored_versions(rest, to)
     return MigrationResult(migrated, None, time.monotonic() - started)
+
+
+def _rewrite_again(
+    rest: RestClient, kind: Kind, early: list[dict[str, Any]], settle: float
+) -> None:
+    """Once the switch has settled, write again each object first written before: that
+    write may have reached the old storage and changed the bytes (and so not been a
+    skip). Each is sent as first read: the Conflict re-reads it."""
+    time.sleep(max(0.0, settle - time.monotonic()) if early else 0.0)
+    for obj in early:
+        rewrite(rest, kind, obj)

@@ -1,4 +1,5 @@
-"""The storage move's no-op rewrite of one object (``migrate.rewrite``), against a stub
+"""The storage move's no-op rewrite of one object (``migrate.rewrite``, and the second
+write of those written before the switch settled), against a stub
 API: a write the server skipped (resourceVersion unchanged) is sent again while the
 storage switch may still be settling and accepted after it; conflicts re-read; a
 deleted object counts as not rewritten; an object that keeps changing is named."""
@@ -83,3 +84,9 @@ def test_an_object_that_keeps_changing_is_named_with_what_to_do() -> None:
     api = StubApi(*[CONFLICT] * migrate.MAX_CONFLICTS)
     with pytest.raises(migrate.MigrationError, match=r"team/nightly changed 10 times.*rerun"):
         rewrite(api, cronjob("1"), 0.0)
+
+
+def test_objects_written_before_the_switch_settled_are_written_again_as_they_are_now() -> None:
+    api = StubApi(CONFLICT, "3")
+    migrate._rewrite_again(cast(RestClient, api), KIND, [cronjob("1")], time.monotonic() - 1)
+    assert api.puts == ["1", "re-read"]
