@@ -131,7 +131,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("name", metavar="NAME")
     repeatable: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
-        ("--env", "env", _env_pair, "NAME=VALUE", "a variable, in every container (or -c's)"),
+        (
+            "--env",
+            "env",
+            _env_pair,
+            "NAME=VALUE",
+            "a variable, in every container (or -c's), its value readable by whoever may "
+            "read the CronJob or its Jobs (a secret: --env-from-secret)",
+        ),
         (
             "--env-from-secret",
             "env",
