@@ -121,9 +121,9 @@ LIST_TIMEOUT = 120.0
 BACKOFF_INITIAL, BACKOFF_MAXIMUM, BACKOFF_RESET = 0.8, 30.0, 120.0
 """client-go's reflector backoff: the first delay, the cap, and the quiet that resets it."""
 SHORT_WATCH = 1.0
+"""A watch that ends sooner than this with no event is a failure (client-go's 1 s)."""
 ASKED_RETRY_QUIET = 30.0
 """How long the server may ask for retries (429, 5xx with Retry-After) before it is a warning."""
-"""A watch that ends sooner than this with no event is a failure (client-go's 1 s)."""
 _REFERENCE_FIELDS = ("name", "namespace", "uid", "resourceVersion")
 
 
