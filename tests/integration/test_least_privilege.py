@@ -10,6 +10,12 @@ change still rolls a ConfigDeployment, a CronJob's run takes a ConcurrencyGroup'
 any RBAC denial the manager logs fails the test, and the same account may read Secrets
 and write Deployments and Jobs nowhere else.
 
+Owner references: the local control plane runs the ``OwnerReferencesPermissionEnforcement``
+admission plugin, as OpenShift does. The manager's ServiceAccount with the shipped RBAC
+creates a Job owned by a CronJob and a Deployment owned by a ConfigDeployment, each with
+``blockOwnerDeletion: true`` as the controllers build them; the same role without its
+``finalizers`` rules is refused exactly those (and admitted without the flag).
+
 Each test applies its overlay's render without the CRDs (the session installed them and
 other tests need them) and the Deployment (the manager runs here), and deletes it after.
 """
@@ -21,13 +27,15 @@ import json
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP as GROUP_KIND
 from cronjob_operator.controllers import configdeployment, cronjob
-from cronjob_operator.controllers.configdeployment import CONFIG_HASH_ANNOTATION
+from cronjob_operator.controllers.configdeployment import CONFIG_HASH_ANNOTATION, decide
+from cronjob_operator.controllers.cronjob import jobs
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controller import Controller
@@ -111,6 +119,7 @@ def job_body(name: str, labels: dict[str, str]) -> str:
 
 @pytest.fixture
 def policy_installed(control_plane: ControlPlane) -> Iterator[None]:
+    """config/local's RBAC (the manager's ClusterRole) and sharding policy."""
     yield from install(control_plane, "local")
 
 
@@ -289,3 +298,95 @@ def test_the_namespaced_manager_does_its_job_with_only_roles(
         ]["holders"]
         assert [holder["job"] for holder in holders] == [job]
     assert denials.lines == [], "config/namespaced lacks a permission the manager needs"
+
+
+WITHOUT_FINALIZERS = "manager-without-finalizers"
+"""A user bound to the manager's shipped ClusterRole less its ``finalizers`` rules."""
+BLOCK_REFUSED = "cannot set blockOwnerDeletion if an ownerReference refers to a resource"
+
+
+def role_without_finalizers() -> list[dict[str, Any]]:
+    """config/rbac's manager role less its ``*/finalizers`` rules, bound to WITHOUT_FINALIZERS."""
+    role = yaml.safe_load((REPO / "config" / "rbac" / "role.yaml").read_text())
+    rules = [
+        rule
+        for rule in role["rules"]
+        if not any(resource.endswith("/finalizers") for resource in rule["resources"])
+    ]
+    assert len(rules) == len(role["rules"]) - 2, "the CronJob's and the ConfigDeployment's"
+    role = {**role, "metadata": {"name": WITHOUT_FINALIZERS}, "rules": rules}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": WITHOUT_FINALIZERS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": WITHOUT_FINALIZERS},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                      "name": WITHOUT_FINALIZERS}],
+    }  # fmt: skip
+    return [role, binding]
+
+
+@pytest.fixture
+def without_finalizers(control_plane: ControlPlane) -> Iterator[str]:
+    stream = yaml.safe_dump_all(role_without_finalizers())
+    control_plane.kubectl("apply", "-f", "-", input=stream, check=True)
+    try:
+        yield WITHOUT_FINALIZERS
+    finally:
+        control_plane.kubectl("delete", "-f", "-", "--ignore-not-found", input=stream, check=True)
+
+
+def owned_objects(control_plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    """A Job of the sample CronJob and a Deployment of the sample ConfigDeployment, each
+    as its controller builds it (owner reference with ``blockOwnerDeletion: true``), the
+    owners created in ``namespace`` by the admin; the Job suspended, no replicas."""
+    samples = REPO / "config" / "samples"
+    owners = {}
+    for kind, sample in (
+        (CRONJOBS, "batch_v1_cronjob.yaml"),
+        ("configdeployments.apps.tutorial.kubebuilder.io", "apps_v1_configdeployment.yaml"),
+    ):
+        control_plane.kubectl("create", "-n", namespace, "-f", str(samples / sample), check=True)
+        name = yaml.safe_load((samples / sample).read_text())["metadata"]["name"]
+        owners[kind] = control_plane.kubectl_json("get", kind, name, "-n", namespace)
+    job = jobs.job_from_template(owners[CRONJOBS], name="owned-run", annotations={})
+    job["spec"]["suspend"] = True
+    deployment = decide.desired_deployment(
+        owners["configdeployments.apps.tutorial.kubebuilder.io"], "0" * 64
+    )
+    deployment["spec"]["replicas"] = 0
+    return [job, deployment]
+
+
+def test_the_manager_may_block_its_owners_deletion_as_the_admission_plugin_requires(
+    control_plane: ControlPlane, policy_installed: None, namespace: str, without_finalizers: str
+) -> None:
+    def create_as(user: str, obj: dict[str, Any]) -> tuple[bool, str]:
+        done = control_plane.kubectl(
+            f"--as={user}", "create", "-n", namespace, "-f", "-", input=json.dumps(obj)
+        )
+        return done.returncode == 0, done.stderr
+
+    def may_create_jobs(user: str) -> bool:
+        answer = control_plane.kubectl(
+            "auth", "can-i", "create", "jobs.batch", f"--as={user}", "-n", namespace
+        )
+        return answer.stdout.strip() == "yes"
+
+    for user in (MANAGER, without_finalizers):  # the bindings just applied are in force
+        wait_for(functools.partial(may_create_jobs, user), 60, interval=0.5, message=f"{user} RBAC")
+    for obj in owned_objects(control_plane, namespace):
+        [reference] = obj["metadata"]["ownerReferences"]
+        assert reference["blockOwnerDeletion"] is True
+        name = f"{obj['kind']} {obj['metadata']['name']}"
+        admitted, answer = create_as(without_finalizers, obj)
+        assert not admitted, f"{name}: the admission plugin is off (created without the rule)"
+        assert BLOCK_REFUSED in answer, answer
+        unblocking = json.loads(json.dumps(obj))
+        unblocking["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = False
+        unblocking["metadata"]["name"] += "-unblocking"
+        admitted, answer = create_as(without_finalizers, unblocking)
+        assert admitted, f"{name} without blockOwnerDeletion: {answer}"
+        admitted, answer = create_as(MANAGER, obj)
+        assert admitted, f"{name}: the shipped role is refused: {answer}"
