@@ -90,9 +90,8 @@ def test_the_certificate_is_served_from_a_tmpfs() -> None:
     assert volume["emptyDir"]["medium"] == "Memory"
 
 
-def rules_bound_to_the_manager(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rules of the (Cluster)Roles bound to the manager's service account that name
-    resources by name."""
+def roles_bound_to_the_manager(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The (Cluster)Roles bound to the manager's service account."""
     pod, _ = manager_container(docs)
     account = pod["serviceAccountName"]
     bound = {
@@ -101,10 +100,15 @@ def rules_bound_to_the_manager(docs: list[dict[str, Any]]) -> list[dict[str, Any
         if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
         and any(s["name"] == account for s in b["subjects"])
     }
+    return [role for role in docs if (role["kind"], role["metadata"]["name"]) in bound]
+
+
+def rules_bound_to_the_manager(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rules of the (Cluster)Roles bound to the manager's service account that name
+    resources by name."""
     return [
         rule
-        for role in docs
-        if (role["kind"], role["metadata"]["name"]) in bound
+        for role in roles_bound_to_the_manager(docs)
         for rule in role["rules"]
         if rule.get("resourceNames")
     ]
@@ -159,18 +163,9 @@ SHARDING_ONLY = {
 def granted(docs: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
     """(kind of the role, API group, resource, verb) of every rule bound to the manager's
     ServiceAccount."""
-    pod, _ = manager_container(docs)
-    account = pod["serviceAccountName"]
-    bound = {
-        (b["roleRef"]["kind"], b["roleRef"]["name"])
-        for b in docs
-        if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
-        and any(s["name"] == account for s in b["subjects"])
-    }
     return {
         (role["kind"], group, resource, verb)
-        for role in docs
-        if (role["kind"], role["metadata"]["name"]) in bound
+        for role in roles_bound_to_the_manager(docs)
         for rule in role["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
