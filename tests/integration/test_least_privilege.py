@@ -122,7 +122,8 @@ def job_body(name: str, labels: dict[str, str]) -> str:
 
 @pytest.fixture
 def policy_installed(control_plane: ControlPlane) -> Iterator[None]:
-    yield from install(control_plane, "local")
+    """config/sharded: the policy, and the manager's RBAC with the sharding verbs."""
+    yield from install(control_plane, "sharded")
 
 
 @pytest.fixture
