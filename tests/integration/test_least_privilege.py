@@ -8,7 +8,12 @@ tenant's other edits go through. config/namespaced: the manager with ``--namespa
 runs both controllers with a token of its ServiceAccount, bound only to Roles; a Secret
 change still rolls a ConfigDeployment, a CronJob's run takes a ConcurrencyGroup's slot,
 any RBAC denial the manager logs fails the test, and the same account may read Secrets
-and write Deployments and Jobs nowhere else.
+and write Deployments and Jobs nowhere else; a second namespaced install (another
+namespace) leaves the first's manager the manager of its namespace's sharding labels.
+config/default's caBundle policy: the manager's ServiceAccount may change the
+``clientConfig.caBundle`` of the webhook configurations and nothing else of them or of
+the CronJob CRD (server-side dry runs, so a policy that failed would change nothing),
+while an administrator's edits go through.
 
 Owner references: the local control plane runs the ``OwnerReferencesPermissionEnforcement``
 admission plugin, as OpenShift does. The manager's ServiceAccount with the shipped RBAC
@@ -22,10 +27,12 @@ other tests need them) and the Deployment (the manager runs here), and deletes i
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
+import shutil
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +44,7 @@ from cronjob_operator.controllers import configdeployment, cronjob
 from cronjob_operator.controllers.configdeployment import CONFIG_HASH_ANNOTATION, decide
 from cronjob_operator.controllers.cronjob import jobs
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime.certrotation import dns_names, make_pair
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controller import Controller
 from cronjob_operator.runtime.controllerutil import parse_time
@@ -71,7 +79,7 @@ ANNOTATIONS_REFUSED = (
 )
 
 
-def rendered(control_plane: ControlPlane, overlay: str) -> str:
+def rendered(control_plane: ControlPlane, overlay: str | Path) -> str:
     """The overlay's objects without the CRDs and the Deployment, as a YAML stream."""
     output = control_plane.kubectl("kustomize", str(REPO / "config" / overlay), check=True)
     kept = [
@@ -82,9 +90,11 @@ def rendered(control_plane: ControlPlane, overlay: str) -> str:
     return yaml.safe_dump_all(kept)
 
 
-def install(control_plane: ControlPlane, overlay: str) -> Iterator[None]:
+def install(
+    control_plane: ControlPlane, overlay: str | Path, namespace: str = SYSTEM
+) -> Iterator[None]:
     """Apply ``rendered(overlay)`` for one test (the CRDs installed first); delete it and
-    wait for its namespace to go."""
+    wait for its ``namespace`` to go."""
     install_crds(control_plane)
     stream = rendered(control_plane, overlay)
     try:
@@ -95,9 +105,9 @@ def install(control_plane: ControlPlane, overlay: str) -> Iterator[None]:
             "delete", "-f", "-", "--ignore-not-found", "--timeout=120s", input=stream, check=True
         )
         wait_for(
-            lambda: control_plane.kubectl("get", "namespace", SYSTEM).returncode != 0,
+            lambda: control_plane.kubectl("get", "namespace", namespace).returncode != 0,
             120,
-            message=f"namespace {SYSTEM} deleted",
+            message=f"namespace {namespace} deleted",
         )
 
 
@@ -119,8 +129,8 @@ def job_body(name: str, labels: dict[str, str]) -> str:
 
 @pytest.fixture
 def policy_installed(control_plane: ControlPlane) -> Iterator[None]:
-    """config/local's RBAC (the manager's ClusterRole) and sharding policy."""
-    yield from install(control_plane, "local")
+    """config/sharded: the policy, and the manager's RBAC with the sharding verbs."""
+    yield from install(control_plane, "sharded")
 
 
 @pytest.fixture
@@ -390,3 +400,178 @@ def test_the_manager_may_block_its_owners_deletion_as_the_admission_plugin_requi
         assert admitted, f"{name} without blockOwnerDeletion: {answer}"
         admitted, answer = create_as(MANAGER, obj)
         assert admitted, f"{name}: the shipped role is refused: {answer}"
+
+
+# --- two namespaced installs -----------------------------------------------------------
+
+OTHER = "cronjob-operator-team-b"
+
+
+@pytest.fixture
+def two_namespaced_installs(control_plane: ControlPlane, tmp_path: Path) -> Iterator[None]:
+    """config/namespaced in SYSTEM, then the same in OTHER (a kustomization setting only
+    `namespace:` over it, as docs/security.md says), applied after."""
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "config", config)
+    overlay = config / "team-b"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump({"namespace": OTHER, "resources": ["../namespaced"]})
+    )
+    first = install(control_plane, "namespaced")
+    next(first)
+    try:
+        yield from install(control_plane, overlay, OTHER)
+    finally:
+        next(first, None)
+
+
+@pytest.mark.usefixtures("two_namespaced_installs")
+def test_a_second_namespaced_install_leaves_the_first_its_sharding_labels(
+    control_plane: ControlPlane,
+) -> None:
+    """Before: both installs applied one binding name, the second's paramRef (its own
+    ServiceAccount) replaced the first's, and the first manager was refused its own
+    Jobs' bucket label. Each manager may create Jobs in its namespace (its Role)."""
+    other_manager = f"system:serviceaccount:{OTHER}:{SERVICE_ACCOUNT}"
+    bucketed = job_body("bucketed", {BUCKET_LABEL: "7"})
+
+    def create_as(user: str, namespace: str) -> tuple[bool, str]:
+        done = control_plane.kubectl(
+            f"--as={user}", "-n", namespace, "create", "--dry-run=server", "-f", "-",
+            input=bucketed,
+        )  # fmt: skip
+        return done.returncode == 0, done.stderr
+
+    answers: list[tuple[bool, str]] = []
+
+    def tenant_refused() -> bool:  # the API server loads a new binding asynchronously
+        answers.append(create_as(TENANT, SYSTEM))
+        return not answers[-1][0] and "may set, change or remove" in answers[-1][1]
+
+    control_plane.kubectl(
+        "create", "rolebinding", "tenant-jobs", "-n", SYSTEM,
+        "--role=cronjob-operator-manager-role", f"--user={TENANT}",
+        check=True,
+    )  # fmt: skip
+    wait_for(tenant_refused, 60, interval=0.5, message="the policy refuses the tenant",
+             detail=lambda: f"last answer: {answers[-1]}")  # fmt: skip
+    for manager, namespace in ((MANAGER, SYSTEM), (other_manager, OTHER)):
+        created, stderr = create_as(manager, namespace)  # stderr: Pod Security warnings
+        assert created, stderr
+
+
+# --- the injector may change only the caBundle ------------------------------------------
+
+VALIDATING = "cronjob-operator-validating-webhook-configuration"
+MUTATING = "cronjob-operator-mutating-webhook-configuration"
+CA_BUNDLE_ONLY = (
+    f"the cronjob-operator manager ({MANAGER}) may change only the clientConfig.caBundle"
+)
+
+
+@pytest.fixture
+def default_installed(control_plane: ControlPlane) -> Iterator[None]:
+    """config/default without its CRDs and Deployment: the webhook configurations (no
+    server behind them: this test writes no CronJob), the injector's RBAC and policy."""
+    yield from install(control_plane, "default")
+
+
+def replaced_as(
+    control_plane: ControlPlane, user: str | None, obj: dict[str, Any]
+) -> tuple[bool, str]:
+    """An update (a PUT, as the manager sends it) as ``user`` (None: the administrator),
+    dry run. Raw, because ``kubectl replace`` would also rewrite the object's
+    last-applied-configuration annotation (the install is applied with kubectl apply)."""
+    plural = {
+        "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+        "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+        "CustomResourceDefinition": "customresourcedefinitions",
+    }[obj["kind"]]
+    path = f"/apis/{obj['apiVersion']}/{plural}/{obj['metadata']['name']}?dryRun=All"
+    impersonate = [f"--as={user}"] if user else []
+    done = control_plane.kubectl(
+        *impersonate, "replace", f"--raw={path}", "-f", "-", input=json.dumps(obj)
+    )
+    return done.returncode == 0, done.stderr
+
+
+def refused_as_not_the_ca_bundle(answer: tuple[bool, str]) -> bool:
+    return not answer[0] and CA_BUNDLE_ONLY in answer[1]
+
+
+Edit = Callable[[dict[str, Any]], None]
+
+
+def edited(obj: dict[str, Any], edit: Edit) -> dict[str, Any]:
+    copy: dict[str, Any] = json.loads(json.dumps(obj))
+    edit(copy)
+    return copy
+
+
+def new_bundle(obj: dict[str, Any]) -> None:
+    bundle = make_pair(dns_names("x", "y"), now=datetime.now(UTC), validity=timedelta(days=1))
+    for hook in obj["webhooks"]:
+        hook["clientConfig"]["caBundle"] = base64.b64encode(bundle.ca_bundle).decode()
+
+
+def first_hook(edit: Callable[[dict[str, Any]], None]) -> Edit:
+    return lambda obj: edit(obj["webhooks"][0])
+
+
+WEBHOOK_EDITS: dict[str, Edit] = {
+    "timeout": first_hook(lambda hook: hook.update(timeoutSeconds=3)),
+    "rules": first_hook(lambda hook: hook["rules"][0].update(resources=["secrets"])),
+    "service path": first_hook(lambda hook: hook["clientConfig"]["service"].update(path="/x")),
+    "url": first_hook(lambda hook: hook.update(clientConfig={"url": "https://example.test/"})),
+    "namespace selector": first_hook(
+        lambda hook: hook.update(namespaceSelector={"matchLabels": {"a": "b"}})
+    ),
+    "failure policy": first_hook(lambda hook: hook.update(failurePolicy="Ignore")),
+    "a webhook removed": lambda obj: obj["webhooks"].pop(),
+    "a label": lambda obj: obj["metadata"].setdefault("labels", {}).update(x="y"),
+    "an annotation": lambda obj: obj["metadata"].setdefault("annotations", {}).update(x="y"),
+}
+
+
+@pytest.mark.usefixtures("default_installed")
+def test_the_injecting_manager_may_change_only_the_ca_bundle(control_plane: ControlPlane) -> None:
+    validating = control_plane.kubectl_json("get", "validatingwebhookconfiguration", VALIDATING)
+    answers: list[tuple[bool, str]] = []
+
+    def timeout_refused() -> bool:  # the API server loads a new policy asynchronously
+        answers.append(
+            replaced_as(control_plane, MANAGER, edited(validating, WEBHOOK_EDITS["timeout"]))
+        )
+        return not answers[-1][0] and CA_BUNDLE_ONLY in answers[-1][1]
+
+    wait_for(timeout_refused, 60, interval=0.5, message="the caBundle policy refuses",
+             detail=lambda: f"last answer: {answers[-1]}")  # fmt: skip
+    mutating = control_plane.kubectl_json("get", "mutatingwebhookconfiguration", MUTATING)
+    for obj in (validating, mutating):
+        assert replaced_as(control_plane, MANAGER, edited(obj, new_bundle)) == (True, "")
+        for what, edit in WEBHOOK_EDITS.items():
+            answer = replaced_as(control_plane, MANAGER, edited(obj, edit))
+            assert refused_as_not_the_ca_bundle(answer), f"{obj['kind']}: {what}: {answer}"
+            assert replaced_as(control_plane, None, edited(obj, edit)) == (True, ""), what
+    mutated = edited(mutating, first_hook(lambda hook: hook.update(reinvocationPolicy="IfNeeded")))
+    assert refused_as_not_the_ca_bundle(replaced_as(control_plane, MANAGER, mutated))
+
+    crd = control_plane.kubectl_json("get", "crd", CRONJOBS)
+    assert replaced_as(control_plane, MANAGER, crd) == (True, "")  # nothing changed
+    for what, edit in {
+        "a label": WEBHOOK_EDITS["a label"],
+        "a short name": lambda obj: obj["spec"]["names"].update(shortNames=["cj"]),
+        "a version unserved": lambda obj: obj["spec"]["versions"][0].update(served=False),
+        "conversion": lambda obj: obj["spec"].update(
+            conversion={
+                "strategy": "Webhook",
+                "webhook": {
+                    "conversionReviewVersions": ["v1"],
+                    "clientConfig": {"url": "https://example.test/"},
+                },
+            }
+        ),
+    }.items():
+        answer = replaced_as(control_plane, MANAGER, edited(crd, edit))
+        assert refused_as_not_the_ca_bundle(answer), f"CRD: {what}: {answer}"
