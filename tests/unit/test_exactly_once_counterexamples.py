@@ -11,7 +11,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION
+from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, RUN_ANNOTATION
 from cronjob_operator.runtime.controllerutil import rfc3339
 from tests.unit import run_model
 from tests.unit.story_world import StoryWorld
@@ -90,4 +90,70 @@ def test_replace_never_deletes_a_job_a_running_backfill_has_still_to_count() -> 
     created = [run.job for run in story.ledger.starts]
     assert created.count("c0-1774736400") == 1
     assert story.status("c0")["backfill"]["state"] == "Complete"
+    assert_each_run_once(story)
+
+
+def test_replace_hands_its_group_slot_to_the_run_replacing_it() -> None:
+    """Every minute, Replace, a group of 1 with whenFull Skip; the 22:18 run started 20 s
+    late. Before: the 22:19 run's Replace deleted the 22:18 Job, whose slot was still in
+    its claim grace, so the group was full: the old run was gone and the new one counted
+    GroupFull. Now the new run takes the replaced Job's slot."""
+    story = StoryWorld(
+        {
+            "c0": {
+                **EVERY_5,
+                "schedule": "*/1 * * * *",
+                "concurrencyPolicy": "Replace",
+                "concurrencyGroup": {"name": "g", "whenFull": "Skip"},
+            }
+        },
+        start=T0,
+        group_limit=1,
+    )
+    story.later(timedelta(seconds=80))
+    story.settle()
+    story.later(timedelta(seconds=45))
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774736280", "c0-1774736340"]
+    assert "groupFull" not in (story.status("c0").get("skippedRuns") or {})
+    assert_each_run_once(story)
+
+
+def test_a_buffered_run_that_finds_its_group_full_under_skip_is_counted_once_and_never_run() -> (
+    None
+):
+    """BufferOne keeps 22:25 while 22:20 runs; when 22:20 ends, another CronJob holds the
+    group's one slot, and whenFull is Skip. Before: every reconcile counted 22:25 as
+    GroupFull again (2 after two), and once the slot freed it ran all the same."""
+    story = StoryWorld(
+        {
+            "c0": {
+                **EVERY_5,
+                "concurrencyPolicy": "BufferOne",
+                "concurrencyGroup": {"name": "g", "whenFull": "Skip"},
+            },
+            "c1": {**EVERY_5, "schedule": "0 0 1 1 *", "concurrencyGroup": {"name": "g"}},
+        },
+        start=T0,
+        group_limit=1,
+    )
+    story.later(timedelta(minutes=3))
+    story.settle()
+    story.later(timedelta(minutes=5))
+    story.settle()
+    assert story.status("c0")["bufferedRun"] == "2026-03-28T22:25:00Z"
+    story.finish("c0-1774736400", "Complete")
+    story.annotate("c1", RUN_ANNOTATION, "x")
+    story.reconcile("c1")
+    story.reconcile("c1")
+    story.later(timedelta(seconds=30))
+    for _ in range(2):
+        story.reconcile("c0")
+    assert story.status("c0")["skippedRuns"]["groupFull"] == 1
+    [c1_job] = [run.job for run in story.ledger.starts if run.cron_job == "c1"]
+    story.finish(c1_job, "Complete")
+    story.later(timedelta(seconds=30))
+    story.settle()
+    assert [run.job for run in story.ledger.starts if run.cron_job == "c0"] == ["c0-1774736400"]
+    assert story.status("c0")["skippedRuns"]["groupFull"] == 1
     assert_each_run_once(story)

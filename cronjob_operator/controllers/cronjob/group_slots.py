@@ -70,7 +70,9 @@ class GroupSlots:
                 self._metrics.forget_group(view.namespace, group)
                 return GroupFull(group, missing=True)
             limit, status = _limit(obj), group_status_of(obj.get("status") or {})
-            verdict = groups.claim(status, limit, request, now, {})
+            verdict = groups.hand_over(status, step.replaced, request, now) or groups.claim(
+                status, limit, request, now, {}
+            )
             if not verdict.granted and status.get("holders"):
                 states = self._job_states(view.namespace, status["holders"], now)
                 verdict = groups.claim(status, limit, request, now, states)

@@ -19,7 +19,7 @@ deadline has passed, or when its CronJob has not asked again for ``WAITER_STALE`
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -40,10 +40,10 @@ __all__ = [
     "JobState",
     "Verdict",
     "claim",
+    "hand_over",
     "on_full",
     "reclaimable",
     "release",
-    "skipped_time",
     "with_group_skip",
 ]
 
@@ -146,6 +146,23 @@ def claim(
     return Verdict(holders, others, granted=False, queued=True)
 
 
+def hand_over(
+    status: Mapping[str, Any], replaced: Collection[str], request: Claim, now: datetime
+) -> Verdict | None:
+    """The slot of a Job that ``request``'s Replace deleted, handed to ``request``
+    (None when none of the ``replaced`` Jobs holds one). Replace replaces a run: the
+    new one takes the old one's slot, ahead of any waiting run, or the old run would be
+    deleted and the new one refused."""
+    holders = [dict(holder) for holder in status.get("holders") or ()]
+    handed = next((h for h in holders if h.get("job") in replaced), None)
+    if handed is None:
+        return None
+    holders.remove(handed)
+    holders.append({"job": request.job, "cronJob": request.cron_job, "acquiredAt": stamp(now)})
+    waiting = [dict(w) for w in status.get("waiting") or () if w.get("cronJob") != request.cron_job]
+    return Verdict(holders, waiting, granted=True, queued=False)
+
+
 def release(status: Mapping[str, Any], finished: set[str]) -> dict[str, Any]:
     """``status`` without the holders whose Jobs are in ``finished``."""
     holders = [dict(h) for h in status.get("holders") or () if h.get("job") not in finished]
@@ -189,18 +206,18 @@ def on_full(
             )
         status["waitingForGroup"] = waiting
         return None
+    if time_at(status, "bufferedRun") == scheduled:
+        status.pop("bufferedRun")  # BufferOne's turn came, and Skip never runs it later
+    elif (through := time_at(status.get("skippedRuns"), "accountedThrough")) is not None and (
+        through >= scheduled
+    ):
+        return None  # accounted for already
     skipped_runs = policies.skip_counted(status.get("skippedRuns"), SkipReason.GROUP_FULL)
     through = time_at(skipped_runs, "accountedThrough")
     if through is None or through < scheduled:
         skipped_runs["accountedThrough"] = stamp(scheduled)
     status["skippedRuns"] = skipped_runs
     return None
-
-
-def skipped_time(full: GroupFull, scheduled: datetime | None) -> datetime | None:
-    """The scheduled time ``on_full`` counts skipped (None: it waits, or is no scheduled
-    run, or the group is missing)."""
-    return None if scheduled is None or full.queued or full.missing else scheduled
 
 
 def with_group_skip(

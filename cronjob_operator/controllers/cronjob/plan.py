@@ -79,10 +79,13 @@ class Delete:
 
 @dataclass(frozen=True, slots=True)
 class Create:
-    """Create ``job``; ``due`` (its staggered scheduled time) feeds the skew histogram."""
+    """Create ``job``; ``due`` (its staggered scheduled time) feeds the skew histogram;
+    ``replaced``: the Jobs this reconcile's Replace deleted to make room, whose group
+    slots it takes over."""
 
     job: Mapping[str, Any]
     due: datetime | None = None
+    replaced: frozenset[str] = frozenset()
 
 
 Step = Event | Delete | Create
