@@ -153,6 +153,20 @@ def test_an_error_whose_path_cannot_be_followed_is_never_ratcheted() -> None:
     assert kept == [shortened]
 
 
+def nested(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_values_too_deep_to_compare_are_judged_in_full() -> None:
+    error = webhook.invalid("spec.failurePolicy", nested(5000), "must be an object")
+    same = webhook.invalid("spec.failurePolicy", nested(5000), "must be an object")
+    obj, old = {"spec": {"failurePolicy": error.value}}, {"spec": {"failurePolicy": same.value}}
+    assert ratchet.ratcheted([error], obj, old, lambda: [same]) == [error]
+
+
 @pytest.mark.parametrize(
     ("field", "expected"),
     [

@@ -14,7 +14,8 @@ the error's field is the same in both. So an update that leaves the spec as it w
 and leaves the bad one alone; an update that writes a bad value, or that makes another
 field wrong (a new error, or a different detail: a schedule change that a stagger no
 longer fits), is refused as before. An error whose field path cannot be followed in the
-objects (a path shown shortened) is never dropped here.
+objects (a path shown shortened) is never dropped here, nor is any when comparing the
+values would nest deeper than Python can (a stored object the nesting bound never saw).
 """
 
 from __future__ import annotations
@@ -50,9 +51,14 @@ def ratcheted(
     if not errors:
         return []
     before = old_errors()
-    return [
-        error for error in errors if error not in before or not _unchanged_at(error.field, obj, old)
-    ]
+    try:
+        return [
+            error
+            for error in errors
+            if error not in before or not _unchanged_at(error.field, obj, old)
+        ]
+    except RecursionError:  # a value nested past the interpreter's limit: judged in full
+        return list(errors)
 
 
 def _unchanged_at(field: str, obj: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
