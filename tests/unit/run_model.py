@@ -65,18 +65,25 @@ def started_twice(runs: Iterable[Run], lost: set[Identity]) -> dict[Identity, li
     }
 
 
-def rerun_by_backfill(runs: Sequence[Run], began: Mapping[Identity, int]) -> list[str]:
+def rerun_by_backfill(
+    runs: Sequence[Run], began: Mapping[Identity, int], lost: set[Identity]
+) -> list[str]:
     """Backfill creates of a time whose Job was already created since that backfill
     began (``began``: the index in ``runs`` at which each backfill epoch, keyed by its
     identity without the time, was requested). A backfill counts a time that has a Job
     done (docs/beyond-builtin.md, 10), so its run of that time is the Job created then,
-    whoever created it; a second is the time run twice."""
+    whoever created it; a second is the time run twice (unless someone else deleted the
+    first before status recorded it: ``lost``)."""
     found = []
     for index, run in enumerate(runs):
         if run.identity[0] != "backfill":
             continue
         first = began.get(run.identity[:-1], 0)
-        earlier = [other for other in runs[first:index] if other.job == run.job]
+        earlier = [
+            other
+            for other in runs[first:index]
+            if other.job == run.job and other.identity not in lost
+        ]
         if earlier:
             found.append(f"{run.job} by {run.identity[:-1]} after {earlier[0].identity}")
     return found
@@ -154,7 +161,7 @@ def unsettled(
     if settled.accounted_through is None:
         return None
     due = due_times(spec, created, settled.accounted_through)
-    started = {int(run.identity[-1]) for run in runs if run.identity[0] == "scheduled"}
+    started = {int(run.identity[-1]) for run in runs if _runs_its_time(run)}
     ran = [moment for moment in due if int(moment.timestamp()) in started]
     limit = spec.get("maxScheduledRuns")
     if limit is not None and len(ran) >= limit:

@@ -37,7 +37,9 @@ def backfill(story: StoryWorld, token: str, *, ago: int, minutes: int = 5) -> No
 def assert_each_run_once(story: StoryWorld) -> None:
     assert not run_model.started_twice(story.ledger.starts, story.ledger.lost)
     assert not run_model.limit_breaches(story.ledger.starts)
-    assert not run_model.rerun_by_backfill(story.ledger.starts, story.ledger.backfill_began)
+    assert not run_model.rerun_by_backfill(
+        story.ledger.starts, story.ledger.backfill_began, story.ledger.lost
+    )
 
 
 def test_a_backfill_re_ranged_under_its_token_keeps_the_recorded_range() -> None:
