@@ -421,6 +421,54 @@ def test_an_object_nested_600_deep_is_refused_naming_the_field(env: Env) -> None
     assert env.kubectl("get", V1, "deep", "-n", env.namespace).returncode != 0
 
 
+def nested_affinity(levels: int) -> dict[str, Any]:
+    """An ``affinity`` of ``levels`` objects, each the only field of the one above."""
+    affinity: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        affinity = {"a": affinity}
+    return affinity
+
+
+def users_depth(obj: dict[str, Any]) -> int:
+    """How many levels ``obj``'s own fields nest (the root is one; managedFields left out)."""
+    depth = 1
+    while nesting.path_beyond(nesting.users_fields(obj), depth) is not None:
+        depth += 1
+    return depth
+
+
+def test_the_deepest_cronjob_admitted_nests_exactly_the_documented_depth(env: Env) -> None:
+    """Issue 47: the bound counted the managedFields the API server adds (the spec mirrored
+    five levels deeper), so the deepest CronJob a user could create nested 59 levels, not
+    the 64 docs/security.md states, and the refusal named metadata.managedFields."""
+    stated = (
+        "| nesting the webhooks admit (CronJob, ConfigDeployment) | "
+        f"{nesting.MAX_DEPTH} levels from the object's root"
+    )
+    assert stated in (REPO / "docs" / "security.md").read_text()
+    pod_spec_depth = 5  # the root, spec, jobTemplate, spec, template, spec: affinity's parent
+    deepest = a_cronjob("deepest", env.namespace)
+    affinity = nested_affinity(nesting.MAX_DEPTH - pod_spec_depth - 1)
+    deepest["spec"]["jobTemplate"]["spec"]["template"]["spec"]["affinity"] = affinity
+    result = env.apply(deepest)
+    assert result.returncode == 0, result.stderr
+    stored = env.get(V1, "deepest")
+    assert stored["metadata"]["managedFields"], "the API server sent no managedFields"
+    assert users_depth(stored) == nesting.MAX_DEPTH
+    too_deep = a_cronjob("too-deep", env.namespace)
+    affinity = nested_affinity(nesting.MAX_DEPTH - pod_spec_depth)
+    too_deep["spec"]["jobTemplate"]["spec"]["template"]["spec"]["affinity"] = affinity
+    result = env.apply(too_deep)
+    assert result.returncode != 0, "admitted"
+    assert env.validated("too-deep")
+    assert (
+        "spec.jobTemplate.spec.template.spec.affinity.a.a.a.a.a.a...: Invalid value: "
+        f'"<nested more than {nesting.MAX_DEPTH} levels>"'
+    ) in result.stderr
+    assert "managedFields" not in result.stderr
+    env.kubectl("delete", V1, "deepest", "-n", env.namespace)
+
+
 def test_config_deployment_sources_are_checked_by_the_schema_and_the_webhook(env: Env) -> None:
     def config_deployment(name: str, **spec: Any) -> dict[str, Any]:
         return {
