@@ -96,7 +96,8 @@ def with_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
             return {f"i:{index}": mirrored(item) for index, item in enumerate(value)}
         return {}
 
-    entry = {"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:spec": mirrored(obj["spec"])}}
+    fields = {"f:spec": mirrored(obj["spec"])}
+    entry = {"manager": "kubectl", "operation": "Apply", "fieldsV1": fields}
     obj["metadata"]["managedFields"] = [entry]
     return obj
 
