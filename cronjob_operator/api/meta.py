@@ -33,6 +33,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 __all__ = [
+    "DNS1123_SUBDOMAIN",
     "QUANTITY_PATTERN",
     "Condition",
     "ConditionStatus",
@@ -49,6 +50,7 @@ __all__ = [
     "PositiveInt64",
     "PreservedObject",
     "Quantity",
+    "SubdomainName",
     "TemplateMeta",
 ]
 
@@ -85,6 +87,15 @@ PositiveInt64 = Annotated[StrictInt, Field(ge=1), AfterValidator(_fits_int64), _
 """``int64`` with ``+kubebuilder:validation:Minimum=1``."""
 PortNumber = Annotated[StrictInt, Field(ge=1, le=65535), _FORMAT_INT32]
 """An ``int32`` port number, 1..65535."""
+
+DNS1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+"""apimachinery's lowercase RFC 1123 subdomain (most object names), unanchored."""
+
+SubdomainName = Annotated[
+    str, StringConstraints(min_length=1, max_length=253, pattern=f"^{DNS1123_SUBDOMAIN}$")
+]
+"""The name of an object in the same namespace, as the API server validates most names:
+a lowercase RFC 1123 subdomain of at most 253 characters (so never "." or "..")."""
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTP]i)|[numkMGTPE]"

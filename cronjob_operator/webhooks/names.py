@@ -12,14 +12,13 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
+from cronjob_operator.api import meta
 from cronjob_operator.runtime import webhook
 from cronjob_operator.runtime.webhook import FieldError
 
 __all__ = ["name_errors"]
 
-_DNS1123_SUBDOMAIN: Final = re.compile(
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-)
+_DNS1123_SUBDOMAIN: Final = re.compile(meta.DNS1123_SUBDOMAIN)
 _DNS1123_SUBDOMAIN_MAX: Final = 253
 _SUBDOMAIN_MESSAGE: Final = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "

@@ -421,6 +421,17 @@ def test_an_object_nested_600_deep_is_refused_naming_the_field(env: Env) -> None
     assert env.kubectl("get", V1, "deep", "-n", env.namespace).returncode != 0
 
 
+@pytest.mark.parametrize("group", [".", ".."])
+def test_the_schema_refuses_a_group_name_that_is_a_dot_segment(env: Env, group: str) -> None:
+    """Issue 47: spec.concurrencyGroup.name had only a length limit in the schema, so
+    where no webhook runs (config/local, config/namespaced) "." and ".." were stored."""
+    name = "dots" if group == ".." else "dot"
+    result = env.apply(a_cronjob(name, env.namespace, concurrencyGroup={"name": group}))
+    assert result.returncode != 0, "admitted"
+    assert "spec.concurrencyGroup.name: Invalid value" in result.stderr, result.stderr
+    assert not env.validated(name), "refused by the webhook, not by the schema"
+
+
 def nested_affinity(levels: int) -> dict[str, Any]:
     """An ``affinity`` of ``levels`` objects, each the only field of the one above."""
     affinity: dict[str, Any] = {}

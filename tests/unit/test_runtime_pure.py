@@ -11,7 +11,7 @@ import pytest
 import urllib3
 from kubernetes import client as k8s_client
 
-from cronjob_operator.runtime import objects
+from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache import Cache, UnindexedFieldError, parse_selector
 from cronjob_operator.runtime.client import RestClient
 from cronjob_operator.runtime.controller import Request
@@ -214,6 +214,24 @@ def test_an_object_path_keeps_any_name_one_segment_of_its_collection(name: str) 
     )
     assert resolved.query is None
     assert resolved.fragment is None
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_an_object_path_refuses_a_dot_segment_before_urllib3_resolves_it(name: str) -> None:
+    """Issue 47: quoting leaves "." and "..", which urllib3 resolves: a GET of the group
+    named ".." became a GET of the namespace, "." a LIST of every group in it. No object
+    can have such a name: the path is refused, naming the kind and the name, unsent."""
+    with pytest.raises(errors.InvalidName) as refused:
+        JOB.object_path("team", name, "status")
+    assert isinstance(refused.value, errors.NotFound), "read as: no such object"
+    assert f'jobs.batch "{name}"' in str(refused.value)
+    assert "not sent" in str(refused.value)
+
+
+@pytest.mark.parametrize("namespace", [".", "..", "a/b"])
+def test_a_collection_path_refuses_a_namespace_that_is_no_segment(namespace: str) -> None:
+    with pytest.raises(errors.InvalidName, match="namespace"):
+        JOB.collection_path(namespace)
 
 
 def test_an_object_path_of_a_valid_name_is_unchanged() -> None:
