@@ -406,19 +406,30 @@ def test_config_deployment_rules_are_checked(env: Env) -> None:
 def test_an_object_nested_600_deep_is_refused_naming_the_field(env: Env) -> None:
     """Issue 35: the API server stores 10,000 levels of ``affinity``; the webhook refuses
     nesting deeper than ``nesting.MAX_DEPTH`` with the field's path."""
+    refused_too_deep(env, "deep", with_affinity("deep", env.namespace, 601))
+    assert env.kubectl("get", V1, "deep", "-n", env.namespace).returncode != 0
+
+
+def with_affinity(name: str, namespace: str, levels: int) -> dict[str, Any]:
+    """A CronJob whose pod template's ``affinity`` nests ``levels`` objects deep."""
     affinity: dict[str, Any] = {}
-    for _ in range(600):
+    for _ in range(levels - 1):
         affinity = {"a": affinity}
-    obj = a_cronjob("deep", env.namespace)
+    obj = a_cronjob(name, namespace)
     obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["affinity"] = affinity
+    return obj
+
+
+def refused_too_deep(env: Env, name: str, obj: dict[str, Any]) -> None:
+    """Apply ``obj`` and check that the webhook refused it naming its affinity."""
     result = env.apply(obj)
     assert result.returncode != 0, "admitted"
-    assert env.validated("deep")
+    assert env.validated(name)
     assert (
         "spec.jobTemplate.spec.template.spec.affinity.a.a.a.a.a.a...: Invalid value: "
         f'"<nested more than {nesting.MAX_DEPTH} levels>"'
     ) in result.stderr
-    assert env.kubectl("get", V1, "deep", "-n", env.namespace).returncode != 0
+    assert "managedFields" not in result.stderr
 
 
 @pytest.mark.parametrize("group", [".", ".."])
@@ -430,14 +441,6 @@ def test_the_schema_refuses_a_group_name_that_is_a_dot_segment(env: Env, group: 
     assert result.returncode != 0, "admitted"
     assert "spec.concurrencyGroup.name: Invalid value" in result.stderr, result.stderr
     assert not env.validated(name), "refused by the webhook, not by the schema"
-
-
-def nested_affinity(levels: int) -> dict[str, Any]:
-    """An ``affinity`` of ``levels`` objects, each the only field of the one above."""
-    affinity: dict[str, Any] = {}
-    for _ in range(levels - 1):
-        affinity = {"a": affinity}
-    return affinity
 
 
 def users_depth(obj: dict[str, Any]) -> int:
@@ -457,26 +460,13 @@ def test_the_deepest_cronjob_admitted_nests_exactly_the_documented_depth(env: En
         f"{nesting.MAX_DEPTH} levels from the object's root"
     )
     assert stated in (REPO / "docs" / "security.md").read_text()
-    pod_spec_depth = 5  # the root, spec, jobTemplate, spec, template, spec: affinity's parent
-    deepest = a_cronjob("deepest", env.namespace)
-    affinity = nested_affinity(nesting.MAX_DEPTH - pod_spec_depth - 1)
-    deepest["spec"]["jobTemplate"]["spec"]["template"]["spec"]["affinity"] = affinity
-    result = env.apply(deepest)
+    levels = nesting.MAX_DEPTH - 6  # the root, spec, jobTemplate, spec, template, spec
+    result = env.apply(with_affinity("deepest", env.namespace, levels))
     assert result.returncode == 0, result.stderr
     stored = env.get(V1, "deepest")
     assert stored["metadata"]["managedFields"], "the API server sent no managedFields"
     assert users_depth(stored) == nesting.MAX_DEPTH
-    too_deep = a_cronjob("too-deep", env.namespace)
-    affinity = nested_affinity(nesting.MAX_DEPTH - pod_spec_depth)
-    too_deep["spec"]["jobTemplate"]["spec"]["template"]["spec"]["affinity"] = affinity
-    result = env.apply(too_deep)
-    assert result.returncode != 0, "admitted"
-    assert env.validated("too-deep")
-    assert (
-        "spec.jobTemplate.spec.template.spec.affinity.a.a.a.a.a.a...: Invalid value: "
-        f'"<nested more than {nesting.MAX_DEPTH} levels>"'
-    ) in result.stderr
-    assert "managedFields" not in result.stderr
+    refused_too_deep(env, "too-deep", with_affinity("too-deep", env.namespace, levels + 1))
     env.kubectl("delete", V1, "deepest", "-n", env.namespace)
 
 

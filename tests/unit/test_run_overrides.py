@@ -225,14 +225,14 @@ def test_the_summary_shows_what_changed_without_values() -> None:
 # --- the decision, on the fake client -------------------------------------------------
 
 
-def harness(**spec: Any) -> Harness:
-    """The reconciler of ``ns/cj``, an hourly CronJob with ``CONTAINERS`` and ``spec``."""
+def harness(containers: list[dict[str, Any]] = CONTAINERS, **spec: Any) -> Harness:
+    """The reconciler of ``ns/cj``, an hourly CronJob with ``containers`` and ``spec``."""
     cronjob = cronjob_harness.cronjob(
         "cj",
         "ns",
         created=CREATED,
         spec={"schedule": "0 * * * *", **spec},
-        containers=[dict(c) for c in CONTAINERS],
+        containers=[dict(c) for c in containers],
         annotations={},
     )
     return Harness(cronjob, start=CREATED, namespace="ns", name="cj")
@@ -288,16 +288,7 @@ def test_a_degraded_message_naming_every_container_fits_the_condition_schema() -
     """Issue 47: the message names every container of the template; 640 names of 63
     characters made 40,000 characters, over the CRD's 32,768 for a condition message, so
     every status write of that CronJob was refused. Condition messages are clipped."""
-    containers = [{"name": f"c{index:03}-{'x' * 58}", "image": "x"} for index in range(640)]
-    cronjob = cronjob_harness.cronjob(
-        "cj",
-        "ns",
-        created=CREATED,
-        spec={"schedule": "0 * * * *"},
-        containers=containers,
-        annotations={},
-    )
-    cluster = Harness(cronjob, start=CREATED, namespace="ns", name="cj")
+    cluster = harness([{"name": f"c{i:03}-{'x' * 58}", "image": "x"} for i in range(640)])
     gone = Overrides(containers=(ContainerOverride("gone", image="x"),))
     request_run(cluster, request_json("t", gone))
     cluster.reconcile_at(CREATED)
