@@ -463,7 +463,11 @@ def test_the_deepest_cronjob_admitted_nests_exactly_the_documented_depth(env: En
     levels = nesting.MAX_DEPTH - 6  # the root, spec, jobTemplate, spec, template, spec
     result = env.apply(with_affinity("deepest", env.namespace, levels))
     assert result.returncode == 0, result.stderr
-    stored = env.get(V1, "deepest")
+    shown = env.kubectl(
+        "get", V1, "deepest", "-n", env.namespace, "-o", "json", "--show-managed-fields"
+    )
+    assert shown.returncode == 0, shown.stderr
+    stored = json.loads(shown.stdout)
     assert stored["metadata"]["managedFields"], "the API server sent no managedFields"
     assert users_depth(stored) == nesting.MAX_DEPTH
     refused_too_deep(env, "too-deep", with_affinity("too-deep", env.namespace, levels + 1))
