@@ -4,8 +4,9 @@ The controller reads the run request annotation on every reconcile of its CronJo
 ``api.run_overrides`` remembers the parsed value of the last requests it read (an LRU of
 ``maxsize`` entries, each request at most ``MAX_RUN_REQUEST_LENGTH`` bytes). A parsed
 request holds a Python object per string, so an entry can be many times larger than its
-JSON: this benchmark fills the memo with requests of the largest size in three shapes
-(many 2-character args, the costliest; many variables; one long value) and reports the
+JSON: this benchmark fills the memo with requests of the largest size in four shapes
+(many 2-character args, the costliest; many variables; many variables read from a
+Secret's key; one long value) and reports the
 memory the memo holds (its keys and values, ``tracemalloc``), and the process CPU of a
 parse against a memo hit.
 
@@ -41,6 +42,16 @@ def _env(count: int) -> dict[str, Any]:
     return {"env": [{"name": f"V{i}", "value": ""} for i in range(count)]}
 
 
+def _key_refs(count: int) -> dict[str, Any]:
+    names = [f"{i % 100:02d}" for i in range(count)]  # 2 characters: no shared singleton
+    return {
+        "env": [
+            {"name": f"V{i}", "valueFrom": {"secretKeyRef": {"name": name, "key": name}}}
+            for i, name in enumerate(names)
+        ]
+    }
+
+
 def _value(count: int) -> dict[str, Any]:
     return {"env": [{"name": "V", "value": "x" * count}]}
 
@@ -48,6 +59,7 @@ def _value(count: int) -> dict[str, Any]:
 SHAPES: dict[str, Callable[[int], dict[str, Any]]] = {
     "args of 2 characters": _args,
     "variables": _env,
+    "variables from a Secret's key": _key_refs,
     "one long value": _value,
 }
 

@@ -8,9 +8,11 @@ for a custom resource:
   ask for a manual run (the run-now annotation, a fresh token, and the overrides of
   that run as ``api.run_overrides`` reads them) and wait until the controller has
   created the Job, then print its name. ``--env`` sets a variable in every container
-  (``kubectl set env``'s default), or in ``-c``'s only; ``--image`` and the arguments
-  after ``--`` (``kubectl run``'s convention) replace those of ``-c``'s container, else
-  of the first.
+  (``kubectl set env``'s default), or in ``-c``'s only; ``--env-from-secret
+  K=SECRET/KEY`` and ``--env-from-configmap K=CONFIGMAP/KEY`` likewise, to a key the
+  kubelet reads (the annotations then hold names, not the value); ``--image`` and the
+  arguments after ``--`` (``kubectl run``'s convention) replace those of ``-c``'s
+  container, else of the first.
 - ``next SCHEDULE [--time-zone Z] [--count N]``: the next times of a schedule, with the
   DST transitions between them marked; no cluster needed, and the same schedule code as
   the controller, so a schedule can be checked before it is applied. ``next NAME``: a
@@ -128,18 +130,41 @@ def _parser() -> argparse.ArgumentParser:
         "it exists. Arguments after -- replace the container's args.",
     )
     run.add_argument("name", metavar="NAME")
-    repeatable: tuple[tuple[str, Callable[[str], Any], str, str], ...] = (
-        ("--env", _env_pair, "NAME=VALUE", "a variable, in every container (or -c's)"),
+    repeatable: tuple[tuple[str, str, Callable[[str], Any], str, str], ...] = (
+        (
+            "--env",
+            "env",
+            _env_pair,
+            "NAME=VALUE",
+            "a variable, in every container (or -c's), its value readable by whoever may "
+            "read the CronJob or its Jobs (a secret: --env-from-secret)",
+        ),
+        (
+            "--env-from-secret",
+            "env",
+            _key_ref_pair(overrides_.KeySource.SECRET),
+            "NAME=SECRET/KEY",
+            "a variable read by the kubelet from a Secret's key, as --env",
+        ),
+        (
+            "--env-from-configmap",
+            "env",
+            _key_ref_pair(overrides_.KeySource.CONFIG_MAP),
+            "NAME=CONFIGMAP/KEY",
+            "a variable read by the kubelet from a ConfigMap's key, as --env",
+        ),
         (
             "--image",
+            "image",
             _image_pair,
             "[CONTAINER=]IMAGE",
             "CONTAINER's image (default -c's, else the first)",
         ),
     )
-    for flag, parse, metavar, help_ in repeatable:
+    for flag, dest, parse, metavar, help_ in repeatable:
         run.add_argument(
             flag,
+            dest=dest,
             action="append",
             default=[],
             type=parse,
@@ -200,6 +225,23 @@ def _env_pair(text: str) -> tuple[str, str]:
     if not equals or not name:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
     return name, value
+
+
+def _key_ref_pair(
+    source: overrides_.KeySource,
+) -> Callable[[str], tuple[str, overrides_.KeyRef]]:
+    """The parser of ``NAME=OBJECT/KEY`` naming a key of a ``source`` object (neither an
+    object's name nor a key holds ``/``; each is checked with the request)."""
+    metavar = f"NAME={source.kind.upper()}/KEY"
+
+    def parse(text: str) -> tuple[str, overrides_.KeyRef]:
+        name, equals, ref = text.partition("=")
+        obj, slash, key = ref.partition("/")
+        if not (equals and name and slash and obj and key):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {metavar}")
+        return name, overrides_.KeyRef(source, obj, key)
+
+    return parse
 
 
 def _image_pair(text: str) -> tuple[str | None, str]:

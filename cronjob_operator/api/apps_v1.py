@@ -30,6 +30,7 @@ from cronjob_operator.api.meta import (
     NonNegativeInt64,
     ObjectMeta,
 )
+from cronjob_operator.api.names import KEY_PATTERN, MAX_KEY_LENGTH
 from cronjob_operator.runtime.kinds import Kind
 
 __all__ = [
@@ -71,9 +72,6 @@ MAX_SECRETS = 16
 """The most Secrets one ConfigDeployment may name."""
 MAX_KEYS = 64
 """The most keys one key filter may name."""
-KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
-"""A ConfigMap or Secret key (the API server's ``IsConfigMapKey``)."""
-MAX_KEY_LENGTH = 253
 
 # The API server reports these at the rule's field ("spec", "spec.configMapKeys").
 _SOURCE_RULE_MESSAGE = "name a ConfigMap (spec.configMap) or at least one Secret (spec.secrets)"

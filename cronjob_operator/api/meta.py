@@ -32,8 +32,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from cronjob_operator.api.names import MAX_SUBDOMAIN_LENGTH, SUBDOMAIN_PATTERN
+
 __all__ = [
-    "DNS1123_SUBDOMAIN",
     "QUANTITY_PATTERN",
     "Condition",
     "ConditionStatus",
@@ -88,11 +89,11 @@ PositiveInt64 = Annotated[StrictInt, Field(ge=1), AfterValidator(_fits_int64), _
 PortNumber = Annotated[StrictInt, Field(ge=1, le=65535), _FORMAT_INT32]
 """An ``int32`` port number, 1..65535."""
 
-DNS1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-"""apimachinery's lowercase RFC 1123 subdomain (most object names), unanchored."""
-
 SubdomainName = Annotated[
-    str, StringConstraints(min_length=1, max_length=253, pattern=f"^{DNS1123_SUBDOMAIN}$")
+    str,
+    StringConstraints(
+        min_length=1, max_length=MAX_SUBDOMAIN_LENGTH, pattern=f"^{SUBDOMAIN_PATTERN}$"
+    ),
 ]
 """The name of an object in the same namespace, as the API server validates most names:
 a lowercase RFC 1123 subdomain of at most 253 characters (so never "." or "..")."""

@@ -16,6 +16,19 @@ run (docs/beyond-builtin.md, "Run now, with overrides")::
 variable is set as ``kubectl set env`` sets it: an existing one of that name is
 replaced where it stands (its ``valueFrom`` too), a new one is appended.
 
+A variable may take, instead of a ``value``, a ``valueFrom`` naming a key of a Secret
+or ConfigMap (``KeyRef``: ``secretKeyRef`` or ``configMapKeyRef``, with ``name``,
+``key`` and ``optional`` only)::
+
+    {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}
+
+The request on the CronJob and the Job's ``OVERRIDES_ANNOTATION`` (readable by anyone
+who may read the CronJob, or the Job: the built-in ``view`` role reads Jobs) then hold
+the names only; the reference is copied into the Job's containers as written, and the
+kubelet reads the key when the Pod starts, in the Pod's namespace (a reference has no
+namespace field), as for any Pod. Nothing here reads a Secret. Other ``valueFrom``
+sources are refused (``_value_from``, which says why).
+
 One place below its three users, as ``cronjob_rules`` is: the admission webhook refuses
 a bad request (``request_problem``), the kubectl plugin builds the JSON
 (``request_json``), and the controller reads it (``parse_run_request``, remembered per
@@ -31,15 +44,20 @@ import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Final
 
 from cronjob_operator.api.batch_v1_constants import MAX_RUN_TOKEN_LENGTH
 from cronjob_operator.api.cronjob_rules import TOKEN_FIELD, token_problem
+from cronjob_operator.api.names import MAX_KEY_LENGTH, is_key, is_subdomain
 
 __all__ = [
     "MAX_RUN_REQUEST_LENGTH",
     "OVERRIDES_ANNOTATION",
     "ContainerOverride",
+    "EnvValue",
+    "KeyRef",
+    "KeySource",
     "Overrides",
     "RunRequest",
     "container_problem",
@@ -75,6 +93,34 @@ holds an object per string, up to 12 times its JSON: 8 full-size requests hold a
 again (up to about 1.6 ms)."""
 
 
+class KeySource(StrEnum):
+    """Where a ``KeyRef`` reads its key: its ``valueFrom`` field's name."""
+
+    SECRET = "secretKeyRef"
+    CONFIG_MAP = "configMapKeyRef"
+
+    @property
+    def kind(self) -> str:
+        """The kind of object the reference names."""
+        return "Secret" if self is KeySource.SECRET else "ConfigMap"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRef:
+    """A variable's value from key ``key`` of the Secret or ConfigMap ``name`` of the
+    CronJob's namespace, read by the kubelet when the Pod starts; with ``optional``
+    true, a missing object or key leaves the variable unset. Only the names are held."""
+
+    source: KeySource
+    name: str
+    key: str
+    optional: bool | None = None
+
+
+EnvValue = str | KeyRef
+"""A variable's value: the text itself, or the key it is read from."""
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerOverride:
     """One container's overrides: ``None`` leaves the image or args as the template has
@@ -83,14 +129,14 @@ class ContainerOverride:
     name: str
     image: str | None = None
     args: tuple[str, ...] | None = None
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, EnvValue], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Overrides:
     """A run's overrides: ``env`` for every container, then each named container's."""
 
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, EnvValue], ...] = ()
     containers: tuple[ContainerOverride, ...] = ()
 
 
@@ -207,19 +253,90 @@ def _container(value: Any, field: str) -> ContainerOverride:
     )
 
 
-def _env(value: Any, field: str) -> tuple[tuple[str, str], ...]:
+def _env(value: Any, field: str) -> tuple[tuple[str, EnvValue], ...]:
     pairs = []
     for index, item in enumerate(_list(value, field)):
-        mapping = _object(item, f"{field}[{index}]", {"name", "value"})
-        name, text = mapping.get("name"), mapping.get("value")
+        entry = f"{field}[{index}]"
+        mapping = _object(item, entry, {"name", "value", "valueFrom"})
+        name = mapping.get("name")
         if not isinstance(name, str) or not _is_env_name(name):
-            raise _Invalid(
-                f"{field}[{index}].name must be a variable name: printable ASCII, no '='"
-            )
-        if not isinstance(text, str):
-            raise _Invalid(f'{field}[{index}].value must be a string (quote numbers: "1")')
-        pairs.append((name, text))
+            raise _Invalid(f"{entry}.name must be a variable name: printable ASCII, no '='")
+        pairs.append((name, _env_value_of(mapping, entry)))
     return tuple(pairs)
+
+
+def _env_value_of(mapping: Mapping[str, Any], field: str) -> EnvValue:
+    """The value of env entry ``mapping``: its ``value``, or the key its ``valueFrom``
+    names."""
+    if "valueFrom" in mapping:
+        if "value" in mapping:
+            raise _Invalid(f"{field}: set value or valueFrom, not both")
+        return _value_from(mapping["valueFrom"], f"{field}.valueFrom")
+    text = mapping.get("value")
+    if not isinstance(text, str):
+        raise _Invalid(
+            f'{field}.value must be a string (quote numbers: "1"); for a secret, name its '
+            'key instead: "valueFrom": {"secretKeyRef": {"name": "SECRET", "key": "KEY"}}'
+        )
+    return text
+
+
+_REFUSED_SOURCES: Final = ("fieldRef", "resourceFieldRef")
+"""``valueFrom`` sources a template may use but an override may not: neither carries a
+secret (the reason to offer ``valueFrom`` here), and each has rules of its own (the
+fields a Pod may read, a resource and its divisor) that only the API server checks, at
+the Job's create, where a mistake would fail the run instead of the request."""
+
+
+_SOURCES: Final = {str(source): source for source in KeySource}
+_OFFERED: Final = ", ".join(sorted(_SOURCES))
+
+
+def _value_from(value: Any, field: str) -> KeyRef:
+    if not isinstance(value, dict):
+        raise _Invalid(
+            f'{field} must be a JSON object: {{"secretKeyRef": {{"name": "SECRET", "key": '
+            '"KEY"}} or the same with configMapKeyRef'
+        )
+    if len(value) == 1:
+        ((name, ref),) = value.items()
+        source = _SOURCES.get(name)
+        if source is not None:
+            return _key_ref(source, ref, f"{field}.{source}")
+    for refused in _REFUSED_SOURCES:
+        if refused in value:
+            raise _Invalid(
+                f"{field}.{refused}: not offered in a run override; use secretKeyRef or "
+                f"configMapKeyRef, or set the variable in the job template "
+                "(spec.jobTemplate.spec.template.spec.containers[].env)"
+            )
+    unknown = sorted(set(value) - set(_SOURCES))
+    if unknown:
+        raise _Invalid(f"{field}: unknown source {unknown[0]!r}; the sources are {_OFFERED}")
+    raise _Invalid(f"{field} must hold exactly one of {_OFFERED}")
+
+
+def _key_ref(source: KeySource, value: Any, field: str) -> KeyRef:
+    if isinstance(value, dict) and "namespace" in value:
+        raise _Invalid(
+            f"{field}.namespace: a reference has no namespace; the kubelet reads the "
+            f"{source.kind} from the CronJob's namespace: make or copy it there"
+        )
+    mapping = _object(value, field, {"name", "key", "optional"})
+    name, key, optional = mapping.get("name"), mapping.get("key"), mapping.get("optional")
+    if not isinstance(name, str) or not is_subdomain(name):
+        raise _Invalid(
+            f"{field}.name must name a {source.kind} in the CronJob's namespace: a "
+            "lowercase RFC 1123 subdomain of at most 253 characters, such as db-credentials"
+        )
+    if not isinstance(key, str) or not is_key(key):
+        raise _Invalid(
+            f"{field}.key must be a key of that {source.kind}: 1 to {MAX_KEY_LENGTH} "
+            "letters, digits, '-', '_' or '.', not '.' and not starting with '..'"
+        )
+    if optional is not None and not isinstance(optional, bool):
+        raise _Invalid(f"{field}.optional must be true or false; omit it for false")
+    return KeyRef(source, name, key, optional)
 
 
 def _is_env_name(name: str) -> bool:
@@ -306,11 +423,11 @@ def overridden_spec(job_spec: Mapping[str, Any], overrides: Overrides) -> dict[s
     return spec
 
 
-def _with_env(env: Sequence[Mapping[str, Any]], pairs: Iterable[tuple[str, str]]) -> list[Any]:
+def _with_env(env: Sequence[Mapping[str, Any]], pairs: Iterable[tuple[str, EnvValue]]) -> list[Any]:
     """``env`` with each (name, value) set: replaced where it stands, else appended."""
     result = [dict(entry) for entry in env]
     for name, value in pairs:
-        entry = {"name": name, "value": value}
+        entry = _env_entry(name, value)
         at = next((i for i, item in enumerate(result) if item.get("name") == name), None)
         if at is None:
             result.append(entry)
@@ -366,8 +483,18 @@ def _overrides_value(overrides: Overrides) -> dict[str, Any]:
     return value
 
 
-def _env_value(pairs: Iterable[tuple[str, str]]) -> list[dict[str, str]]:
-    return [{"name": name, "value": value} for name, value in pairs]
+def _env_value(pairs: Iterable[tuple[str, EnvValue]]) -> list[dict[str, Any]]:
+    return [_env_entry(name, value) for name, value in pairs]
+
+
+def _env_entry(name: str, value: EnvValue) -> dict[str, Any]:
+    """The container env entry (and the request's) setting ``name`` to ``value``."""
+    if isinstance(value, str):
+        return {"name": name, "value": value}
+    ref: dict[str, Any] = {"name": value.name, "key": value.key}
+    if value.optional is not None:
+        ref["optional"] = value.optional
+    return {"name": name, "valueFrom": {str(value.source): ref}}
 
 
 def overrides_summary(overrides: Overrides) -> str:

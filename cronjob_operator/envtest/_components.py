@@ -36,6 +36,10 @@ POD_CIDR = "10.244.0.0/16"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 FAKE_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "1000"}
+ADMISSION_PLUGINS = ("OwnerReferencesPermissionEnforcement",)
+"""Admission plugins off by default that hardened clusters (OpenShift) turn on, so the
+operator meets them here: an ownerReference with ``blockOwnerDeletion: true`` is admitted
+only from who may update the owner's ``finalizers`` (docs/local-control-plane.md)."""
 
 
 class Component(enum.StrEnum):
@@ -194,6 +198,7 @@ def _argv(
             f"--client-ca-file={pki.ca_cert}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
             "--authorization-mode=RBAC",
+            f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS)}",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={pki.service_account_public_key}",
             f"--service-account-signing-key-file={pki.service_account_key}",

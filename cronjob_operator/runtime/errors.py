@@ -5,7 +5,7 @@ Every non-2xx answer of the API server becomes an ``ApiError`` subclass carrying
 ``TransportError``; a connection that broke mid-request (reset, or closed before a whole
 response came) is the subclass ``ConnectionLost``.
 
-Two questions are answered here, once each:
+Three questions are answered here, once each:
 
 * ``retry_delay(method, error)``: may the REST client send this request again, and after
   how long? client-go's answer for ``Request.Do``/``DoRaw`` (rest/request.go
@@ -20,6 +20,8 @@ Two questions are answered here, once each:
   sent twice makes two. A timeout is not retried (``IsTimeout`` is only in the watch's
   list), nor a refused connection, nor a 5xx without ``Retry-After``: the caller (a
   controller's rate-limited requeue, the reflector's backoff) owns that policy.
+* ``server_asked_retry(error)``: did the server ask for the retry (the first half of
+  that table)? The reflector logs such a retry below WARNING until it lasts.
 * ``is_transient(error)``: is this a failure of the moment (transport, 429, 5xx) rather
   than an answer about the request? The reflector asks it to tell a busy server from
   one that refuses a streaming list.
@@ -32,7 +34,7 @@ because the namespace is being deleted.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 __all__ = [
     "NAMESPACE_TERMINATING_CAUSE",
@@ -56,6 +58,7 @@ __all__ = [
     "has_status_cause",
     "is_transient",
     "retry_delay",
+    "server_asked_retry",
 ]
 
 
@@ -179,9 +182,15 @@ LOST_CONNECTION_RETRY_AFTER = 1.0
 """client-go's wait before retrying a GET whose connection broke (``retryAfterResponse``)."""
 
 
+def server_asked_retry(error: BaseException) -> TypeGuard[ApiError]:
+    """Whether the API server asked to be asked again: a 429 or a 5xx with ``Retry-After``
+    (an answer of the moment, such as a just-created CRD's storage still starting)."""
+    return isinstance(error, TooManyRequests | ServerError) and error.retry_after is not None
+
+
 def retry_delay(method: str, error: BaseException) -> float | None:
     """Seconds to wait before sending ``method`` again after ``error``; None: never (module doc)."""
-    if isinstance(error, TooManyRequests | ServerError):
+    if server_asked_retry(error):
         return error.retry_after
     if isinstance(error, ConnectionLost) and method == "GET":
         return LOST_CONNECTION_RETRY_AFTER

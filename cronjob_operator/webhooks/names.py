@@ -12,18 +12,18 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from cronjob_operator.api import meta
+from cronjob_operator.api.names import MAX_SUBDOMAIN_LENGTH, SUBDOMAIN_PATTERN
 from cronjob_operator.runtime import webhook
 from cronjob_operator.runtime.webhook import FieldError
 
 __all__ = ["name_errors"]
 
-_DNS1123_SUBDOMAIN: Final = re.compile(meta.DNS1123_SUBDOMAIN)
-_DNS1123_SUBDOMAIN_MAX: Final = 253
+_DNS1123_SUBDOMAIN: Final = re.compile(SUBDOMAIN_PATTERN)
+_DNS1123_SUBDOMAIN_MAX: Final = MAX_SUBDOMAIN_LENGTH
 _SUBDOMAIN_MESSAGE: Final = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
     "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
-    f"regex used for validation is '{_DNS1123_SUBDOMAIN.pattern}')"
+    f"regex used for validation is '{SUBDOMAIN_PATTERN}')"
 )
 
 

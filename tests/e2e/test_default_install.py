@@ -146,7 +146,7 @@ def test_config_default_rolls_out_a_ready_manager_with_its_own_certificate(
     (pod,) = cluster.manager_pods()
     assert is_ready(pod)
     assert pod["spec"]["nodeName"] == REAL_NODE_NAME
-    secret = cluster.get("secret", "webhook-server-cert", "-n", SYSTEM)
+    secret = cluster.get("secret", "cronjob-operator-webhook-server-cert", "-n", SYSTEM)
     assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
     cluster.plane.kubectl("create", "namespace", NAMESPACE, check=True)
 
@@ -231,7 +231,7 @@ class Creates:
 def served_state(cluster: Cluster) -> tuple[str, str]:
     """The validating configuration's CA bundle and the Secret's certificate."""
     configuration = cluster.get("validatingwebhookconfiguration", VALIDATING)
-    secret = cluster.get("secret", "webhook-server-cert", "-n", SYSTEM)
+    secret = cluster.get("secret", "cronjob-operator-webhook-server-cert", "-n", SYSTEM)
     return configuration["webhooks"][0]["clientConfig"]["caBundle"], secret["data"]["tls.crt"]
 
 

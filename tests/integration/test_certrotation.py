@@ -102,11 +102,14 @@ class Rig:
         )
 
     def secret(self) -> dict[str, bytes] | None:
+        """The Secret's data; None while it is missing or empty (a missing Secret is
+        created empty first, then filled in)."""
         try:
-            data = LiveReader(self.rest).get(kinds.SECRET, SECRET, self.namespace)["data"]
+            secret = LiveReader(self.rest).get(kinds.SECRET, SECRET, self.namespace)
         except errors.NotFound:
             return None
-        return {key: base64.b64decode(value) for key, value in data.items()}
+        data = secret.get("data") or {}
+        return {key: base64.b64decode(value) for key, value in data.items()} or None
 
     def bundles(self) -> list[bytes]:
         reader = LiveReader(self.rest)

@@ -176,6 +176,8 @@ def test_helm_lint_passes_with_default_and_every_toggle(helm_env: dict[str, str]
         ["prometheus.enable=true,prometheusRule.enable=true,grafana.enable=true"],
         ["manager.sharding.enable=true,manager.replicas=3"],
         ["manager.namespaced=true,shardingPolicy.enable=false"],
+        ["manager.namespaced=true,manager.sharding.enable=true,manager.replicas=3"],
+        ["manager.namespaced=true,webhook.enable=true,certManager.enable=true"],
     ):
         args = ["lint", "--strict", str(CHART)]
         for value in values:
@@ -212,6 +214,65 @@ def test_namespaced_value_renders_config_namespaced(helm_env: dict[str, str], ku
     assert_same(chart, config, "manager.namespaced vs config/namespaced")
     assert ("Role", "cronjob-operator-manager-role") in chart
     assert ("ClusterRole", "cronjob-operator-manager-role") not in chart
+
+
+def test_namespaced_sharding_values_render_config_namespaced_with_config_sharding(
+    helm_env: dict[str, str], kubectl: str, tmp_path: Path
+) -> None:
+    """config/sharding is a component: a namespaced sharded install is config/namespaced
+    with it, its verbs in the manager's Role."""
+    config = tmp_path / "config"
+    shutil.copytree(CONFIG, config)
+    overlay = load_generator().namespaced_sharded(config)
+    chart = by_key(
+        template(helm_env, "manager.namespaced=true", "manager.sharding.enable=true",
+                 "manager.replicas=3"),
+        without={"CustomResourceDefinition", "Deployment"},
+    )  # fmt: skip
+    rendered = by_key(
+        kustomize(kubectl, overlay),
+        without={"Namespace", "CustomResourceDefinition", "Deployment"},
+    )
+    assert_same(chart, rendered, "manager.namespaced + manager.sharding vs config/sharding")
+    role = chart["Role", "cronjob-operator-manager-role"]
+    assert {"verbs": ["patch"], "apiGroups": ["batch"], "resources": ["jobs"]} in role["rules"]
+
+
+def test_a_namespaced_manager_never_injects_its_own_ca(helm_env: dict[str, str]) -> None:
+    """Injecting needs update on cluster-scoped objects (the webhook configurations, the
+    CRD): the namespaced install with webhooks takes cert-manager's, or none."""
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    refused = helm(helm_env, *args, "--set", "manager.namespaced=true,webhook.enable=true")
+    assert refused.returncode != 0
+    assert "manager.namespaced with webhook.enable needs certManager.enable=true" in (
+        refused.stderr
+    )
+    objects = template(
+        helm_env, "manager.namespaced=true", "webhook.enable=true", "certManager.enable=true"
+    )
+    keyed = by_key(objects)
+    bound = {
+        obj["roleRef"]["name"]
+        for obj in objects
+        if obj["kind"] == "ClusterRoleBinding"
+        and any(s["name"] == "cronjob-operator-controller-manager" for s in obj["subjects"])
+    }
+    rules = [rule for name in bound for rule in keyed["ClusterRole", name]["rules"]]
+    assert rules == [
+        {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"],
+            "verbs": ["create"],
+        },
+        {
+            "apiGroups": ["authorization.k8s.io"],
+            "resources": ["subjectaccessreviews"],
+            "verbs": ["create"],
+        },
+    ]
+    assert "--webhook-cert-secret" not in str(
+        keyed["Deployment", "cronjob-operator-controller-manager"]
+    )
 
 
 def test_sharding_policy_value_leaves_the_policy_out(helm_env: dict[str, str]) -> None:

@@ -1,4 +1,5 @@
-"""Run now with overrides (issue 40, item 4) on the local control plane, as a user runs it.
+"""Run now with overrides (issue 40, item 4) on the local control plane, as a user runs it;
+a variable from a Secret's key, named and never read by the operator (issue 47, item 4).
 
 ``kubectl cjt run NAME --env ... --image ... -- ARGS`` through kubectl's plugin lookup
 on PATH against the test cluster's kubeconfig; Jobs really run under kwok. Nothing
@@ -110,18 +111,22 @@ def history_row(world: World, name: str, job: str) -> list[str]:
     return row
 
 
+def manual_run(world: World, name: str, *flags: str) -> str:
+    """The Job of ``kubectl cjt run NAME FLAGS`` on a new suspended CronJob ``name``."""
+    apply(world.cp, cronjob_object(name, world.ns, suspend=True))
+    wait_for(lambda: world.condition(name, "Available"), 30, message="first reconcile")
+    ran = run_cjt(world, "run", name, "-n", world.ns, *flags)
+    assert ran.returncode == 0, ran.stderr
+    (printed,) = ran.stdout.splitlines()
+    return printed.removeprefix("job.batch/")
+
+
 def test_run_with_overrides_creates_one_job_with_them_and_history_shows_them(
     operator: RunningManager, world: World
 ) -> None:
-    apply(world.cp, cronjob_object("ovr", world.ns, suspend=True))
-    wait_for(lambda: world.condition("ovr", "Available"), 30, message="first reconcile")
-
-    ran = run_cjt(
+    job_name = manual_run(
         world,
-        "run",
         "ovr",
-        "-n",
-        world.ns,
         "--env",
         "DRY_RUN=1",
         "--env",
@@ -132,9 +137,6 @@ def test_run_with_overrides_creates_one_job_with_them_and_history_shows_them(
         "echo",
         "hello world",
     )
-    assert ran.returncode == 0, ran.stderr
-    (printed,) = ran.stdout.splitlines()
-    job_name = printed.removeprefix("job.batch/")
     assert list(world.jobs()) == [job_name]
     job = world.jobs()[job_name]
     assert container(job)["image"] == "busybox:1.37"
@@ -152,6 +154,40 @@ def test_run_with_overrides_creates_one_job_with_them_and_history_shows_them(
     row = history_row(world, "ovr", job_name)
     assert row[2:4] == ["manual", "Complete"]
     assert row[-1] == "env=DRY_RUN,LEVEL;main:image=busybox:1.37,args"
+
+
+def test_a_run_naming_a_secrets_key_creates_a_job_with_the_reference_and_no_value(
+    operator: RunningManager, world: World
+) -> None:
+    """``--env-from-secret`` (issue 47, item 4): the Job's container reads the key
+    through ``valueFrom``; the annotations hold the names only. No such Secret exists:
+    the operator never reads it, so the Job is made all the same (the kubelet would read
+    it when the Pod starts)."""
+    job_name = manual_run(
+        world,
+        "sec",
+        "--env",
+        "DRY_RUN=1",
+        "--env-from-secret",
+        "TOKEN=db/password",
+        "--env-from-configmap",
+        "LEVEL=app.config/log.level",
+    )
+    job = world.jobs()[job_name]
+    secret_ref = {"secretKeyRef": {"name": "db", "key": "password"}}
+    config_ref = {"configMapKeyRef": {"name": "app.config", "key": "log.level"}}
+    env = [
+        {"name": "DRY_RUN", "value": "1"},
+        {"name": "TOKEN", "valueFrom": secret_ref},
+        {"name": "LEVEL", "valueFrom": config_ref},
+    ]
+    assert container(job)["env"] == env
+    assert json.loads(job["metadata"]["annotations"][OVERRIDES_ANNOTATION]) == {"env": env}
+    request = world.cp.kubectl_json("get", CJT, "sec", "-n", world.ns)["metadata"]
+    assert json.loads(request["annotations"][RUN_ANNOTATION])["overrides"] == {"env": env}
+    secrets = world.cp.kubectl("get", "secret", "db", "-n", world.ns, check=False)
+    assert secrets.returncode != 0, "no Secret db: nothing needed to read it"
+    assert history_row(world, "sec", job_name)[-1] == "env=DRY_RUN,TOKEN,LEVEL"
 
 
 def test_under_forbid_a_run_with_overrides_waits_for_the_active_run_then_starts(
@@ -194,12 +230,28 @@ def test_under_forbid_a_run_with_overrides_waits_for_the_active_run_then_starts(
     assert "pendingRunRequest" not in world.status("fbd")
 
 
+FIELD_REF = {"name": "P", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "names"),
+    [
+        (
+            {"containers": [{"name": "nope", "image": "x"}]},
+            ["overrides.containers[0].name", "no container 'nope' (it has main)"],
+        ),
+        (  # the controller checks valueFrom too (the webhook is off here): issue 47
+            {"env": [FIELD_REF]},
+            ["overrides.env[0].valueFrom.fieldRef: not offered", "use secretKeyRef or"],
+        ),
+    ],
+)
 def test_a_bad_request_through_the_api_is_reported_on_the_cronjob(
-    operator: RunningManager, world: World
+    operator: RunningManager, world: World, overrides: dict[str, object], names: list[str]
 ) -> None:
     apply(world.cp, cronjob_object("bad", world.ns, suspend=True))
     wait_for(lambda: world.condition("bad", "Available"), 30, message="first reconcile")
-    request = {"token": "t1", "overrides": {"containers": [{"name": "nope", "image": "x"}]}}
+    request = {"token": "t1", "overrides": overrides}
     annotation = f"{RUN_ANNOTATION}={json.dumps(request)}"
     world.cp.kubectl("annotate", CJT, "bad", "-n", world.ns, annotation, check=True)
     wait_for(
@@ -208,8 +260,8 @@ def test_a_bad_request_through_the_api_is_reported_on_the_cronjob(
         message="the bad request is reported",
     )
     message = (world.condition("bad", "Degraded") or {})["message"]
-    assert message.startswith(f"{TOKEN_FIELD}: overrides.containers[0].name")
-    assert "no container 'nope' (it has main)" in message
+    assert message.startswith(f"{TOKEN_FIELD}: {names[0]}")
+    assert names[1] in message
     assert world.jobs() == {}
     events = world.cp.kubectl_json(
         "get", "events", "-n", world.ns, "--field-selector", "reason=InvalidRunRequest"

@@ -349,7 +349,8 @@ def test_a_backfill_before_1970_is_refused_by_the_webhook_on_create_and_update(e
 
 def test_a_run_request_with_bad_overrides_is_refused_by_the_webhook(env: Env) -> None:
     """A run request's overrides (issue 40) are checked when the annotation is set: the
-    shape, and that the containers named are the template's."""
+    shape, and that the containers named are the template's; a variable may name a
+    Secret's key, not a Pod field (issue 47)."""
     field = f"metadata.annotations[{batch_v1.RUN_ANNOTATION}]"
     assert env.apply(a_cronjob("ovr", env.namespace)).returncode == 0
 
@@ -364,8 +365,14 @@ def test_a_run_request_with_bad_overrides_is_refused_by_the_webhook(env: Env) ->
     numeric = annotate({"token": "t1", "overrides": {"env": [{"name": "N", "value": 3}]}})
     assert numeric.returncode != 0
     assert "overrides.env[0].value must be a string" in numeric.stderr
+    field_ref = {"name": "P", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    refused = annotate({"token": "t1", "overrides": {"env": [field_ref]}})
+    assert refused.returncode != 0
+    assert "overrides.env[0].valueFrom.fieldRef: not offered" in refused.stderr, refused.stderr
     good = {"token": "t1", "overrides": {"containers": [{"name": "c", "args": ["--full"]}]}}
     assert annotate(good).returncode == 0
+    secret = {"name": "T", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}
+    assert annotate({"token": "t2", "overrides": {"env": [secret]}}).returncode == 0
 
 
 def test_all_errors_come_back_together_on_create_and_update(env: Env) -> None:

@@ -24,12 +24,14 @@ import json
 import logging
 import random
 import sys
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, RUN_ANNOTATION
+from cronjob_operator.api.cronjob_rules import manual_job_name
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.fake import Action
@@ -77,6 +79,7 @@ class _Story:
         self.world = cronjob_harness.Harness(body, start=START, namespace=NS, name=NAME)
         self.now = START
         self.trace: list[Any] = []
+        self.tokens: list[str] = []  # the run tokens requested, in order (for ``audit``)
         self.failures: dict[str, errors.ApiError | None] = {"create": None, "delete": None}
         self.world.client.prepend_reactor("create", JOB, lambda _: self._fail("create"))
         self.world.client.prepend_reactor("delete", JOB, lambda _: self._fail("delete"))
@@ -161,6 +164,7 @@ class _Story:
 
     def request_run(self) -> None:
         token = f"t{self.rng.randint(0, 3)}"
+        self.tokens.append(token)
         self.world.edit(
             lambda body: (
                 body["metadata"].setdefault("annotations", {}).update({RUN_ANNOTATION: token})
@@ -238,13 +242,55 @@ def digest(seed: int) -> str:
     return hashlib.sha256(trace(seed).encode()).hexdigest()
 
 
+def audit(seed: int, steps: int = 40) -> list[tuple[str, str]]:
+    """The Job names ``seed``'s story created more than once, each with its cause: a run
+    token the story set again after another, or a backfill of a time whose Job was gone
+    (each a run of its own: docs/cronjob-semantics.md, "The rule"), a status the story
+    erased by hand, or a defect."""
+    story = _Story(seed)
+    story.play(steps)
+    twice = [name for name, count in story.world.runs().items() if count > 1]
+    actions = {entry for entry in story.trace if isinstance(entry, str)}
+    reused = {manual_job_name(NAME, token) for token in _reused(story.tokens)}
+    return [(name, _cause(name, actions, reused)) for name in sorted(twice)]
+
+
+def _reused(tokens: list[str]) -> set[str]:
+    """The tokens set again after another one: each such setting is a new request."""
+    return {
+        token
+        for index, token in enumerate(tokens)
+        if token in tokens[:index] and tokens[index - 1] != token
+    }
+
+
+def _cause(name: str, actions: set[str], reused: set[str]) -> str:
+    if name in reused:
+        return "run token re-used"
+    if "request_backfill" in actions:
+        return "a backfill ran a time whose Job was gone"
+    if "lose_status" in actions:
+        return "status erased by hand"
+    return "defect"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=1000)
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--dump", type=int, help="print one seed's trace")
+    parser.add_argument(
+        "--audit", action="store_true", help="count the Job names created twice, by cause"
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # the reconciler's warnings are in the trace
+    if args.audit:
+        causes = Counter(cause for seed in range(args.seeds) for _, cause in audit(seed))
+        stories = sum(1 for seed in range(args.seeds) if audit(seed))
+        print(
+            f"{stories} of {args.seeds} stories create a Job name twice; by cause: {dict(causes)}"
+        )
+        return 1 if causes.get("defect") else 0
     if args.dump is not None:
         print(json.dumps(json.loads(trace(args.dump)), indent=1))
         return 0

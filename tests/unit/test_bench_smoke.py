@@ -80,7 +80,7 @@ def table_rows(output: str) -> list[str]:
         pytest.param(plugin_start.main, ["--repeat", "1", "--top", "2"], 7, id="plugin_start"),
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),
         pytest.param(request_cost.main, QUICK, 3, id="request_cost"),
-        pytest.param(run_request_memo.main, QUICK, 3, id="run_request_memo"),
+        pytest.param(run_request_memo.main, QUICK, 4, id="run_request_memo"),
         pytest.param(run_cost.main, ["--cronjobs", "3", "--rounds", "1"], 1, id="run_cost"),
         pytest.param(
             start_timeout_pods.main,

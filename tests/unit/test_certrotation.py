@@ -22,6 +22,7 @@ from cronjob_operator.runtime.certrotation import (
     VALIDATING_WEBHOOK_CONFIGURATION,
     CertRotator,
     RotatorConfig,
+    ServingPair,
     Target,
     client_configs,
     dns_names,
@@ -30,7 +31,7 @@ from cronjob_operator.runtime.certrotation import (
     trusts,
     why_renew,
 )
-from cronjob_operator.runtime.certrotation._rotator import RETRY_SECONDS
+from cronjob_operator.runtime.certrotation._rotator import RETRY_SECONDS, write_if_changed
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.fake import FakeClient
 from cronjob_operator.runtime.webhook import WebhookServer
@@ -131,7 +132,10 @@ def conversion_crd(name: str) -> dict[str, Any]:
 
 @pytest.fixture
 def api() -> FakeClient:
+    """The targets, and the Secret shipped empty as config/webhook-certs ships it."""
     fake = FakeClient()
+    fake.add(kinds.SECRET, {"apiVersion": "v1", "kind": "Secret",
+                            "metadata": {"name": SECRET, "namespace": "system"}})  # fmt: skip
     for target in TARGETS:
         if target.kind is CUSTOM_RESOURCE_DEFINITION:
             fake.add(target.kind, conversion_crd(target.name))
@@ -189,7 +193,7 @@ def injected(api: FakeClient) -> set[bytes]:
     }
 
 
-def test_the_leader_makes_the_secret_and_injects_its_ca_everywhere_first(
+def test_the_leader_fills_the_secret_and_injects_its_ca_everywhere_first(
     api: FakeClient, replicas: list[Replica]
 ) -> None:
     leader = replicas[0]
@@ -201,9 +205,9 @@ def test_the_leader_makes_the_secret_and_injects_its_ca_everywhere_first(
         ("update", "ValidatingWebhookConfiguration"),
         ("update", "MutatingWebhookConfiguration"),
         ("update", "CustomResourceDefinition"),
-        ("create", "Secret"),
+        ("update", "Secret"),
     ]
-    assert api.get(kinds.SECRET, SECRET, "system")["type"] == "kubernetes.io/tls"
+    assert set(stored) == {"ca.crt", "tls.crt", "tls.key"}
     assert (leader.rotator.config.cert_dir / "tls.crt").read_bytes() == stored["tls.crt"]
     assert leader.rotator.ready() is None
 
@@ -217,7 +221,7 @@ def test_a_follower_writes_nothing_and_serves_the_leaders_secret(
     assert follower.rotator.ready() == f"no certificate served on port {follower.server.port} yet"
     leader.rotator.sync()
     follower.rotator.sync()
-    assert api.writes_of("create", kinds.SECRET)
+    assert api.writes_of("update", kinds.SECRET)
     assert len(api.writes) == 4
     assert follower.rotator.ready() is None
 
@@ -232,7 +236,7 @@ def test_rotation_keeps_the_old_ca_trusted_until_every_replica_switched(
     clock.advance(timedelta(days=250))
     # Due, and the leader has not renewed it yet: the follower waits, never a loop.
     assert follower.rotator.sync() == RETRY_SECONDS
-    assert not api.writes_of("update", kinds.SECRET)
+    assert stored_pair(api) == old
     leader.rotator.sync()
     new = stored_pair(api)
     assert new["tls.crt"] != old["tls.crt"]
@@ -283,7 +287,7 @@ def test_a_conflict_on_injection_leaves_the_secret_unwritten(
     api.prepend_reactor("update", MUTATING_WEBHOOK_CONFIGURATION, conflict)
     with pytest.raises(errors.Conflict):
         leader.rotator.sync()
-    assert not api.writes_of("create", kinds.SECRET)
+    assert not api.writes_of("update", kinds.SECRET)
     assert not (leader.rotator.config.cert_dir / "tls.crt").exists()
 
 
@@ -315,7 +319,7 @@ def test_run_stops_when_asked(api: FakeClient, replicas: list[Replica]) -> None:
     thread = threading.Thread(target=leader.rotator.run, args=(stop,))
     thread.start()
     # Stopped only once the first sync is done: the loop is then in its 60 s wait.
-    wait_for(lambda: api.writes_of("create", kinds.SECRET), 10, message="the first sync")
+    wait_for(lambda: api.writes_of("update", kinds.SECRET), 10, message="the first sync")
     assert leader.rotator.config.resync == 60
     stop.set()
     thread.join(5)
@@ -334,3 +338,95 @@ def test_the_cli_needs_a_service_for_a_made_certificate() -> None:
                               "--webhook-cert-validity=90s"])  # fmt: skip
     assert cli._webhook_cert_flags_problem(args) is None
     assert args.webhook_cert_validity == timedelta(seconds=90)
+
+
+# --- what is injected and what is served --------------------------------------------
+
+
+def store(api: FakeClient, pair: ServingPair) -> None:
+    """The Secret as the leader would have written it, holding ``pair``."""
+    data = {"ca.crt": pair.ca_bundle, "tls.crt": pair.cert, "tls.key": pair.key}
+    encoded = {key: base64.b64encode(value).decode() for key, value in data.items()}
+    api.add(kinds.SECRET, {"apiVersion": "v1", "kind": "Secret",
+                           "metadata": {"name": SECRET, "namespace": "system"},
+                           "data": encoded})  # fmt: skip
+
+
+def replace_stored(api: FakeClient, pair: ServingPair) -> None:
+    api.delete(kinds.SECRET, SECRET, namespace="system")
+    store(api, pair)
+
+
+@pytest.mark.parametrize("stranger_first", [False, True])
+def test_the_leader_injects_only_the_issuing_ca_and_the_previous_one(
+    api: FakeClient, replicas: list[Replica], stranger_first: bool
+) -> None:
+    previous = make_pair(NAMES, now=START, validity=YEAR)
+    pair = make_pair(NAMES, now=START, validity=YEAR, previous_ca=previous.ca_bundle)
+    stranger = make_pair(NAMES, now=START, validity=YEAR).ca_bundle
+    bundle = stranger + pair.ca_bundle if stranger_first else pair.ca_bundle + stranger
+    store(api, ServingPair(bundle, pair.cert, pair.key))
+    replicas[0].rotator.sync()
+    assert injected(api) == {pair.ca_bundle}  # the issuing CA, then the previous one
+    assert stored_pair(api)["tls.crt"] == pair.cert  # not a reason to rotate
+
+
+def expired(pair: ServingPair) -> ServingPair:
+    return make_pair(NAMES, now=START - 2 * YEAR, validity=YEAR)
+
+
+def foreign_key(pair: ServingPair) -> ServingPair:
+    return ServingPair(pair.ca_bundle, pair.cert, make_pair(NAMES, now=START, validity=YEAR).key)
+
+
+def foreign_ca(pair: ServingPair) -> ServingPair:
+    return ServingPair(make_pair(NAMES, now=START, validity=YEAR).ca_bundle, pair.cert, pair.key)
+
+
+@pytest.mark.parametrize("spoil", [expired, foreign_key, foreign_ca])
+def test_a_follower_serves_only_a_pair_that_matches_is_valid_and_chains_to_the_ca(
+    api: FakeClient, replicas: list[Replica], spoil: Any
+) -> None:
+    leader, follower = replicas
+    leader.rotator.sync()
+    follower.rotator.sync()
+    cert_dir = follower.rotator.config.cert_dir
+    served = {name: (cert_dir / name).read_bytes() for name in ("tls.crt", "tls.key")}
+    good = ServingPair(*(stored_pair(api)[k] for k in ("ca.crt", "tls.crt", "tls.key")))
+    replace_stored(api, spoil(good))
+    assert follower.rotator.sync() == RETRY_SECONDS  # waits for the leader to renew it
+    assert {name: (cert_dir / name).read_bytes() for name in served} == served
+
+
+def test_the_key_file_is_never_written_through_a_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not yours")
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    (cert_dir / ".tls.key.new").symlink_to(outside)
+    write_if_changed(cert_dir / "tls.key", b"key")
+    assert outside.read_bytes() == b"not yours"
+    assert not (cert_dir / "tls.key").is_symlink()
+    assert (cert_dir / "tls.key").read_bytes() == b"key"
+    assert (cert_dir / "tls.key").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_missing_secret_it_may_not_create_leaves_every_bundle_as_it_is(
+    api: FakeClient, replicas: list[Replica]
+) -> None:
+    """The shipped install grants no `create` of Secrets (config/webhook-certs ships the
+    Secret): a deleted one must not make the leader inject a new CA on every retry, which
+    would push the CA the replicas still serve under out of the bundle."""
+
+    def forbidden(action: Any) -> BaseException:
+        return errors.Forbidden({"message": "secrets is forbidden: cannot create"}, code=403)
+
+    leader = replicas[0]
+    leader.rotator.sync()
+    bundles = injected(api)
+    api.delete(kinds.SECRET, SECRET, namespace="system")
+    api.prepend_reactor("create", kinds.SECRET, forbidden)
+    for _ in range(3):
+        with pytest.raises(errors.Forbidden):
+            leader.rotator.sync()
+    assert injected(api) == bundles

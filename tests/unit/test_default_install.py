@@ -4,6 +4,7 @@ objects by name and nothing else, and cert-manager stays a complete alternative.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,14 +20,18 @@ CERT_MANAGER_GROUP = "cert-manager.io"
 
 
 def rendered(overlay: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(_kustomize(overlay)) if doc]
+
+
+@functools.cache
+def _kustomize(overlay: str) -> str:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed")
-    text = subprocess.run(
+    return subprocess.run(
         [kubectl, "kustomize", str(ROOT / "config" / overlay)],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
-    return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
 def flag_values(args: list[str], flag: str) -> list[str]:
@@ -85,9 +90,8 @@ def test_the_certificate_is_served_from_a_tmpfs() -> None:
     assert volume["emptyDir"]["medium"] == "Memory"
 
 
-def rules_bound_to_the_manager(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rules of the (Cluster)Roles bound to the manager's service account that name
-    resources by name."""
+def roles_bound_to_the_manager(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The (Cluster)Roles bound to the manager's service account."""
     pod, _ = manager_container(docs)
     account = pod["serviceAccountName"]
     bound = {
@@ -96,10 +100,15 @@ def rules_bound_to_the_manager(docs: list[dict[str, Any]]) -> list[dict[str, Any
         if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
         and any(s["name"] == account for s in b["subjects"])
     }
+    return [role for role in docs if (role["kind"], role["metadata"]["name"]) in bound]
+
+
+def rules_bound_to_the_manager(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rules of the (Cluster)Roles bound to the manager's service account that name
+    resources by name."""
     return [
         rule
-        for role in docs
-        if (role["kind"], role["metadata"]["name"]) in bound
+        for role in roles_bound_to_the_manager(docs)
         for rule in role["rules"]
         if rule.get("resourceNames")
     ]
@@ -138,3 +147,119 @@ def test_certmanager_is_default_with_cert_managers_certificate_instead() -> None
         "CustomResourceDefinition", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"
     }  # fmt: skip
     assert not names_of(docs, "ClusterRole") & {"cronjob-operator-webhook-cert-injector-role"}
+
+
+# --- what each install path grants ------------------------------------------------------
+
+SHARDING_ONLY = {
+    ("batch.tutorial.kubebuilder.io", "cronjobs", "patch"),
+    ("batch", "jobs", "patch"),
+    ("coordination.k8s.io", "leases", "list"),
+    ("coordination.k8s.io", "leases", "delete"),
+}
+"""The verbs only --sharded uses (config/sharding adds them)."""
+
+
+def granted(docs: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
+    """(kind of the role, API group, resource, verb) of every rule bound to the manager's
+    ServiceAccount."""
+    return {
+        (role["kind"], group, resource, verb)
+        for role in roles_bound_to_the_manager(docs)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def verbs(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(group, resource, verb) for _, group, resource, verb in granted(docs)}
+
+
+@pytest.mark.parametrize("overlay", ["local", "default", "certmanager", "namespaced"])
+def test_only_a_sharded_install_grants_the_verbs_only_sharding_uses(overlay: str) -> None:
+    assert not verbs(rendered(overlay)) & SHARDING_ONLY
+    assert verbs(rendered("sharded")) >= SHARDING_ONLY
+
+
+def test_the_manager_may_create_no_secret_its_secret_is_shipped() -> None:
+    docs = rendered("default")
+    assert ("", "secrets", "create") not in verbs(docs)
+    _, manager = manager_container(docs)
+    (secret,) = flag_values(manager["args"], "--webhook-cert-secret")
+    (shipped,) = (d for d in docs if d["kind"] == "Secret")
+    assert shipped["metadata"]["name"] == secret
+    assert "data" not in shipped, "kubectl apply would wipe what the manager wrote"
+    assert "type" not in shipped, "an install made before keeps its Secret's type"
+
+
+def test_the_injecting_manager_is_held_to_the_ca_bundle_by_a_policy() -> None:
+    docs = rendered("default")
+    pod, _ = manager_container(docs)
+    (namespace,) = names_of(docs, "Namespace")
+    injected = {
+        (group, resource)
+        for _, group, resource, verb in granted(docs)
+        if verb == "update" and group in ("admissionregistration.k8s.io", "apiextensions.k8s.io")
+    }
+    assert injected  # config/default's manager injects its CA
+    policies = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"}
+    holding = [
+        policies[b["spec"]["policyName"]]
+        for b in docs
+        if b["kind"] == "ValidatingAdmissionPolicyBinding"
+        and b["spec"]["paramRef"]
+        == {
+            "name": pod["serviceAccountName"],
+            "namespace": namespace,
+            "parameterNotFoundAction": "Allow",
+        }
+        and b["spec"]["validationActions"] == ["Deny"]
+    ]
+    matched = {
+        (group, resource)
+        for policy in holding
+        for rule in policy["spec"]["matchConstraints"]["resourceRules"]
+        if "UPDATE" in rule["operations"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        if "caBundle" in yaml.safe_dump(policy["spec"]["validations"])
+        or "caBundle" in yaml.safe_dump(policy["spec"]["variables"])
+    }
+    assert injected <= matched
+
+
+def test_the_namespaced_manager_holds_no_cluster_wide_write() -> None:
+    writes = {"create", "update", "patch", "delete"}
+    cluster_wide = {
+        (group, resource, verb)
+        for kind, group, resource, verb in granted(rendered("namespaced"))
+        if kind == "ClusterRole" and verb in writes
+    }
+    assert cluster_wide == {
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+    }
+
+
+def test_namespaced_installs_share_one_identical_sharding_binding(tmp_path: Path) -> None:
+    """Two namespaced installs (a kustomization of one's own setting `namespace:` over
+    config/namespaced) apply the same cluster-scoped binding: neither overwrites the
+    other's manager. Its paramRef names no namespace: the API server takes the
+    ServiceAccount in the namespace of the object under review."""
+    config = tmp_path / "config"
+    shutil.copytree(ROOT / "config", config)
+    overlay = config / "team-a"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump({"namespace": "team-a", "resources": ["../namespaced"]})
+    )
+    bindings = [
+        [d for d in rendered(str(directory)) if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+        for directory in (config / "namespaced", overlay)
+    ]
+    for binding in bindings[0]:
+        assert "namespace" not in binding["spec"]["paramRef"]
+    shared = {b["metadata"]["name"]: b["spec"] for b in bindings[0]}
+    assert {b["metadata"]["name"]: b["spec"] for b in bindings[1]} == shared

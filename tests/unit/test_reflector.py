@@ -688,3 +688,109 @@ def test_a_watch_cut_by_stop_or_reselect_is_no_very_short_watch() -> None:
     rest.watches = [CutStream(stop.set), CutStream(lambda: r.reselect("app=web"))]
     r._watch(stop)  # both raised "very short watch" before stop and reselect were checked
     r._watch(threading.Event())
+
+
+def asked_to_retry(code: int = 429) -> errors.ApiError:
+    """The API server's "try again" (a just-created CRD's storage starting): Retry-After 1."""
+    reason = "TooManyRequests" if code == 429 else "ServiceUnavailable"
+    status = {"message": "storage is (re)initializing", "reason": reason}
+    return errors.api_error(code, status, retry_after=1.0)
+
+
+def timed(
+    monkeypatch: pytest.MonkeyPatch, watches: list[FakeStream | Exception]
+) -> tuple[Reflector, FakeRest]:
+    """A reflector whose clock moves only by the backoff delays it waits (no jitter)."""
+    monkeypatch.setattr(random, "uniform", lambda low, high: low)
+    now = [1_000.0]
+
+    def wait(stop: threading.Event, delay: float) -> bool:
+        now[0] += delay
+        return stop.is_set()
+
+    rest = FakeRest(watches, [])
+    store = Store()
+    reflector = Reflector(
+        rest,  # type: ignore[arg-type]
+        CONFIG_MAP,
+        store,
+        Sink(store),
+        clock=lambda: now[0],
+        wait=wait,
+    )
+    return reflector, rest
+
+
+def said(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
+    """What the reflector logged, but the end of the test's script."""
+    return [
+        (rec.levelname, rec.getMessage())
+        for rec in caplog.records
+        if rec.name == reflector_module.log.name and "the script is over" not in rec.getMessage()
+    ]
+
+
+def test_a_retry_the_server_asked_for_is_no_warning_while_it_is_short(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The README's first screen: a just-created CRD's storage answers 429 for a moment."""
+    answers: list[FakeStream | Exception] = [asked_to_retry(), asked_to_retry()]
+    r, rest = timed(monkeypatch, [*answers, FakeStream([end_bookmark("4")])])
+    caplog.set_level("DEBUG", logger=reflector_module.log.name)
+    r.run(rest.stop)  # before: two WARNING lines, "list/watch failed, retrying in ..."
+    asked = "the API server asked to retry the list/watch"
+    reason = "storage is (re)initializing (HTTP 429, TooManyRequests)"
+    assert said(caplog) == [
+        ("INFO", f"{CONFIG_MAP}: {asked}; retrying in 0.8s: {reason}"),
+        ("DEBUG", f"{CONFIG_MAP}: {asked} again; retrying in 1.6s: {reason}"),
+    ]
+    assert r.streamed_syncs == 1
+
+
+def test_a_retry_the_server_asks_for_too_long_is_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Failures at 0, 0.8, 2.4, 5.6, 12.0, 24.8, 50.4 s: the last is past the quiet 30 s
+    # (and its backoff at client-go's cap).
+    r, rest = timed(monkeypatch, [asked_to_retry() for _ in range(7)])
+    caplog.set_level("DEBUG", logger=reflector_module.log.name)
+    r.run(rest.stop)
+    levels = [level for level, _ in said(caplog)]
+    assert levels == ["INFO", *["DEBUG"] * 5, "WARNING"]
+    assert said(caplog)[-1][1] == (
+        f"{CONFIG_MAP}: list/watch failed, retrying in 30.0s: storage is (re)initializing "
+        "(HTTP 429, TooManyRequests) (the API server has asked to retry for 50s)"
+    )
+
+
+def test_a_watch_that_opens_ends_the_servers_asking(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Asked again long after a sync: a new episode, quiet again (not 'asked for 60 s')."""
+    answers: list[FakeStream | Exception] = [asked_to_retry()]
+    answers += [FakeStream([end_bookmark("4")]), asked_to_retry(), asked_to_retry(503)]
+    r, rest = timed(monkeypatch, answers)
+    r._clock = itertools.count(0.0, 60.0).__next__  # every reading a minute later
+    caplog.set_level("DEBUG", logger=reflector_module.log.name)
+    r.run(rest.stop)
+    assert [level for level, _ in said(caplog)] == ["INFO", "INFO", "WARNING"]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        errors.api_error(503, {"message": "etcd is down"}),  # no Retry-After: not asked
+        errors.api_error(500, {"message": "internal error"}),
+        errors.TransportError("connection refused"),
+    ],
+    ids=["503", "500", "transport"],
+)
+def test_a_failure_the_server_did_not_ask_to_retry_is_a_warning_at_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, error: Exception
+) -> None:
+    r, rest = timed(monkeypatch, [error])
+    caplog.set_level("DEBUG", logger=reflector_module.log.name)
+    r.run(rest.stop)
+    assert said(caplog) == [
+        ("WARNING", f"{CONFIG_MAP}: list/watch failed, retrying in 0.8s: {error}")
+    ]

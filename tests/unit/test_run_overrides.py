@@ -1,5 +1,6 @@
 """Run now with overrides (issue 40, item 4): the request's JSON, its checks, the Job it
-makes, the decision on the fake client, the webhook, and the plugin's flags.
+makes, the decision on the fake client, the webhook, and the plugin's flags; a variable
+from a Secret's or ConfigMap's key, named and never resolved (issue 47, item 4).
 
 Every time is chosen (the harness's injected clock); no cluster is needed.
 """
@@ -22,6 +23,8 @@ from cronjob_operator.api.run_overrides import (
     MAX_RUN_REQUEST_LENGTH,
     OVERRIDES_ANNOTATION,
     ContainerOverride,
+    KeyRef,
+    KeySource,
     Overrides,
     RunRequest,
     overridden_spec,
@@ -55,6 +58,14 @@ CONTAINERS: list[dict[str, Any]] = [
     {"name": "side", "image": "envoy:1"},
 ]
 JOB_SPEC: dict[str, Any] = {"template": {"spec": {"containers": CONTAINERS}}}
+
+PASSWORD = KeyRef(KeySource.SECRET, "db", "password")
+LEVEL = KeyRef(KeySource.CONFIG_MAP, "app.config", "log.level", optional=True)
+REFS = Overrides(
+    env=(("TOKEN", PASSWORD),),
+    containers=(ContainerOverride("main", env=(("LEVEL", LEVEL),)),),
+)
+"""Overrides naming a Secret's key in every container and a ConfigMap's in one."""
 
 FULL = Overrides(
     env=(("DRY_RUN", "1"), ("TOKEN", "plain")),
@@ -127,6 +138,165 @@ def test_the_json_form_round_trips_through_request_json() -> None:
 )
 def test_a_bad_request_names_the_field_and_the_fix(value: Any, names: str) -> None:
     assert names in problem_of(value)
+
+
+# --- variables from a Secret's or a ConfigMap's key ------------------------------------
+
+
+def env_request(*entries: Any) -> dict[str, Any]:
+    """A run request setting ``entries`` in every container."""
+    return {"token": "t", "overrides": {"env": list(entries)}}
+
+
+def secret_entry(**ref: Any) -> dict[str, Any]:
+    return {"name": "TOKEN", "valueFrom": {"secretKeyRef": ref}}
+
+
+def test_a_variable_may_name_a_secrets_or_config_maps_key() -> None:
+    raw = json.dumps(
+        {
+            "token": "t",
+            "overrides": {
+                "env": [secret_entry(name="db", key="password")],
+                "containers": [
+                    {
+                        "name": "main",
+                        "env": [
+                            {
+                                "name": "LEVEL",
+                                "valueFrom": {
+                                    "configMapKeyRef": {
+                                        "name": "app.config",
+                                        "key": "log.level",
+                                        "optional": True,
+                                    }
+                                },
+                            }
+                        ],
+                    }
+                ],
+            },
+        }
+    )
+    assert parse_run_request(raw) == RunRequest("t", REFS)
+    assert parse_run_request(request_json("t", REFS)) == RunRequest("t", REFS)
+    assert parse_overrides_json(overrides_json(REFS)) == REFS
+    assert request_problem(request_json("t", REFS), JOB_SPEC) is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "names"),
+    [
+        (
+            {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            "overrides.env[0].valueFrom.fieldRef: not offered in a run override",
+        ),
+        (
+            {"name": "MEM", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory"}}},
+            "overrides.env[0].valueFrom.resourceFieldRef: not offered in a run override",
+        ),
+        (
+            {"name": "F", "valueFrom": {"fileKeyRef": {"path": "p", "key": "k"}}},
+            "overrides.env[0].valueFrom: unknown source 'fileKeyRef'",
+        ),
+        (
+            {"name": "TOKEN", "value": "x", "valueFrom": {"secretKeyRef": {}}},
+            "overrides.env[0]: set value or valueFrom, not both",
+        ),
+        (
+            {
+                "name": "TOKEN",
+                "valueFrom": {
+                    "secretKeyRef": {"name": "s", "key": "k"},
+                    "configMapKeyRef": {"name": "c", "key": "k"},
+                },
+            },
+            "overrides.env[0].valueFrom must hold exactly one of configMapKeyRef, secretKeyRef",
+        ),
+        (
+            {"name": "TOKEN", "valueFrom": {}},
+            "overrides.env[0].valueFrom must hold exactly one of",
+        ),
+        (
+            {"name": "TOKEN", "valueFrom": "db/password"},
+            'overrides.env[0].valueFrom must be a JSON object: {"secretKeyRef": {"name": ',
+        ),
+        (
+            secret_entry(name="db", key="password", namespace="other"),
+            "overrides.env[0].valueFrom.secretKeyRef.namespace: a reference has no namespace",
+        ),
+        (
+            secret_entry(key="password"),
+            "overrides.env[0].valueFrom.secretKeyRef.name must name a Secret in the "
+            "CronJob's namespace",
+        ),
+        (
+            secret_entry(name="DB", key="password"),
+            "overrides.env[0].valueFrom.secretKeyRef.name must name a Secret",
+        ),
+        (
+            secret_entry(name="d" * 254, key="password"),
+            "overrides.env[0].valueFrom.secretKeyRef.name must name a Secret",
+        ),
+        (
+            {"name": "L", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "a/b"}}},
+            "overrides.env[0].valueFrom.configMapKeyRef.key must be a key of that ConfigMap",
+        ),
+        (
+            secret_entry(name="db", key=".."),
+            "overrides.env[0].valueFrom.secretKeyRef.key must be a key of that Secret",
+        ),
+        (
+            secret_entry(name="db", key="..x"),
+            "overrides.env[0].valueFrom.secretKeyRef.key must be a key of that Secret",
+        ),
+        (
+            secret_entry(name="db", key="k" * 254),
+            "overrides.env[0].valueFrom.secretKeyRef.key must be a key of that Secret",
+        ),
+        (
+            secret_entry(name="db"),
+            "overrides.env[0].valueFrom.secretKeyRef.key must be a key of that Secret",
+        ),
+        (
+            secret_entry(name="db", key="k", optional="yes"),
+            "overrides.env[0].valueFrom.secretKeyRef.optional must be true or false",
+        ),
+        (
+            secret_entry(name="db", key="k", extra=1),
+            "overrides.env[0].valueFrom.secretKeyRef: unknown field 'extra'",
+        ),
+    ],
+)
+def test_a_bad_value_from_names_the_field_and_the_fix(entry: Any, names: str) -> None:
+    assert names in problem_of(env_request(entry))
+
+
+def test_a_refused_value_from_says_where_it_may_go_instead() -> None:
+    field_ref = {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    problem = problem_of(env_request(field_ref))
+    assert "use secretKeyRef or configMapKeyRef" in problem
+    assert "spec.jobTemplate.spec.template.spec.containers[].env" in problem
+    missing = problem_of(env_request({"name": "TOKEN"}))
+    assert "overrides.env[0].value must be a string" in missing
+    assert '"valueFrom": {"secretKeyRef"' in missing, "the way to a secret is named"
+
+
+def test_a_key_ref_sets_value_from_where_the_variable_stands_and_holds_no_value() -> None:
+    spec = overridden_spec(JOB_SPEC, REFS)
+    main, side = spec["template"]["spec"]["containers"]
+    secret_ref = {"secretKeyRef": {"name": "db", "key": "password"}}
+    config_ref = {"configMapKeyRef": {"name": "app.config", "key": "log.level", "optional": True}}
+    assert main["env"] == [
+        {"name": "LEVEL", "valueFrom": config_ref},  # a plain value replaced by a ref
+        {"name": "TOKEN", "valueFrom": secret_ref},  # a ref replaced by another
+    ]
+    assert side["env"] == [{"name": "TOKEN", "valueFrom": secret_ref}]
+    assert json.loads(overrides_json(REFS)) == {
+        "env": [{"name": "TOKEN", "valueFrom": secret_ref}],
+        "containers": [{"name": "main", "env": [{"name": "LEVEL", "valueFrom": config_ref}]}],
+    }
+    assert overrides_summary(REFS) == "env=TOKEN;main:env=LEVEL"
 
 
 @pytest.mark.parametrize(
@@ -256,10 +426,26 @@ def test_a_request_with_overrides_creates_its_job_with_them_recorded() -> None:
     assert OVERRIDES_ANNOTATION not in plain["metadata"]["annotations"]
 
 
+def test_a_request_naming_a_secret_creates_its_job_without_reading_the_secret() -> None:
+    """The Job carries the reference; the kubelet reads the Secret, the operator never:
+    there is no Secret on the fake client, and the Job is made all the same."""
+    cluster = harness(suspend=True)
+    reconcile(cluster, CREATED)
+    request_run(cluster, request_json("t1", REFS))
+    reconcile(cluster, CREATED + timedelta(seconds=5))
+    job = thaw(cluster.jobs()[manual_job_name("cj", "t1")])
+    assert job["spec"] == overridden_spec(JOB_SPEC, REFS)
+    assert parse_overrides_json(job["metadata"]["annotations"][OVERRIDES_ANNOTATION]) == REFS
+
+
 @pytest.mark.parametrize(
     ("value", "names"),
     [
         ('{"token": "t", "overrides": {"env": [{"name": "A"}]}}', "overrides.env[0].value"),
+        (
+            json.dumps(env_request({"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "x"}}})),
+            "overrides.env[0].valueFrom.fieldRef: not offered",
+        ),
         (
             request_json("t", Overrides(containers=(ContainerOverride("gone", args=()),))),
             "no container 'gone'",
@@ -356,6 +542,10 @@ def test_the_webhook_refuses_a_bad_request_naming_the_field() -> None:
     gone = request_json("t", Overrides(containers=(ContainerOverride("gone", image="x"),)))
     (container,) = webhook_messages(cronjob_with(gone, CONTAINERS))
     assert "no container 'gone'" in container
+    assert webhook_messages(cronjob_with(request_json("t", REFS), CONTAINERS)) == []
+    field_ref = {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    (refused,) = webhook_messages(cronjob_with(json.dumps(env_request(field_ref)), CONTAINERS))
+    assert refused.startswith(f"{TOKEN_FIELD}: overrides.env[0].valueFrom.fieldRef: not offered")
     # An unchanged request is not held against a template edit (the controller reports
     # it if it is still to run).
     before = cronjob_with(request_json("t", FULL), CONTAINERS)
@@ -403,6 +593,33 @@ def test_the_plugin_flags_map_to_overrides_as_kubectl_does(
     )
 
 
+def test_the_plugin_names_a_secrets_or_config_maps_key_in_the_order_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    refs = overrides_of(
+        monkeypatch,
+        "--env",
+        "A=1",
+        "--env-from-secret",
+        "TOKEN=db/password",
+        "--env-from-configmap",
+        "LEVEL=app.config/log.level",
+        "--env",
+        "B=2",
+    )
+    assert refs == Overrides(
+        env=(
+            ("A", "1"),
+            ("TOKEN", PASSWORD),
+            ("LEVEL", KeyRef(KeySource.CONFIG_MAP, "app.config", "log.level")),
+            ("B", "2"),
+        )
+    )
+    assert overrides_of(monkeypatch, "-c", "side", "--env-from-secret", "T=db/k") == Overrides(
+        containers=(ContainerOverride("side", env=(("T", KeyRef(KeySource.SECRET, "db", "k")),)),)
+    )
+
+
 def test_the_plugin_refuses_overrides_for_a_template_without_containers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -415,6 +632,9 @@ def test_the_plugin_refuses_overrides_for_a_template_without_containers(
     [
         (("run", "cj", "--env", "NOVALUE"), "'NOVALUE' is not NAME=VALUE"),
         (("run", "cj", "--image", "=x"), "'=x' is not [CONTAINER=]IMAGE"),
+        (("run", "cj", "--env-from-secret", "T=db"), "'T=db' is not NAME=SECRET/KEY"),
+        (("run", "cj", "--env-from-secret", "db/k"), "'db/k' is not NAME=SECRET/KEY"),
+        (("run", "cj", "--env-from-configmap", "T=/k"), "'T=/k' is not NAME=CONFIGMAP/KEY"),
         (("history", "cj", "--", "a"), "arguments after -- are for run, not history"),
     ],
 )

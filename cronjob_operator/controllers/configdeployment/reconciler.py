@@ -32,7 +32,8 @@ Deployment is compared on the fields we own only, and the status is written only
 it changed.
 
 RBAC this code needs (mirrored in config/rbac/role.yaml):
-configdeployments get/list/watch, configdeployments/status get/update;
+configdeployments get/list/watch, configdeployments/status get/update,
+configdeployments/finalizers update (the Deployment's blockOwnerDeletion; docs/security.md);
 deployments get/list/watch/create/update; configmaps and secrets get/list/watch;
 events create/patch.
 """

@@ -21,6 +21,7 @@ request itself (its annotation, its parsing, its bounds and its times) is
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,7 @@ from cronjob_operator.controllers.cronjob.view import stamp, time_at
 
 __all__ = [
     "advanced",
+    "as_recorded",
     "cancelled",
     "protected",
     "recorded",
@@ -42,6 +44,17 @@ def recorded(progress: Mapping[str, Any] | None, request: Request) -> bool:
     """Whether ``status.backfill`` (``progress``) is this request's: it was checked and
     started, and only its state says what is left."""
     return progress is not None and progress.get("token") == request.token
+
+
+def as_recorded(progress: Mapping[str, Any], request: Request) -> Request:
+    """``request`` with the range its token had when it started: the same token again
+    does nothing, so an annotation that kept the token but moved the range is that
+    recorded request (walking the new range while ``status.backfill``, which pruning and
+    the Replace bookkeeping read, kept the old one ran times twice)."""
+    start, end = time_at(progress, "from"), time_at(progress, "to")
+    if start is None or end is None:
+        return request
+    return dataclasses.replace(request, start=start, end=end)
 
 
 def start(request: Request, times: tuple[datetime, ...]) -> dict[str, Any]:

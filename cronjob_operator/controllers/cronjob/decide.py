@@ -43,6 +43,7 @@ from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import (
     BACKFILL_ANNOTATION,
     BackfillState,
+    ConcurrencyPolicy,
 )
 from cronjob_operator.controllers.cronjob import (
     backfill,
@@ -103,15 +104,6 @@ class _Decided(NamedTuple):
     accounting: policies.Accounting | None = None
 
 
-class _Step(NamedTuple):
-    """The backfill step a reconcile created: its Job's name, its time, the request's
-    times (to count it done if a later create of the reconcile replaces it)."""
-
-    name: str
-    moment: datetime
-    times: tuple[datetime, ...]
-
-
 def decide(
     view: CronJobView,
     now: datetime,
@@ -143,8 +135,7 @@ class _Decision:
         self.status: dict[str, Any] = objects.thaw(view.stored)
         self.started: list[objects.Obj] = []
         self.created: set[str] = set()  # the names of the Jobs this reconcile created
-        self.replaced: set[str] = set()  # the names of the Jobs its Replace deleted
-        self.backfill_step: _Step | None = None  # the backfill step it created, if any
+        self.record_first = False  # Replace waits for a write that records a run (rule 3)
         self.group_skipped: datetime | None = None  # a scheduled run skipped, its group full
 
     def _plan(self, status: dict[str, Any] | None = None, **fields: Any) -> Plan:
@@ -184,7 +175,7 @@ class _Decision:
             write = (
                 _record_with_the_run(status, stored, observed)
                 or _ended_a_run(notices)
-                or self._replaced_an_unrecorded_run()
+                or self.record_first
             )
             return self._plan(
                 status=status if write else None,
@@ -198,8 +189,15 @@ class _Decision:
             notices=tuple(notices),
             accounting=accounting,
             active=len(status.get("active") or ()),
-            result=Result(requeue_after=requeue.total_seconds()) if requeue else Result(),
+            result=self._result(requeue),
         )
+
+    def _result(self, requeue: timedelta | None) -> Result:
+        """When to look again: at once when Replace waits for this write (the follow-up
+        replaces), else at ``requeue`` (None: when an event says)."""
+        if self.record_first:
+            return Result(follow_up=True)
+        return Result(requeue_after=requeue.total_seconds()) if requeue else Result()
 
     # --- history and pruning ------------------------------------------------------
 
@@ -249,6 +247,8 @@ class _Decision:
         owned = {objects.name_of(job) for job in view.jobs.owned()}
         if name not in owned:
             if not self._make_room():
+                if self._replacing():
+                    return None  # the follow-up, or the end of the Job it waits for, replaces
                 if status.get("pendingRunRequest") != token:
                     self.steps.event(
                         "Normal",
@@ -289,6 +289,8 @@ class _Decision:
         recorded = backfill.recorded(progress, request)
         if recorded and not running:
             return _Decided()
+        if recorded:
+            request = backfill.as_recorded(status["backfill"], request)
         problem = None if recorded else rules.count_problem(schedule, request)
         if problem is not None:
             return self._backfill_refused(problem)
@@ -315,8 +317,6 @@ class _Decision:
             request.token
         )
         failed = self._create(job)
-        if job["metadata"]["name"] in self.created:
-            self.backfill_step = _Step(job["metadata"]["name"], upcoming, times)
         return _Decided(
             SOON, None if failed is None else dataclasses.replace(failed, stops_schedule=False)
         )
@@ -421,6 +421,8 @@ class _Decision:
             status["lastScheduleTime"] = stamp(scheduled)  # created, never recorded (a crash)
             return None
         if not self._make_room():
+            if self._replacing():
+                return None  # the follow-up, or the end of the Job it waits for, replaces
             self.steps.event(
                 "Normal",
                 "JobAlreadyActive",
@@ -433,43 +435,52 @@ class _Decision:
         return self._create(job, scheduled=scheduled, due_at=due_at)
 
     def _make_room(self) -> bool:
-        """Apply concurrencyPolicy before a new run: False if it says wait; Replace's
-        deletes are performed first (a failed one raises: the reconcile writes what it
-        learned, then fails)."""
+        """Apply concurrencyPolicy before a new run: False if it says wait.
+
+        Replace deletes only Jobs whose run the stored status records (docs/
+        cronjob-semantics.md, "The rule", 3): a Job is the only evidence of a run its
+        stored status does not record, and a retry or follow-up that no longer finds it
+        would run that run again. When the status this reconcile computed records it,
+        the reconcile writes that status and its follow-up replaces (``record_first``);
+        when none can yet (a time a running backfill has still to reach), the new run
+        waits for that Job, as under Forbid. A failed delete raises: the reconcile writes
+        what it learned, then fails."""
         active = self.status.get("active") or []
         room = concurrency.room_for(self.view.spec.concurrency_policy, active)
+        if not all(self._records(self.view.stored, ref["name"]) for ref in room.replace):
+            self.record_first |= all(
+                self._records(self.status, ref["name"]) for ref in room.replace
+            )
+            return False
         for ref in room.replace:
             outcome = self.steps.perform(Delete(ref["name"], ref.get("uid"), replace=True))
             if isinstance(outcome, Rejected):
                 raise outcome.error
             active.remove(ref)
-            self.replaced.add(ref["name"])
-            self._count_replaced_step(ref["name"])
         return not room.wait
 
-    def _count_replaced_step(self, name: str) -> None:
-        """Count the backfill step this reconcile created done when its Job is deleted
-        (Replace) by a later create of this reconcile: no Job shows the follow-up it ran."""
-        step = self.backfill_step
-        if step is not None and step.name == name:
-            self.status["backfill"] = backfill.advanced(
-                self.status["backfill"], step.times, {step.moment}
-            )
+    def _replacing(self) -> bool:
+        return self.view.spec.concurrency_policy is ConcurrencyPolicy.REPLACE
 
-    def _replaced_an_unrecorded_run(self) -> bool:
-        """Whether this reconcile deleted (Replace) a Job whose run the stored status does
-        not record: one it created itself (a run request's or a backfill step's, then the
-        scheduled run's), or a backfill step the stored progress has not counted. No Job
-        shows the follow-up that run, so only this reconcile's write records it."""
-        return any(
-            name in self.created or self._uncounted_backfill_step(name) for name in self.replaced
-        )
+    def _records(self, status: Mapping[str, Any], job_name: str) -> bool:
+        """Whether ``status`` records the run of this CronJob's Job ``job_name``: never
+        the stored status for a Job this reconcile created, nor any status for a time of
+        a requested backfill that status has not started (the Job may be its step, or
+        one it must count done)."""
+        view = self.view
+        if status is view.stored and job_name in self.created:
+            return False
+        moment = jobs.scheduled_time(view.name, job_name)
+        if moment is not None and self._unstarted_backfill_covers(status, moment):
+            return False
+        unhandled = requests.unrecorded_manual_job({**view.obj, "status": status})
+        return history.records(status, view.name, job_name, unhandled_manual_job=unhandled)
 
-    def _uncounted_backfill_step(self, name: str) -> bool:
-        """Whether Job ``name`` is a step the running backfill, as stored, has not
-        counted yet."""
-        moment = jobs.scheduled_time(self.view.name, name)
-        return moment is not None and backfill.protected(self.view.stored, moment)
+    def _unstarted_backfill_covers(self, status: Mapping[str, Any], moment: datetime) -> bool:
+        request = rules.parse_request(self.view.annotations.get(BACKFILL_ANNOTATION))
+        if isinstance(request, str) or backfill.recorded(status.get("backfill"), request):
+            return False
+        return request.start <= moment < request.end
 
     def _create(
         self,

@@ -53,6 +53,7 @@ __all__ = [
     "prunable",
     "record_failures",
     "recorded_by",
+    "records",
     "sync_status",
     "to_prune",
     "unconfirmed_active",
@@ -155,13 +156,46 @@ def recorded_by(
     """The ``jobs`` whose scheduled run the stored status has recorded: scheduled at or
     before its ``lastScheduleTime``. Jobs of other names (manual runs) are not judged
     here."""
-    recorded = time_at(stored_status, "lastScheduleTime")
     kept = []
     for job in jobs:
-        moment = scheduled_time(cronjob_name, objects.name_of(job))
-        if moment is None or (recorded is not None and moment <= recorded):
+        name = objects.name_of(job)
+        if scheduled_time(cronjob_name, name) is None or _records_time(
+            stored_status, cronjob_name, name
+        ):
             kept.append(job)
     return kept
+
+
+def records(
+    status: Mapping[str, Any],
+    cronjob_name: str,
+    job_name: str,
+    *,
+    unhandled_manual_job: str | None,
+) -> bool:
+    """Whether ``status`` records the run of Job ``job_name``, so that deleting the Job
+    loses nothing: a scheduled or backfill Job whose time it records (``_records_time``)
+    and that a running backfill has no longer to reach (``backfill.protected``), or a
+    manual Job other than the one of the request ``status`` has not handled."""
+    if scheduled_time(cronjob_name, job_name) is None:
+        return job_name != unhandled_manual_job
+    return _records_time(status, cronjob_name, job_name) and not backfill.protected(
+        status, scheduled_time(cronjob_name, job_name) or datetime.min
+    )
+
+
+def _records_time(status: Mapping[str, Any], cronjob_name: str, job_name: str) -> bool:
+    """Whether ``status`` records the scheduled time of Job ``job_name``: at or before
+    ``lastScheduleTime`` and, while ``maxScheduledRuns`` counts (``scheduledRuns``), at or
+    before the newest time it counted, so deleting the Job loses neither."""
+    moment = scheduled_time(cronjob_name, job_name)
+    last = time_at(status, "lastScheduleTime")
+    if moment is None or last is None or moment > last:
+        return False
+    if "scheduledRuns" not in status:
+        return True
+    counted = time_at(status["scheduledRuns"], "countedThrough")
+    return counted is not None and moment <= counted
 
 
 def to_prune(

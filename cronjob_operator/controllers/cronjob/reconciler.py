@@ -23,7 +23,8 @@ any other API failure raises after the write of what was learned, so the control
 retries with backoff.
 
 RBAC this code needs (mirrored in config/rbac/role.yaml, checked by an e2e test):
-cronjobs get/list/watch, cronjobs/status get/update; jobs get/list/watch/create/delete;
+cronjobs get/list/watch, cronjobs/status get/update, cronjobs/finalizers update (a Job
+names its CronJob with blockOwnerDeletion; docs/security.md); jobs get/list/watch/create/delete;
 pods list (only the Pods of a run past spec.runStartTimeoutSeconds, by label, for the
 cause its event names; docs/security.md); events create/patch; concurrencygroups get,
 concurrencygroups/status update (the slots, ``group_slots.py``).

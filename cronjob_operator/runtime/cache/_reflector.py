@@ -44,6 +44,13 @@ It follows client-go's ListAndWatch (v1.36, with WatchListClient on):
   count) is a failure and backs off, as client-go's ``handleAnyWatch`` ("very short
   watch"): a server or proxy that closes every watch at once must not be asked again at
   once, thousands of times a second. A watch ended by ``stop`` or ``reselect`` is not.
+* A retry the API server asked for (``errors.server_asked_retry``: a 429 or a 5xx with
+  ``Retry-After``, such as "storage is (re)initializing" while a just-created CRD's
+  storage starts) is not a warning until it lasts: the first of an episode is logged at
+  info, its repeats at debug, and once the server has been asking for
+  ``ASKED_RETRY_QUIET`` seconds, each further one at warning (client-go logs a watch's
+  429 at ``V(2)`` and never warns). An episode ends when a watch opens or a sync
+  completes. Every other failure is a warning at once. The backoff is the same for all.
 * A 403 (RBAC lacks a verb) is logged once at error level, naming the verb and the
   resource, and again only when the API's message changes; repeats go to debug, so a
   missing permission gives one clear line instead of one per retry. It backs off like
@@ -115,6 +122,8 @@ BACKOFF_INITIAL, BACKOFF_MAXIMUM, BACKOFF_RESET = 0.8, 30.0, 120.0
 """client-go's reflector backoff: the first delay, the cap, and the quiet that resets it."""
 SHORT_WATCH = 1.0
 """A watch that ends sooner than this with no event is a failure (client-go's 1 s)."""
+ASKED_RETRY_QUIET = 30.0
+"""How long the server may ask for retries (429, 5xx with Retry-After) before it is a warning."""
 _REFERENCE_FIELDS = ("name", "namespace", "uid", "resourceVersion")
 
 
@@ -219,6 +228,7 @@ class Reflector:
         self._verb = "list"
         self._reported_forbidden = ""
         self._reported_stream_refusal = ""
+        self._asked_retry_since: float | None = None
         self._skipped = metrics.informer_objects_skipped.labels(str(kind))
         self._on_skip = on_skip
         self._clock = clock
@@ -256,7 +266,7 @@ class Reflector:
                     continue  # cut on purpose: sync again under the new selector at once
                 self.last_error = exc
                 delay = backoff.next_delay()
-                log.warning("%s: list/watch failed, retrying in %.1fs: %s", self._kind, delay, exc)
+                self._report_failure(exc, delay)
                 self._wait(stop, delay)
 
     def reselect(self, label_selector: str | None) -> int:
@@ -338,6 +348,40 @@ class Reflector:
             exc.message,
         )
 
+    def _report_failure(self, exc: Exception, delay: float) -> None:
+        """A failed sync or watch: a warning, unless the server asked for the retry and
+        has not been asking for ``ASKED_RETRY_QUIET`` yet (module doc)."""
+        if not errors.server_asked_retry(exc):
+            log.warning("%s: list/watch failed, retrying in %.1fs: %s", self._kind, delay, exc)
+            return
+        now = self._clock()
+        if self._asked_retry_since is None:
+            self._asked_retry_since = now
+            log.info(
+                "%s: the API server asked to retry the list/watch; retrying in %.1fs: %s",
+                self._kind,
+                delay,
+                exc,
+            )
+            return
+        asking = now - self._asked_retry_since
+        if asking < ASKED_RETRY_QUIET:
+            log.debug(
+                "%s: the API server asked to retry the list/watch again; retrying in %.1fs: %s",
+                self._kind,
+                delay,
+                exc,
+            )
+            return
+        log.warning(
+            "%s: list/watch failed, retrying in %.1fs: %s (the API server has asked to retry "
+            "for %.0fs)",
+            self._kind,
+            delay,
+            exc,
+            asking,
+        )
+
     def _report_forbidden(self, exc: errors.Forbidden, delay: float) -> None:
         resource = (
             f"{self._kind.plural}.{self._kind.group}" if self._kind.group else self._kind.plural
@@ -397,7 +441,7 @@ class Reflector:
         self.resource_version = resource_version
         self.synced_generation = self._syncing_generation
         self._need_sync, self._version_unavailable = False, False
-        self._reported_forbidden = ""
+        self._answered()
         self._sink.on_synced()
 
     def _replace(self, items: list[objects.Obj]) -> None:
@@ -447,7 +491,7 @@ class Reflector:
         with self._lock:
             self._stream = stream
             reselected = self._reselected
-        self._reported_forbidden = ""
+        self._answered()
         opened, events = self._clock(), 0
         try:
             if stop.is_set() or reselected:
@@ -475,6 +519,12 @@ class Reflector:
             with self._lock:
                 self._stream = None
             stream.close()
+
+    def _answered(self) -> None:
+        """The server answered (a watch opened, a sync completed): what it refused or asked
+        to retry before is over, so the next refusal is reported afresh."""
+        self._reported_forbidden = ""
+        self._asked_retry_since = None
 
     def _collect(self, event: dict[str, Any], initial: dict[str, objects.Obj]) -> bool:
         """Gather one event of a streamed sync; at the closing bookmark, sync (True)."""

@@ -151,8 +151,10 @@ def _issued(ca: x509.Certificate, cert: x509.Certificate, now: datetime) -> bool
     return True
 
 
-def why_renew(pair: ServingPair, dns_names: Sequence[str], *, now: datetime) -> str | None:
-    """Why ``pair`` must be replaced now (unusable, wrong names, or due), or None."""
+def unusable(pair: ServingPair, *, now: datetime) -> str | None:
+    """Why ``pair`` must not be served (a certificate or key that does not parse, a key
+    that is not the certificate's, a certificate not valid at ``now`` or that no CA of
+    the bundle valid at ``now`` issued), or None."""
     try:
         cert = x509.load_pem_x509_certificate(pair.cert)
         key = serialization.load_pem_private_key(pair.key, password=None)
@@ -165,6 +167,45 @@ def why_renew(pair: ServingPair, dns_names: Sequence[str], *, now: datetime) -> 
         return "the key is not the certificate's"
     if not trusts(pair.ca_bundle, pair.cert, now=now):
         return "the certificate is not valid now, or no CA of the bundle issued it"
+    return None
+
+
+def injected_bundle(pair: ServingPair, *, now: datetime) -> bytes:
+    """What the API server is to trust for ``pair``: the CA of its bundle that issued its
+    certificate, then the certificate that follows it in the bundle when that is a CA
+    valid at ``now`` (the previous CA, which replicas not yet switched serve under), and
+    nothing else the Secret may hold. Empty when no CA of the bundle issued it."""
+    try:
+        cert = x509.load_pem_x509_certificate(pair.cert)
+        cas = x509.load_pem_x509_certificates(pair.ca_bundle)
+    except ValueError:
+        return b""
+    for index, ca in enumerate(cas):
+        if _issued(ca, cert, now):
+            following = cas[index + 1 : index + 2]
+            return b"".join(_pem(c) for c in [ca, *following] if c is ca or _is_ca(c, now))
+    return b""
+
+
+def issuing_ca(pair: ServingPair, *, now: datetime) -> bytes:
+    """The CA of ``pair``'s bundle that issued its certificate, as PEM (empty if none)."""
+    return first_certificate(injected_bundle(pair, now=now))
+
+
+def _is_ca(certificate: x509.Certificate, now: datetime) -> bool:
+    try:
+        constraints = certificate.extensions.get_extension_for_class(x509.BasicConstraints)
+    except x509.ExtensionNotFound:
+        return False
+    return constraints.value.ca and _valid_at(certificate, now)
+
+
+def why_renew(pair: ServingPair, dns_names: Sequence[str], *, now: datetime) -> str | None:
+    """Why ``pair`` must be replaced now (unusable, wrong names, or due), or None."""
+    problem = unusable(pair, now=now)
+    if problem is not None:
+        return problem
+    cert = x509.load_pem_x509_certificate(pair.cert)
     try:
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:

@@ -13,14 +13,23 @@ every ``RETRY_SECONDS`` while the Secret is missing or its certificate due):
 2. the leader only, writing through the fenced client so a replica that lost the Lease
    writes nothing, and with optimistic concurrency (every update carries the
    ``resourceVersion`` it read; a ``Conflict`` is retried on the next sync): when the
-   Secret is missing, unusable, names other hosts or has used up two thirds of its life
+   Secret is missing (then first created empty, before anything is injected, so a
+   refusal changes nothing: the shipped install ships the Secret and grants no
+   ``create``), unusable, names other hosts or has used up two thirds of its life
    (``_pki.why_renew``), makes a new pair and injects the bundle (new CA + the previous
    one) into every target, waits ``propagation_delay`` for the API server to see it, and
    only then writes the Secret, so no replica serves a certificate the API server does
-   not trust yet. Otherwise it re-injects the Secret's bundle into any target that
-   differs (a target re-applied or recreated without it);
+   not trust yet. Otherwise it re-injects the pair's bundle into any target that
+   differs (a target re-applied or recreated without it). What it injects is only the
+   CA that issued the certificate and the previous one (``_pki.injected_bundle``), never
+   another certificate the Secret's ``ca.crt`` may hold;
 3. writes the Secret's pair into ``cert_dir`` (a tmpfs), where the webhook server's
-   ``CertWatcher`` picks it up on the next connection;
+   ``CertWatcher`` picks it up on the next connection, once it has checked it
+   (``_pki.unusable``: the key is the certificate's, the certificate is valid now and
+   was issued by a CA of the bundle); a pair that fails is not served, and the replica
+   keeps what it served and looks again every ``RETRY_SECONDS``. The files are written
+   through a new temporary file (``O_EXCL|O_NOFOLLOW``, mode 0600), never through a
+   link, and renamed into place;
 4. remembers each target's bundle for ``ready``: the readiness check is false until the
    certificate this replica's webhook server actually serves (a TLS handshake with it)
    is trusted by every target's bundle.
@@ -46,9 +55,12 @@ from cronjob_operator.runtime.certrotation._pki import (
     CA_FILE,
     ServingPair,
     first_certificate,
+    injected_bundle,
+    issuing_ca,
     make_pair,
     renewal_time,
     trusts,
+    unusable,
     why_renew,
 )
 from cronjob_operator.runtime.client import ObjectWriter, Reader, RestClient, WatchStream
@@ -80,7 +92,6 @@ TARGET_KINDS: Mapping[str, Kind] = {
 """The kinds a CA bundle is injected into, by lower-case kind name."""
 
 CERT_FILE, KEY_FILE = "tls.crt", "tls.key"
-SECRET_TYPE = "kubernetes.io/tls"
 RETRY_SECONDS = 2.0
 """How soon a sync that failed (a Conflict, the API server unreachable) is tried again."""
 STOP_POLL_SECONDS = 0.5
@@ -150,15 +161,20 @@ def _pair_of(secret: Mapping[str, Any] | None) -> ServingPair | None:
     return ServingPair(ca, cert, key)
 
 
-def _write_if_changed(path: Path, content: bytes) -> None:
-    """Replace ``path`` atomically (a temporary file renamed over it), owner-only."""
+def write_if_changed(path: Path, content: bytes) -> None:
+    """Replace ``path`` atomically (a temporary file renamed over it), owner-only. The
+    temporary file is made new (``O_EXCL|O_NOFOLLOW``): whatever was left in its place,
+    a link included, is removed first, and anything that appears there meanwhile makes
+    the open fail rather than write through it."""
     try:
         if path.read_bytes() == content:
             return
     except OSError:
         pass
     temporary = path.with_name(f".{path.name}.new")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    temporary.unlink(missing_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    descriptor = os.open(temporary, flags, 0o600)
     with os.fdopen(descriptor, "wb") as file:
         file.write(content)
     os.replace(temporary, path)
@@ -247,9 +263,7 @@ class CertRotator:
         found = {t: self._get(t.kind, t.name) for t in self.config.targets}
         if self._leading():
             pair = self._lead(secret, pair, found, now, stop or threading.Event())
-        if pair is not None:
-            _write_if_changed(self.config.cert_dir / KEY_FILE, pair.key)
-            _write_if_changed(self.config.cert_dir / CERT_FILE, pair.cert)
+        pair = self._serve(pair, now)
         with self._lock:
             self._bundles = {t: _bundles(obj) for t, obj in found.items() if obj is not None}
             self._missing = [t for t, obj in found.items() if obj is None]
@@ -272,11 +286,13 @@ class CertRotator:
             else "it does not exist or lacks ca.crt, tls.crt or tls.key"
         )
         if pair is not None and problem is None:
-            self._inject(found, pair.ca_bundle)
+            self._inject(found, injected_bundle(pair, now=now))
             return pair
+        if secret is None:
+            secret = self._create_empty_secret()
         log.info("renewing the webhook certificate in %s: %s", self.config.secret, problem)
-        previous = (
-            first_certificate(pair.ca_bundle) if pair is not None else self._injected_ca(found)
+        previous = (issuing_ca(pair, now=now) if pair is not None else b"") or (
+            self._injected_ca(found)
         )
         new = make_pair(
             self.config.dns_names, now=now, validity=self.config.validity, previous_ca=previous
@@ -285,6 +301,24 @@ class CertRotator:
         stop.wait(self.config.propagation_delay)
         self._store(secret, new)
         return new
+
+    def _serve(self, pair: ServingPair | None, now: datetime) -> ServingPair | None:
+        """Write ``pair`` where the webhook server reads it, once it passes
+        ``_pki.unusable``; returns it, or None when it was not served."""
+        if pair is None:
+            return None
+        problem = unusable(pair, now=now)
+        if problem is not None:
+            log.warning(
+                "not serving the webhook certificate in %s (%s): waiting for the leader "
+                "to renew it",
+                self.config.secret,
+                problem,
+            )
+            return None
+        write_if_changed(self.config.cert_dir / KEY_FILE, pair.key)
+        write_if_changed(self.config.cert_dir / CERT_FILE, pair.cert)
+        return pair
 
     def _next_delay(self, pair: ServingPair | None, now: datetime) -> float:
         """The resync, or sooner the renewal time; ``RETRY_SECONDS`` while there is no
@@ -300,18 +334,18 @@ class CertRotator:
         except errors.NotFound:
             return None
 
-    def _store(self, secret: objects.Obj | None, pair: ServingPair) -> None:
-        """Write ``pair`` into the Secret (created when ``secret`` is None, else updated
-        with the resourceVersion read)."""
+    def _create_empty_secret(self) -> objects.Obj:
+        """The Secret, created without data (as the install ships it), before anything
+        is injected: a refusal (no ``create`` granted) changes nothing."""
+        metadata = {"name": self.config.secret_name, "namespace": self.config.namespace}
+        log.info("creating %s, which is missing", self.config.secret)
+        return self._writer.create(SECRET, {"metadata": metadata})
+
+    def _store(self, secret: objects.Obj, pair: ServingPair) -> None:
+        """Write ``pair`` into the Secret, updated with the resourceVersion read."""
         data = {CA_FILE: pair.ca_bundle, CERT_FILE: pair.cert, KEY_FILE: pair.key}
         encoded = {key: base64.b64encode(value).decode() for key, value in data.items()}
-        if secret is None:
-            metadata = {"name": self.config.secret_name, "namespace": self.config.namespace}
-            self._writer.create(
-                SECRET, {"metadata": metadata, "type": SECRET_TYPE, "data": encoded}
-            )
-        else:
-            self._writer.update(SECRET, {**objects.thaw(secret), "data": encoded})
+        self._writer.update(SECRET, {**objects.thaw(secret), "data": encoded})
         log.info(
             "stored a new webhook certificate in %s",
             self.config.secret,

@@ -1,0 +1,183 @@
+"""The reference model of which runs a CronJob owes: docs/cronjob-semantics.md, "The rule",
+as code that imports nothing from ``controllers/``.
+
+Why: the traces of ``reconcile_traces`` say that behaviour did not change, not that it is
+right. This model is written from the rule's text, so where it and the controller
+disagree one of them is wrong, and the story test (``test_exactly_once_stories``) says
+which story shows it. It uses only the schedule math (``cronjob_operator.schedule``,
+pure and tested on its own) and what a story recorded:
+
+* ``Run``: one Job a controller created, with the identity it stands for;
+* ``started_twice``: identities started more than once (rule 1 and 2, "once");
+* ``limit_breaches``: creates at which ``concurrencyPolicy``, the group's limit or
+  ``maxScheduledRuns`` did not hold (rule 4);
+* ``unsettled``: at quiescence, scheduled times through ``accountedThrough`` that are
+  neither started, nor counted skipped, nor pending, or that are more than one of these
+  (rule 2, "never both, never neither"), as a count per CronJob.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from cronjob_operator import schedule as schedules
+
+Identity = tuple[Any, ...]
+"""``("scheduled", cronjob, seconds)``, ``("request", cronjob, token, epoch)`` or
+``("backfill", cronjob, token, epoch, seconds)``: the epoch counts how often the
+annotation took that token, so a token set again after another is a new run."""
+
+EXCLUSIVE_POLICIES = frozenset({"Forbid", "Replace", "BufferOne"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One Job a controller created, and what held at the instant of its create."""
+
+    cron_job: str
+    job: str
+    uid: str
+    identity: Identity
+    policy: str
+    others_unfinished: tuple[str, ...]
+    group_unfinished: int
+    group_limit: int | None
+    run_limit: int | None
+    settled_through: int | None
+    """The stored ``accountedThrough`` at the create (Unix seconds): a backfill Job of a
+    later time is that time's run; of an earlier one, a run of its own."""
+
+
+def started_twice(runs: Iterable[Run], lost: set[Identity]) -> dict[Identity, list[str]]:
+    """Identities with more than one Job (by uid). A run whose only evidence someone else
+    deleted (``lost``) may start once more: the controller cannot know it started."""
+    uids: dict[Identity, set[str]] = defaultdict(set)
+    for run in runs:
+        uids[run.identity].add(run.uid)
+    return {
+        identity: sorted(found)
+        for identity, found in uids.items()
+        if len(found) > 1 + (identity in lost)
+    }
+
+
+def rerun_by_backfill(runs: Sequence[Run], began: Mapping[Identity, int]) -> list[str]:
+    """Backfill creates of a time whose Job was already created since that backfill
+    began (``began``: the index in ``runs`` at which each backfill epoch, keyed by its
+    identity without the time, was requested). A backfill counts a time that has a Job
+    done (docs/beyond-builtin.md, 10), so its run of that time is the Job created then,
+    whoever created it; a second is the time run twice."""
+    found = []
+    for index, run in enumerate(runs):
+        if run.identity[0] != "backfill":
+            continue
+        first = began.get(run.identity[:-1], 0)
+        earlier = [other for other in runs[first:index] if other.job == run.job]
+        if earlier:
+            found.append(f"{run.job} by {run.identity[:-1]} after {earlier[0].identity}")
+    return found
+
+
+def limit_breaches(runs: Sequence[Run]) -> list[str]:
+    """Each create at which a limit of rule 4 did not hold, described."""
+    breaches = []
+    counted: dict[str, tuple[int, int]] = {}
+    for run in runs:
+        if run.policy in EXCLUSIVE_POLICIES and run.others_unfinished:
+            breaches.append(f"{run.job}: {run.policy} beside {list(run.others_unfinished)}")
+        if run.group_limit is not None and run.group_unfinished >= run.group_limit:
+            breaches.append(
+                f"{run.job}: group had {run.group_unfinished} of {run.group_limit} in use"
+            )
+        if run.identity[0] == "request" or run.run_limit is None:
+            continue
+        count, through = counted.get(run.cron_job, (0, -1))
+        moment = int(run.identity[-1])
+        if moment > through:
+            count, through = count + 1, moment
+        counted[run.cron_job] = (count, through)
+        # A backfill counts, but is not refused by the limit (docs/beyond-builtin.md, 11).
+        if run.identity[0] == "scheduled" and count > run.run_limit:
+            breaches.append(f"{run.job}: scheduled run {count} of {run.run_limit}")
+    return breaches
+
+
+@dataclasses.dataclass(frozen=True)
+class Settled:
+    """What one CronJob's stored status says of its scheduled times, at quiescence."""
+
+    accounted_through: datetime | None
+    skipped: int
+    """The sum of every reason's count in ``status.skippedRuns``."""
+    pending: frozenset[datetime]
+    """``bufferedRun`` and ``waitingForGroup``: times that wait, not yet settled."""
+
+    @classmethod
+    def of(cls, status: Mapping[str, Any]) -> Settled:
+        skipped = status.get("skippedRuns") or {}
+        buffered, waiting = status.get("bufferedRun"), status.get("waitingForGroup")
+        pending = {_instant(buffered)} if buffered else set()
+        if waiting:
+            pending.add(_instant(waiting["scheduledTime"]))
+        through = skipped.get("accountedThrough")
+        return cls(
+            accounted_through=_instant(through) if through else None,
+            skipped=sum(v for k, v in skipped.items() if k != "accountedThrough"),
+            pending=frozenset(pending),
+        )
+
+
+def due_times(spec: Mapping[str, Any], after: datetime, through: datetime) -> list[datetime]:
+    """The scheduled times of ``spec``'s schedule(s) in (``after``, ``through``]: the
+    times that fell due, for a CronJob without a window, exclusions or schedule edits."""
+    zone = spec.get("timeZone")
+    listed = spec.get("schedules")
+    parsed: schedules.AnySchedule = (
+        schedules.parse_schedules(listed, zone)
+        if listed
+        else schedules.parse_schedule(spec["schedule"], zone)
+    )
+    return list(schedules.times_between(parsed, after, through, limit=100_000))
+
+
+def unsettled(
+    spec: Mapping[str, Any], created: datetime, status: Mapping[str, Any], runs: Iterable[Run]
+) -> str | None:
+    """Rule 2 at quiescence for one CronJob: the due times through ``accountedThrough``
+    against the scheduled runs started, the skipped counts and the pending times; a
+    description of the difference, or None when they add up."""
+    settled = Settled.of(status)
+    if settled.accounted_through is None:
+        return None
+    due = due_times(spec, created, settled.accounted_through)
+    started = {int(run.identity[-1]) for run in runs if run.identity[0] == "scheduled"}
+    ran = [moment for moment in due if int(moment.timestamp()) in started]
+    limit = spec.get("maxScheduledRuns")
+    if limit is not None and len(ran) >= limit:
+        last = ran[limit - 1]
+        due = [moment for moment in due if moment <= last]
+    waiting = [moment for moment in due if moment in settled.pending]
+    if len(due) == len(ran) + settled.skipped + len(waiting):
+        return None
+    return (
+        f"{len(due)} times due through {settled.accounted_through.isoformat()}, but "
+        f"{len(ran)} started + {settled.skipped} skipped + {len(waiting)} pending"
+    )
+
+
+def _runs_its_time(run: Run) -> bool:
+    """Whether ``run`` is the run of its scheduled time: a scheduled run, or a backfill
+    of a time not yet settled (it ran, so the schedule does not run or count it)."""
+    if run.identity[0] == "scheduled":
+        return True
+    if run.identity[0] != "backfill":
+        return False
+    return run.settled_through is None or int(run.identity[-1]) > run.settled_through
+
+
+def _instant(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
