@@ -29,6 +29,7 @@ from bench import (
     retry_storm,
     run_cost,
     run_request_memo,
+    start_timeout_pods,
 )
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX
 from cronjob_operator.runtime.kinds import JOB
@@ -81,6 +82,12 @@ def table_rows(output: str) -> list[str]:
         pytest.param(request_cost.main, QUICK, 3, id="request_cost"),
         pytest.param(run_request_memo.main, QUICK, 4, id="run_request_memo"),
         pytest.param(run_cost.main, ["--cronjobs", "3", "--rounds", "1"], 1, id="run_cost"),
+        pytest.param(
+            start_timeout_pods.main,
+            ["--pods", "1,5", "--annotation-kib", "1"],
+            2,
+            id="start_timeout_pods",
+        ),
         pytest.param(exclusion_walk.main, ["--dates", "3"], 3, id="exclusion_walk"),
         pytest.param(retry_storm.main, ["--requests", "20", "--seconds", "2"], 2, id="retry_storm"),
         pytest.param(

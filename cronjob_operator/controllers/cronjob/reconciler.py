@@ -217,7 +217,7 @@ class CronJobReconciler:
     def _start_report(self, job: objects.Obj) -> StartReport | None:
         """What the Pods of a run past its start timeout say, read live (the cached Job may
         lag: one that started, or that an earlier reconcile deleted); None when the Job
-        is gone or going."""
+        is gone or going. One small page per LIST (``start_timeout`` module doc)."""
         metadata = job["metadata"]
         try:
             live = self._client.live.get(JOB, metadata["name"], metadata["namespace"])
@@ -227,10 +227,22 @@ class CronJobReconciler:
             return None
         if start_timeout.started_by_status(live):
             return StartReport(started=True)
-        pods = self._client.live.list(
+        own_pods = {start_timeout.CONTROLLER_UID_LABEL: jobs.job_uid(job)}
+        started = self._client.live.list_page(
             POD,
+            limit=1,
             namespace=metadata["namespace"],
-            label_selector={start_timeout.CONTROLLER_UID_LABEL: jobs.job_uid(job)},
+            label_selector=own_pods,
+            field_selector=start_timeout.STARTED_PODS,
+            metadata_only=True,
+        )
+        if started:
+            return StartReport(started=True)
+        pods = self._client.live.list_page(
+            POD,
+            limit=start_timeout.PODS_READ,
+            namespace=metadata["namespace"],
+            label_selector=own_pods,
         )
         return start_timeout.report_of(pods)
 
