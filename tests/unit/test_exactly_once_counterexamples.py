@@ -159,3 +159,23 @@ def test_a_buffered_run_that_finds_its_group_full_under_skip_is_counted_once_and
     assert [run.job for run in story.ledger.starts if run.cron_job == "c0"] == ["c0-1774736400"]
     assert story.status("c0")["skippedRuns"]["groupFull"] == 1
     assert_each_run_once(story)
+
+
+def test_replace_never_deletes_a_run_requests_job_while_its_status_write_fails() -> None:
+    """A run request and the scheduled run are due at once under Replace, and every
+    status write fails for a while. Before: each retry deleted the request's Job to make
+    room for the scheduled run and wrote nothing, so the next retry ran the request
+    again and deleted the scheduled run: 5 and 4 Jobs in 6 reconciles. Now the request's
+    Job waits for the write that records it."""
+    story = world(concurrencyPolicy="Replace")
+    story.settle()
+    story.later(timedelta(minutes=3))
+    story.annotate("c0", RUN_ANNOTATION, "t0")
+    for _ in range(6):
+        story.fail_next("status", 500)
+        story.reconcile("c0")
+    assert [run.job for run in story.ledger.starts] == ["c0-mkexsnlndy"]
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-mkexsnlndy", "c0-1774736400"]
+    assert story.status("c0")["lastHandledRunRequest"] == "t0"
+    assert_each_run_once(story)
