@@ -152,7 +152,7 @@ def due_times(spec: Mapping[str, Any], after: datetime, through: datetime) -> li
 
 
 def unsettled(
-    spec: Mapping[str, Any], created: datetime, status: Mapping[str, Any], runs: Iterable[Run]
+    spec: Mapping[str, Any], created: datetime, status: Mapping[str, Any], runs: Sequence[Run]
 ) -> str | None:
     """Rule 2 at quiescence for one CronJob: the due times through ``accountedThrough``
     against the scheduled runs started, the skipped counts and the pending times; a
@@ -162,11 +162,11 @@ def unsettled(
         return None
     due = due_times(spec, created, settled.accounted_through)
     started = {int(run.identity[-1]) for run in runs if _runs_its_time(run)}
-    ran = [moment for moment in due if int(moment.timestamp()) in started]
     limit = spec.get("maxScheduledRuns")
-    if limit is not None and len(ran) >= limit:
-        last = ran[limit - 1]
-        due = [moment for moment in due if moment <= last]
+    reached = None if limit is None else _limit_reached_at(runs, limit)
+    if reached is not None:
+        due = [moment for moment in due if int(moment.timestamp()) <= reached]
+    ran = [moment for moment in due if int(moment.timestamp()) in started]
     waiting = [moment for moment in due if moment in settled.pending]
     if len(due) == len(ran) + settled.skipped + len(waiting):
         return None
@@ -174,6 +174,23 @@ def unsettled(
         f"{len(due)} times due through {settled.accounted_through.isoformat()}, but "
         f"{len(ran)} started + {settled.skipped} skipped + {len(waiting)} pending"
     )
+
+
+def _limit_reached_at(runs: Iterable[Run], limit: int) -> int | None:
+    """The scheduled time (Unix seconds) whose run used up ``maxScheduledRuns``: runs
+    counted in the order they were created, each time after the newest counted one
+    (scheduled and backfill runs alike, docs/beyond-builtin.md, 11); None while some
+    remain. No later time is a run."""
+    count, through = 0, -1
+    for run in runs:
+        if run.identity[0] == "request":
+            continue
+        moment = int(run.identity[-1])
+        if moment > through:
+            count, through = count + 1, moment
+            if count == limit:
+                return through
+    return None
 
 
 def _runs_its_time(run: Run) -> bool:

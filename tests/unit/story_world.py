@@ -47,6 +47,8 @@ from tests.unit.run_model import Identity, Run
 NS = "story"
 GROUP = "g"
 SETTLE_ROUNDS = 40
+AT_ONCE = 2.0
+"""A requeue this soon (seconds) is the next step of the same work (``due.SOON``)."""
 BACKFILL_TOKEN = "batch.tutorial.kubebuilder.io/backfill-token"
 
 
@@ -164,7 +166,9 @@ class StoryWorld:
         )
 
     def restart(self) -> None:
-        """A new process: the reconciler's memories are gone, only the API holds."""
+        """A new process: the reconciler's memories are gone, only the API holds, and its
+        cache starts with a fresh LIST (it may lag from then on, never from before)."""
+        self.catch_up()
         self.reconciler = self._reconciler()
 
     def reconcile(self, name: str) -> Result | errors.ApiError:
@@ -397,5 +401,5 @@ def _seconds(stamp: str) -> int:
 
 def _at_once(result: Result) -> bool:
     """Whether the work queue runs the next reconcile at once: a follow-up, or a requeue
-    within a second (a catch-up step, a backfill step)."""
-    return result.follow_up or 0 < result.requeue_after < 1
+    within ``AT_ONCE`` (a catch-up step, a backfill step)."""
+    return result.follow_up or 0 < result.requeue_after <= AT_ONCE

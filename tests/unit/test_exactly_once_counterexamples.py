@@ -179,3 +179,56 @@ def test_replace_never_deletes_a_run_requests_job_while_its_status_write_fails()
     assert [run.job for run in story.ledger.starts] == ["c0-mkexsnlndy", "c0-1774736400"]
     assert story.status("c0")["lastHandledRunRequest"] == "t0"
     assert_each_run_once(story)
+
+
+def test_a_time_a_backfill_runs_is_not_also_counted_skipped() -> None:
+    """An hour passes; a backfill of [23:07, 23:12) is requested. Before: its 23:10 step
+    was created, then the same reconcile's skip accounting counted 23:10 CatchUpBound
+    (it looked only at the Jobs the cache listed): one time both run and skipped."""
+    story = world()
+    story.later(timedelta(seconds=3599))
+    backfill(story, "b0", ago=10)
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774739400", "c0-1774739700"]
+    assert story.status("c0")["skippedRuns"]["catchUpBound"] == 10  # 22:20 to 23:05
+    found = run_model.unsettled(
+        story.spec("c0"), story.created, story.status("c0"), story.ledger.starts
+    )
+    assert found is None, found
+    assert_each_run_once(story)
+
+
+def test_a_cache_lagging_behind_two_of_our_writes_does_not_run_a_time_again() -> None:
+    """The cache lags from before the 22:20 run; the follow-up decides from our own first
+    write (the cache still holds the copy it was decided from) and writes again. Before:
+    that second write was remembered by the written copy's version, which the cache never
+    held, so the next reconcile decided from the lagging copy, found neither the run nor
+    its Job (deleted by someone else after status recorded it) and ran 22:20 again."""
+    story = world()
+    story.lag()
+    story.later(timedelta(minutes=5))
+    story.reconcile("c0")
+    story.reconcile("c0")
+    backfill(story, "b0", ago=10)
+    story.delete_job("c0-1774736400")
+    assert not story.ledger.lost, "status recorded the run before the delete"
+    story.reconcile("c0")
+    assert [run.job for run in story.ledger.starts] == ["c0-1774736400"]
+    assert_each_run_once(story)
+
+
+def test_a_backfill_step_and_a_scheduled_run_in_one_reconcile_keep_the_run_limit() -> None:
+    """maxScheduledRuns 1; a backfill of 22:10 and the 22:20 run are due in the same
+    reconcile. Before: the limit's count saw only the Jobs the cache listed, not the
+    backfill step this reconcile had just created, so 22:20 ran too: 2 of 1."""
+    story = world(maxScheduledRuns=1)
+    backfill(story, "b0", ago=10)
+    story.later(timedelta(seconds=300))
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774735800"]
+    assert story.status("c0")["scheduledRuns"] == {
+        "count": 1,
+        "remaining": 0,
+        "countedThrough": "2026-03-28T22:10:00Z",
+    }
+    assert_each_run_once(story)

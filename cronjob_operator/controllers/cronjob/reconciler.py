@@ -128,21 +128,20 @@ class CronJobReconciler:
         self.echoes.forget(request.namespace, request.name)
         key = (request.namespace, request.name)
         try:
-            cronjob = self._with_our_write(
-                self._client.get(CRONJOB, request.name, request.namespace)
-            )
+            cached = self._client.get(CRONJOB, request.name, request.namespace)
         except errors.NotFound:
             self._metrics.forget_cronjob(request.namespace, request.name)
             self._started_runs.pop(key, None)
             self._unseen.pop(key, None)
             self._written.pop(key, None)
             return Result()  # deleted: garbage collection removes its Jobs
+        cronjob = self._with_our_write(cached)
         now = self._clock()
         view = self._observe(cronjob, now)
         walks = Walks()  # every decision of this reconcile asks the schedule about ``now``
         plan = self._act(view, now, walks)
         if plan.status is not None:
-            self._record(view, plan, now, walks)
+            self._record(view, plan, now, walks, cached=cached)
         self._slots.release(view)  # the slots of this CronJob's finished Jobs
         if plan.error is not None:
             raise plan.error
@@ -358,7 +357,9 @@ class CronJobReconciler:
         else:
             self._unseen.pop(key, None)
 
-    def _record(self, view: CronJobView, plan: Plan, now: datetime, walks: Walks) -> None:
+    def _record(
+        self, view: CronJobView, plan: Plan, now: datetime, walks: Walks, *, cached: objects.Obj
+    ) -> None:
         """Write the Plan's status, then report its notices and skipped runs: each is
         reported once, by the reconcile whose write records it (none when the server had
         it). The watch echo of the write is skipped only when it brings nothing new
@@ -368,7 +369,9 @@ class CronJobReconciler:
         written = write_status(self._client, CRONJOB, view.obj, plan.status, echoes=echoes)
         if written is None:
             return
-        version = view.obj["metadata"].get("resourceVersion")
+        # Keyed by the copy the cache held: a decision from our earlier write, while the
+        # cache still lags it, writes again from that same lagging copy.
+        version = cached["metadata"].get("resourceVersion")
         self._written[(view.namespace, view.name)] = (version, objects.freeze(written))
         if plan.accounting is not None and plan.accounting.skipped:
             self._report_skips(view, plan.accounting)
