@@ -39,7 +39,8 @@ from typing import Any
 
 from prometheus_client import Histogram
 
-from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.api.batch_v1 import CRONJOB, CRONJOB_RESOURCE
+from cronjob_operator.controllers import stored
 from cronjob_operator.controllers.cronjob import history, jobs, policies, start_timeout
 from cronjob_operator.controllers.cronjob.decide import decide
 from cronjob_operator.controllers.cronjob.due import Walks
@@ -95,6 +96,7 @@ class CronJobReconciler:
         self._client = client
         self._recorder = recorder
         self._clock = clock
+        self._checks = stored.Checks(CRONJOB_RESOURCE)
         self._metrics = metrics if metrics is not None else CronJobMetrics(None)
         self._slots = GroupSlots(client, clock, self._metrics)
         self.echoes = StatusEchoes()
@@ -136,6 +138,10 @@ class CronJobReconciler:
             self._unseen.pop(key, None)
             self._written.pop(key, None)
             return Result()  # deleted: garbage collection removes its Jobs
+        fitting = self._checks.fitting(cronjob, self._recorder)
+        if fitting is None:
+            return Result()  # reported; its next edit reconciles it again
+        cronjob = fitting
         now = self._clock()
         view = self._observe(cronjob, now)
         walks = Walks()  # every decision of this reconcile asks the schedule about ``now``
