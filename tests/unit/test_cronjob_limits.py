@@ -265,7 +265,7 @@ def test_an_unusable_stored_limit_alone_is_reported_by_field() -> None:
 
 
 def test_a_stored_limit_of_another_type_is_reported_as_not_fitting_the_schema() -> None:
-    """"5" ran unlimited and unreported once; the schema's type is checked before any
+    """ "5" ran unlimited and unreported once; the schema's type is checked before any
     field is read (``controllers.stored``), for this field as for every other."""
     world = world_of(maxScheduledRuns="5")
     settle(world, at(1.5))
