@@ -223,7 +223,7 @@ def hostile_values(node: Mapping[str, Any], huge: int = HUGE) -> list[tuple[str,
         (f"wrong type {type(value).__name__}", value)
         for value in _WRONG_TYPES.get(type_ or "", ((), {}))
     ]
-    values.append(("null", None))
+    values.append(("null (pruned: absent)", None))
     values += list(_past_rules(node))
     values.append(("huge string", _huge_string(huge)))
     if type_ == "array":
@@ -304,7 +304,10 @@ def _set_at(obj: dict[str, Any], path: Path, value: Any) -> None:
             child = {}
         _put(holder, step, child)
         holder = child
-    _put(holder, path[-1], value)
+    if value is None and isinstance(path[-1], str):
+        holder.pop(path[-1], None)  # the API server prunes a null field
+    else:
+        _put(holder, path[-1], value)
 
 
 def _has(holder: Any, step: str | int) -> bool:

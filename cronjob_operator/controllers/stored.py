@@ -175,13 +175,23 @@ def _first_misfit(value: Any, node: Mapping[str, Any], path: str) -> Misfit | No
     stack: list[tuple[Any, Mapping[str, Any], str]] = [(value, node, path)]
     while stack:
         value, node, path = stack.pop()
-        problem = _problem(value, node)
+        problem = _problem(value, node, entry=path.endswith("]"))
         if problem is not None:
             return Misfit(path, problem)
         if value is None:
             continue
+        absent = _missing_required(value, node)
+        if absent is not None:
+            return Misfit(f"{path}.{absent}", "required, but absent")
         stack.extend(reversed(list(_children(value, node, path))))
     return None
+
+
+def _missing_required(value: Any, node: Mapping[str, Any]) -> str | None:
+    """The first field ``node`` requires that the object ``value`` lacks (or holds null)."""
+    if not isinstance(value, Mapping):
+        return None
+    return next((name for name in node.get("required") or () if value.get(name) is None), None)
 
 
 def _children(
@@ -202,10 +212,13 @@ def _children(
     return children
 
 
-def _problem(value: Any, node: Mapping[str, Any]) -> str | None:
-    """What ``node`` does not admit about ``value`` itself (its fields aside)."""
+def _problem(value: Any, node: Mapping[str, Any], *, entry: bool) -> str | None:
+    """What ``node`` does not admit about ``value`` itself (its fields aside); ``entry``:
+    ``value`` is an entry of a list or map, where a null is not pruned."""
     if value is None:
-        return None  # as absent: the API server prunes a null it does not admit
+        # A field holding null reads as absent (the API server prunes one it does not
+        # admit, and a required one is reported by its parent); an entry cannot be.
+        return "stored as null" if entry and not node.get("nullable") else None
     wanted = _wanted_types(node)
     if wanted and not any(_is(value, type_) for type_ in wanted):
         return f"stored as {_json_type(value)} {clipped(value)}, not {' or '.join(wanted)}"

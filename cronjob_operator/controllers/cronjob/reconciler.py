@@ -177,8 +177,8 @@ class CronJobReconciler:
 
     def _observe(self, cronjob: objects.Obj, now: datetime) -> CronJobView:
         owned = self._owned_jobs(cronjob)
-        missing = [
-            ref["uid"]
+        missing: list[Any] = [  # an entry stored without a uid is matched as None
+            ref.get("uid")
             for ref in history.unconfirmed_active(cronjob.get("status") or {}, owned.owned())
             if not self._exists_live(ref)
         ]
@@ -241,8 +241,11 @@ class CronJobReconciler:
 
     def _exists_live(self, ref: dict[str, Any]) -> bool:
         # The cache may lag a Job we just created: ask the server before calling it missing.
+        name, namespace = ref.get("name"), ref.get("namespace")
+        if not (isinstance(name, str) and name and isinstance(namespace, str) and namespace):
+            return False  # an entry stored without its Job's name names no Job: gone
         try:
-            job = self._client.live.get(JOB, ref["name"], ref["namespace"])
+            job = self._client.live.get(JOB, name, namespace)
         except errors.NotFound:
             return False
         return (job.get("metadata") or {}).get("uid") == ref.get("uid")
