@@ -25,7 +25,7 @@ from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
 from cronjob_operator.envtest import ControlPlane, wait_for
 from tests.integration.support import CRD_NAMES, install_crds, running_manager
 from tests.integration.test_bad_input import cronjob_object
-from tests.integration.test_configdeployment import config_deployment_body
+from tests.integration.test_configdeployment import config_deployment_body, config_map_body
 from tests.integration.test_poison_objects import SETUPS, Bystander, create
 
 ANYTHING = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
@@ -105,6 +105,8 @@ def write_group_status(control_plane: ControlPlane, namespace: str) -> None:
 def test_hostile_stored_objects_are_reported_and_a_good_cronjob_beside_them_runs(
     control_plane: ControlPlane, namespace: str, loosened: None
 ) -> None:
+    settings = config_map_body(namespace, "settings", {"k": "v"})
+    create(control_plane, {"apiVersion": "v1", "kind": "ConfigMap", **settings})
     for obj in hostile_objects(namespace):
         create(control_plane, obj)
     write_group_status(control_plane, namespace)
