@@ -102,8 +102,9 @@ def write_group_status(control_plane: ControlPlane, namespace: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.usefixtures("loosened")
 def test_hostile_stored_objects_are_reported_and_a_good_cronjob_beside_them_runs(
-    control_plane: ControlPlane, namespace: str, loosened: None
+    control_plane: ControlPlane, namespace: str
 ) -> None:
     settings = config_map_body(namespace, "settings", {"k": "v"})
     create(control_plane, {"apiVersion": "v1", "kind": "ConfigMap", **settings})
