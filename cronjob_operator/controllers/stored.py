@@ -10,15 +10,16 @@ string past the schema's bound made a reconcile raise deep inside (``AttributeEr
 fuzzer of issue 47, tests/unit/test_stored_object_fuzz.py, found each).
 
 :func:`misfit` checks an object against its kind's structural schema, which
-``crdgen.openapi_schema`` makes of the pydantic models, once per reconcile and before
-anything else reads it: types, ``int-or-string``, the ``date-time``, ``int32`` and
-``int64`` formats, ``maxItems`` and ``maxLength``, nothing else (patterns, enums, ranges
-and CEL rules are the readers' to report: each says what it does with such a value).
-The walk follows the schema, never a value's own nesting (free-form fields are not
-entered), and stops at the first misfit: its cost is bounded by the schema's typed
-fields and bounds. The reconciler reports the misfit (Warning event naming the object,
-the field and the fix) and returns without a requeue: the object's next edit
-reconciles it again.
+``crdgen.openapi_schema`` makes of the pydantic models, before anything else reads it:
+types, ``int-or-string``, required fields, null list entries, the ``date-time``,
+``int32`` and ``int64`` formats, ``maxItems`` and ``maxLength``, nothing else (patterns,
+enums, ranges and CEL rules are the readers' to report: each says what it does with such
+a value). The walk follows the schema, never a value's own nesting (free-form fields are
+not entered), stops at the first misfit, and is linear in the typed part of the object;
+:class:`Checks` pays it once per object version. A misfit in the spec is reported
+(a Warning event naming the object, the field and the fix) and nothing else is done: no
+requeue, the object's next edit reconciles it again. One in the status, the
+controller's own record, is reported and dropped, and the status written again.
 """
 
 from __future__ import annotations
