@@ -283,6 +283,8 @@ class Case:
         CronJob as the conversion webhook stores it, in v1) and, for a hostile
         ConcurrencyGroup, a CronJob naming it."""
         obj = BASES[self.kind](BAD)
+        if self.path[:2] == ("spec", "schedules"):
+            del obj["spec"]["schedule"]  # one of the two, as the schema's rule says
         _set_at(obj, self.path, self.value)
         if self.kind == "CronJob/v2":
             return [conversion.convert(obj, batch_v1.CRONJOB.api_version)]
