@@ -29,6 +29,7 @@ if __package__ in (None, ""):  # run as a file: make the repository root importa
 from bench import _common
 from bench._stored_objects import BAD, GOOD, HUGE, KINDS, Case, Reconciled, World, cases
 from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.runtime.serving import clipped
 from cronjob_operator.webhooks.conversion import ConversionError
 
 
@@ -39,7 +40,7 @@ def reconcile_due(case: Case | None) -> Reconciled | None:
         stored = [] if case is None else case.stored()
     except ConversionError:
         return None
-    world = World(stored)
+    world = World(stored, validate=False)  # the API server's checks are not ours to time
     kind = CRONJOB if case is None else case.reconciled
     world.reconcile(kind, BAD if case is not None else GOOD)  # at creation: nothing due
     world.advance(60)
@@ -81,11 +82,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = [row(str(case), reconciled) for case, reconciled in worst]
         rows.append(row("(a well-formed CronJob)", good))
         tables.append((f"The {args.top} costliest of {len(measured)} reconciles, {title}:", rows))
-    raised = sum(reconciled.error is not None for _, reconciled in measured)
+    raised = [(case, r) for case, r in measured if r.error is not None]
+    if raised:
+        rows = [[str(case), clipped(reconciled.error)] for case, reconciled in raised[: args.top]]
+        tables.append((f"Reconciles that raised ({len(raised)}):", rows))
     _common.print_report(
         "One reconcile of a hostile stored object, at the minute its run is due",
-        [(text, _common.markdown_table(headers, rows)) for text, rows in tables],
-        notes=[f"{raised} of {len(measured)} reconciles raised (each a finding)."],
+        [
+            (text, _common.markdown_table(["stored object", "raised"] if i == 2 else headers, rows))
+            for i, (text, rows) in enumerate(tables)
+        ],
+        notes=[
+            f"{len(raised)} of {len(measured)} reconciles raised (each a finding).",
+            "Pod templates are not validated here (the API server's work, not the manager's): "
+            "every Job is created.",
+        ],
     )
     return 0
 
