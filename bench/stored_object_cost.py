@@ -57,6 +57,30 @@ def row(label: str, reconciled: Reconciled) -> list[object]:
     ]
 
 
+def costliest(
+    measured: list[tuple[Case, Reconciled]], good: Reconciled, top: int
+) -> list[tuple[str, str]]:
+    """The report's tables: the ``top`` costliest by CPU and by memory (with ``good``,
+    the well-formed CronJob), and the reconciles that raised."""
+    headers = ["stored object", "CPU", "peak Python memory", "reconcile"]
+    tables = []
+    for title, key in (
+        ("by CPU", lambda pair: pair[1].seconds),
+        ("by peak memory", lambda pair: pair[1].peak_bytes),
+    ):
+        worst = sorted(measured, key=key, reverse=True)[:top]
+        rows = [row(str(case), reconciled) for case, reconciled in worst]
+        rows.append(row("(a well-formed CronJob)", good))
+        caption = f"The {top} costliest of {len(measured)} reconciles, {title}:"
+        tables.append((caption, _common.markdown_table(headers, rows)))
+    raised = [(case, r) for case, r in measured if r.error is not None]
+    if raised:
+        rows = [[str(case), clipped(reconciled.error)] for case, reconciled in raised[:top]]
+        table = _common.markdown_table(["stored object", "raised"], rows)
+        tables.append((f"Reconciles that raised ({len(raised)}):", table))
+    return tables
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the arguments, run, print the report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -72,28 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconciled = reconcile_due(case)
         if reconciled is not None:
             measured.append((case, reconciled))
-    headers = ["stored object", "CPU", "peak Python memory", "reconcile"]
-    tables = []
-    for title, key in (
-        ("by CPU", lambda pair: pair[1].seconds),
-        ("by peak memory", lambda pair: pair[1].peak_bytes),
-    ):
-        worst = sorted(measured, key=key, reverse=True)[: args.top]
-        rows = [row(str(case), reconciled) for case, reconciled in worst]
-        rows.append(row("(a well-formed CronJob)", good))
-        tables.append((f"The {args.top} costliest of {len(measured)} reconciles, {title}:", rows))
-    raised = [(case, r) for case, r in measured if r.error is not None]
-    if raised:
-        rows = [[str(case), clipped(reconciled.error)] for case, reconciled in raised[: args.top]]
-        tables.append((f"Reconciles that raised ({len(raised)}):", rows))
     _common.print_report(
         "One reconcile of a hostile stored object, at the minute its run is due",
-        [
-            (text, _common.markdown_table(["stored object", "raised"] if i == 2 else headers, rows))
-            for i, (text, rows) in enumerate(tables)
-        ],
+        costliest(measured, good, args.top),
         notes=[
-            f"{len(raised)} of {len(measured)} reconciles raised (each a finding).",
+            f"{sum(r.error is not None for _, r in measured)} of {len(measured)} reconciles "
+            "raised (each a finding).",
             "Pod templates are not validated here (the API server's work, not the manager's): "
             "every Job is created.",
         ],
