@@ -98,33 +98,40 @@ def _schema(resource: Resource) -> Mapping[str, Any]:
 def misfit(obj: Mapping[str, Any], resource: Resource) -> Misfit | None:
     """The first field of ``obj`` (its spec, then its status) that ``resource``'s schema
     does not admit (see the module docstring), or None."""
-    schema = _schema(resource)
-    properties = schema.get("properties") or {}
-    for top in ("spec", "status"):
-        if top in obj and top in properties:
-            found = _first_misfit(obj[top], properties[top], top)
-            if found is not None:
-                return found
-    return None
+    return _part_misfit(obj, resource, "spec") or _part_misfit(obj, resource, "status")
+
+
+def _part_misfit(obj: Mapping[str, Any], resource: Resource, top: str) -> Misfit | None:
+    properties = _schema(resource).get("properties") or {}
+    if top not in obj or top not in properties:
+        return None
+    return _first_misfit(obj[top], properties[top], top)
 
 
 class Checks:
-    """:func:`misfit` of the objects of one kind, each object version checked once: a
-    reconcile of an object whose resourceVersion the last check saw costs a lookup (a
-    typed list of a few hundred thousand entries takes seconds to walk). At most
-    ``CHECKS_KEPT`` versions are remembered, the oldest forgotten first."""
+    """:func:`misfit` of the objects of one kind, each part checked once: the spec once
+    per ``generation`` (which only a spec change moves: the status subresource), the
+    status once per ``resourceVersion``, so a reconcile after the controller's own status
+    write does not walk the spec again (a typed list of a few hundred thousand entries
+    takes seconds). At most ``CHECKS_KEPT`` results are remembered, the oldest forgotten
+    first."""
 
     def __init__(self, resource: Resource) -> None:
         self.resource = resource
-        self._seen: OrderedDict[tuple[str, str], Misfit | None] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str, str], Misfit | None] = OrderedDict()
 
     def misfit(self, obj: Mapping[str, Any]) -> Misfit | None:
         metadata = obj.get("metadata") or {}
-        key = (str(metadata.get("uid")), str(metadata.get("resourceVersion")))
+        uid = str(metadata.get("uid"))
+        spec_key = ("spec", uid, str(metadata.get("generation")))
+        status_key = ("status", uid, str(metadata.get("resourceVersion")))
+        return self._checked(obj, spec_key) or self._checked(obj, status_key)
+
+    def _checked(self, obj: Mapping[str, Any], key: tuple[str, str, str]) -> Misfit | None:
         if key in self._seen:
             self._seen.move_to_end(key)
             return self._seen[key]
-        found = misfit(obj, self.resource)
+        found = _part_misfit(obj, self.resource, key[0])
         self._seen[key] = found
         if len(self._seen) > CHECKS_KEPT:
             self._seen.popitem(last=False)
