@@ -30,6 +30,7 @@ from bench import (
     run_cost,
     run_request_memo,
     start_timeout_pods,
+    stored_object_cost,
 )
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX
 from cronjob_operator.runtime.kinds import JOB
@@ -89,6 +90,12 @@ def table_rows(output: str) -> list[str]:
             id="start_timeout_pods",
         ),
         pytest.param(exclusion_walk.main, ["--dates", "3"], 3, id="exclusion_walk"),
+        pytest.param(
+            stored_object_cost.main,
+            ["--kinds", "ConcurrencyGroup", "--top", "2", "--huge", "4096", "--every", "8"],
+            6,
+            id="stored_object_cost",
+        ),
         pytest.param(retry_storm.main, ["--requests", "20", "--seconds", "2"], 2, id="retry_storm"),
         pytest.param(
             hostile_clients.main,

@@ -29,10 +29,12 @@ from cronjob_operator.api.concurrencygroup_v1 import MAX_WAITERS
 from cronjob_operator.controllers.cronjob import policies
 from cronjob_operator.controllers.cronjob.plan import GroupFull, Problem, Steps
 from cronjob_operator.controllers.cronjob.view import api_status, stamp, time_at
+from cronjob_operator.controllers.stored import Misfit
 from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
     "CLAIM_GRACE",
+    "GROUP_UNUSABLE",
     "WAITER_REFRESH",
     "WAITER_STALE",
     "WAIT_POLL",
@@ -56,6 +58,9 @@ WAITER_STALE: Final = timedelta(seconds=60)
 WAITER_REFRESH: Final = timedelta(seconds=20)
 """A waiting CronJob writes its place again (``seenAt``) at most this often."""
 WAIT_POLL: Final = timedelta(seconds=5)
+GROUP_UNUSABLE: Final = "GroupUnusable"
+"""The reason a run does not start when its group holds a field its schema does not
+admit (``controllers.stored``)."""
 """How often a CronJob whose run waits for a slot asks again."""
 
 
@@ -189,6 +194,10 @@ def on_full(
         )
         steps.event("Warning", "GroupNotFound", message)
         return Problem("GroupNotFound", message)
+    if full.misfit is not None:
+        message = _misfit_message(full.group, full.misfit)
+        steps.event("Warning", GROUP_UNUSABLE, message)
+        return Problem(GROUP_UNUSABLE, message)
     if scheduled is None:
         message = (
             f"spec.concurrencyGroup: every slot of ConcurrencyGroup {full.group!r} is taken; "
@@ -218,6 +227,17 @@ def on_full(
         skipped_runs["accountedThrough"] = stamp(scheduled)
     status["skippedRuns"] = skipped_runs
     return None
+
+
+def _misfit_message(group: str, misfit: Misfit) -> str:
+    edit = f"kubectl edit concurrencygroups {group}"
+    if misfit.in_status:
+        edit += " --subresource=status"
+    return (
+        f"spec.concurrencyGroup.name: ConcurrencyGroup {group!r} holds {misfit.field}: "
+        f"{misfit.problem}, which its schema does not admit, so no run starts; correct it "
+        f"({edit}, or delete and re-create it) or remove spec.concurrencyGroup"
+    )
 
 
 def with_group_skip(

@@ -40,7 +40,8 @@ from typing import Any
 
 from prometheus_client import Histogram
 
-from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.api.batch_v1 import CRONJOB, CRONJOB_RESOURCE
+from cronjob_operator.controllers import stored
 from cronjob_operator.controllers.cronjob import history, jobs, policies, start_timeout
 from cronjob_operator.controllers.cronjob.decide import decide
 from cronjob_operator.controllers.cronjob.due import Walks
@@ -96,6 +97,7 @@ class CronJobReconciler:
         self._client = client
         self._recorder = recorder
         self._clock = clock
+        self._checks = stored.Checks(CRONJOB_RESOURCE)
         self._metrics = metrics if metrics is not None else CronJobMetrics(None)
         self._slots = GroupSlots(client, clock, self._metrics)
         self.echoes = StatusEchoes()
@@ -136,6 +138,10 @@ class CronJobReconciler:
             self._written.pop(key, None)
             return Result()  # deleted: garbage collection removes its Jobs
         cronjob = self._with_our_write(cached)
+        fitting = self._checks.fitting(cronjob, self._recorder)
+        if fitting is None:
+            return Result()  # reported; its next edit reconciles it again
+        cronjob = fitting
         now = self._clock()
         view = self._observe(cronjob, now)
         walks = Walks()  # every decision of this reconcile asks the schedule about ``now``
@@ -171,8 +177,8 @@ class CronJobReconciler:
 
     def _observe(self, cronjob: objects.Obj, now: datetime) -> CronJobView:
         owned = self._owned_jobs(cronjob)
-        missing = [
-            ref["uid"]
+        missing: list[Any] = [  # an entry stored without a uid is matched as None
+            ref.get("uid")
             for ref in history.unconfirmed_active(cronjob.get("status") or {}, owned.owned())
             if not self._exists_live(ref)
         ]
@@ -247,8 +253,11 @@ class CronJobReconciler:
 
     def _exists_live(self, ref: dict[str, Any]) -> bool:
         # The cache may lag a Job we just created: ask the server before calling it missing.
+        name, namespace = ref.get("name"), ref.get("namespace")
+        if not (isinstance(name, str) and name and isinstance(namespace, str) and namespace):
+            return False  # an entry stored without its Job's name names no Job: gone
         try:
-            job = self._client.live.get(JOB, ref["name"], ref["namespace"])
+            job = self._client.live.get(JOB, name, namespace)
         except errors.NotFound:
             return False
         return (job.get("metadata") or {}).get("uid") == ref.get("uid")

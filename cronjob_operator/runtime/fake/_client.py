@@ -64,7 +64,12 @@ from cronjob_operator.runtime.cache import (
     select,
     store_key,
 )
-from cronjob_operator.runtime.client import ClientInterface, PatchType, Propagation
+from cronjob_operator.runtime.client import (
+    ClientInterface,
+    PatchType,
+    Propagation,
+    canonical_json,
+)
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controllerutil import (
     ApplyConflict,
@@ -714,9 +719,9 @@ class FakeClient:
                     f"deleted, found new finalizers {sorted(added)}",
                 )
         before: dict[str, Any] = objects.thaw(current)
-        if body == before:
+        if _same(body, before):
             return before
-        if _spec_of(body) != _spec_of(before):
+        if not _same(_spec_of(body), _spec_of(before)):
             metadata["generation"] = int(stored.get("generation") or 0) + 1
         if stored.get("deletionTimestamp") and not metadata.get("finalizers"):
             self._remove(kind, current, Propagation.BACKGROUND)
@@ -825,6 +830,15 @@ def _set_status(body: dict[str, Any], status: Any) -> dict[str, Any]:
     if status is not None:
         body["status"] = objects.thaw(status)
     return body
+
+
+def _same(first: Any, second: Any) -> bool:
+    """``first == second`` at any depth (``==`` recurses: past Python's limit the two
+    are compared as canonical JSON, which does not)."""
+    try:
+        return bool(first == second)
+    except RecursionError:
+        return canonical_json(first) == canonical_json(second)
 
 
 def _spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
