@@ -21,7 +21,15 @@ EVERY_5 = {"schedule": "*/5 * * * *", "successfulJobsHistoryLimit": 0, "failedJo
 
 
 def world(**spec: Any) -> StoryWorld:
-    return StoryWorld({"c0": {**EVERY_5, **spec}}, start=T0, group_limit=1)
+    return grouped(c0=spec)
+
+
+def grouped(**specs: dict[str, Any]) -> StoryWorld:
+    """CronJobs named by keyword, each every five minutes with no history unless its spec
+    says otherwise, sharing group ``g`` of limit 1 where they name it."""
+    return StoryWorld(
+        {name: {**EVERY_5, **spec} for name, spec in specs.items()}, start=T0, group_limit=1
+    )
 
 
 def backfill(story: StoryWorld, token: str, *, ago: int, minutes: int = 5) -> None:
@@ -100,17 +108,12 @@ def test_replace_hands_its_group_slot_to_the_run_replacing_it() -> None:
     late. Before: the 22:19 run's Replace deleted the 22:18 Job, whose slot was still in
     its claim grace, so the group was full: the old run was gone and the new one counted
     GroupFull. Now the new run takes the replaced Job's slot."""
-    story = StoryWorld(
-        {
-            "c0": {
-                **EVERY_5,
-                "schedule": "*/1 * * * *",
-                "concurrencyPolicy": "Replace",
-                "concurrencyGroup": {"name": "g", "whenFull": "Skip"},
-            }
-        },
-        start=T0,
-        group_limit=1,
+    story = grouped(
+        c0={
+            "schedule": "*/1 * * * *",
+            "concurrencyPolicy": "Replace",
+            "concurrencyGroup": {"name": "g", "whenFull": "Skip"},
+        }
     )
     story.later(timedelta(seconds=80))
     story.settle()
@@ -127,17 +130,12 @@ def test_a_buffered_run_that_finds_its_group_full_under_skip_is_counted_once_and
     """BufferOne keeps 22:25 while 22:20 runs; when 22:20 ends, another CronJob holds the
     group's one slot, and whenFull is Skip. Before: every reconcile counted 22:25 as
     GroupFull again (2 after two), and once the slot freed it ran all the same."""
-    story = StoryWorld(
-        {
-            "c0": {
-                **EVERY_5,
-                "concurrencyPolicy": "BufferOne",
-                "concurrencyGroup": {"name": "g", "whenFull": "Skip"},
-            },
-            "c1": {**EVERY_5, "schedule": "0 0 1 1 *", "concurrencyGroup": {"name": "g"}},
+    story = grouped(
+        c0={
+            "concurrencyPolicy": "BufferOne",
+            "concurrencyGroup": {"name": "g", "whenFull": "Skip"},
         },
-        start=T0,
-        group_limit=1,
+        c1={"schedule": "0 0 1 1 *", "concurrencyGroup": {"name": "g"}},
     )
     story.later(timedelta(minutes=3))
     story.settle()
