@@ -230,3 +230,23 @@ def test_a_backfill_step_and_a_scheduled_run_in_one_reconcile_keep_the_run_limit
         "countedThrough": "2026-03-28T22:10:00Z",
     }
     assert_each_run_once(story)
+
+
+def test_a_run_whose_job_is_gone_is_not_counted_skipped_once_a_later_run_starts() -> None:
+    """The 23:15 run is created and recorded (lastScheduleTime), then someone deletes its
+    Job; at 23:21 the 23:20 run starts. Before: once lastScheduleTime moved to 23:20 no
+    Job and no record showed that 23:15 ran, so the skip accounting counted it
+    CatchUpBound as well."""
+    story = world()
+    story.later(timedelta(seconds=3599))
+    story.reconcile("c0")
+    story.delete_job("c0-1774739700")
+    assert not story.ledger.lost
+    story.later(timedelta(seconds=300))
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774739700", "c0-1774740000"]
+    assert story.status("c0")["skippedRuns"]["catchUpBound"] == 11  # 22:20 to 23:10
+    found = run_model.unsettled(
+        story.spec("c0"), story.created, story.status("c0"), story.ledger.starts
+    )
+    assert found is None, found
