@@ -200,10 +200,13 @@ def unsettled(
 
 
 def _limit_reached_at(runs: Iterable[Run], limit: int) -> int | None:
-    """The scheduled time (Unix seconds) whose run used up ``maxScheduledRuns``: runs
-    counted in the order they were created, each time after the newest counted one
-    (scheduled and backfill runs alike, docs/beyond-builtin.md, 11); None while some
-    remain. No later time is a run."""
+    """The last scheduled time (Unix seconds) the schedule settles before
+    ``maxScheduledRuns`` is used up; None while some remain. Runs count in the order they
+    were created, each time after the newest counted one (scheduled and backfill runs
+    alike, docs/beyond-builtin.md, 11). The limit ends the schedule where it is used up in
+    that order, not in scheduled-time order: a backfill run that uses it up ends the
+    schedule after the times already settled when it was created (its
+    ``settled_through``), which stay as they were, started or skipped."""
     count, through = 0, -1
     for run in runs:
         if run.identity[0] == "request":
@@ -212,7 +215,7 @@ def _limit_reached_at(runs: Iterable[Run], limit: int) -> int | None:
         if moment > through:
             count, through = count + 1, moment
             if count == limit:
-                return through
+                return max(moment, run.settled_through or moment)
     return None
 
 
