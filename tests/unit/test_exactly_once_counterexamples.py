@@ -42,6 +42,14 @@ def backfill(story: StoryWorld, token: str, *, ago: int, minutes: int = 5) -> No
     story.annotate("c0", BACKFILL_ANNOTATION, json.dumps(value))
 
 
+def assert_settled(story: StoryWorld) -> None:
+    """c0's due times add up to its started, skipped and pending ones (rule 2)."""
+    found = run_model.unsettled(
+        story.spec("c0"), story.created, story.status("c0"), story.ledger.starts
+    )
+    assert found is None, found
+
+
 def assert_each_run_once(story: StoryWorld) -> None:
     assert not run_model.started_twice(story.ledger.starts, story.ledger.lost)
     assert not run_model.limit_breaches(story.ledger.starts)
@@ -189,10 +197,7 @@ def test_a_time_a_backfill_runs_is_not_also_counted_skipped() -> None:
     story.settle()
     assert [run.job for run in story.ledger.starts] == ["c0-1774739400", "c0-1774739700"]
     assert story.status("c0")["skippedRuns"]["catchUpBound"] == 10  # 22:20 to 23:05
-    found = run_model.unsettled(
-        story.spec("c0"), story.created, story.status("c0"), story.ledger.starts
-    )
-    assert found is None, found
+    assert_settled(story)
     assert_each_run_once(story)
 
 
@@ -246,10 +251,7 @@ def test_a_run_whose_job_is_gone_is_not_counted_skipped_once_a_later_run_starts(
     story.settle()
     assert [run.job for run in story.ledger.starts] == ["c0-1774739700", "c0-1774740000"]
     assert story.status("c0")["skippedRuns"]["catchUpBound"] == 11  # 22:20 to 23:10
-    found = run_model.unsettled(
-        story.spec("c0"), story.created, story.status("c0"), story.ledger.starts
-    )
-    assert found is None, found
+    assert_settled(story)
 
 
 def test_a_backfill_using_up_the_run_limit_leaves_the_times_already_skipped_skipped() -> None:
@@ -270,8 +272,7 @@ def test_a_backfill_using_up_the_run_limit_leaves_the_times_already_skipped_skip
     assert status["skippedRuns"]["accountedThrough"] == "2026-03-28T23:15:00Z"
     assert status["skippedRuns"]["suspended"] == 58  # 22:18 to 23:15
     assert len(story.ledger.starts) == 5
-    found = run_model.unsettled(story.spec("c0"), story.created, status, story.ledger.starts)
-    assert found is None, found
+    assert_settled(story)
     assert_each_run_once(story)
 
 
@@ -289,6 +290,5 @@ def test_times_counted_skipped_before_a_backfill_uses_up_the_run_limit_stay_coun
     story.settle()
     status = story.status("c0")
     assert status["scheduledRuns"]["remaining"] == 0
-    found = run_model.unsettled(story.spec("c0"), story.created, status, story.ledger.starts)
-    assert found is None, found
+    assert_settled(story)
     assert_each_run_once(story)
