@@ -22,6 +22,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -33,6 +34,9 @@ from tests.unit import run_model, story_world
 from tests.unit.story_world import GROUP, StoryWorld, unfinished
 
 STORIES = int(os.environ.get("STORIES", "300"))
+
+# A story takes about 0.1 s of CPU; the suite's 600 s per test would stop a large run.
+pytestmark = pytest.mark.timeout(max(600, STORIES))
 
 SCHEDULES = ("*/5 * * * *", "0 * * * *", "*/1 * * * *", "30 1 * * *", "0 9-17 * * 1-5")
 ZONES = (None, "Europe/Berlin", "America/New_York")
