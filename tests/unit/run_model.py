@@ -53,21 +53,22 @@ class Run:
     later time is that time's run; of an earlier one, a run of its own."""
 
 
-def started_twice(runs: Iterable[Run], lost: set[Identity]) -> dict[Identity, list[str]]:
+def started_twice(runs: Iterable[Run], lost: Mapping[Identity, int]) -> dict[Identity, list[str]]:
     """Identities with more than one Job (by uid). A run whose only evidence someone else
-    deleted (``lost``) may start once more: the controller cannot know it started."""
+    deleted may start once more for each such delete (``lost``: how often each identity's
+    Job was deleted before status recorded it): the controller cannot know it started."""
     uids: dict[Identity, set[str]] = defaultdict(set)
     for run in runs:
         uids[run.identity].add(run.uid)
     return {
         identity: sorted(found)
         for identity, found in uids.items()
-        if len(found) > 1 + (identity in lost)
+        if len(found) > 1 + lost.get(identity, 0)
     }
 
 
 def rerun_by_backfill(
-    runs: Sequence[Run], began: Mapping[Identity, int], lost: set[Identity]
+    runs: Sequence[Run], began: Mapping[Identity, int], lost: Mapping[Identity, int]
 ) -> list[str]:
     """Backfill creates of a time whose Job was already created since that backfill
     began (``began``: the index in ``runs`` at which each backfill epoch, keyed by its

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -67,7 +68,7 @@ class Ledger:
         """Where in ``starts`` each backfill epoch began."""
         self.backfill_tokens: dict[str, str] = {}
         """Each CronJob's latest backfill token."""
-        self.lost: set[Identity] = set()
+        self.lost: Counter[Identity] = Counter()
         """Runs whose only evidence, their Job, someone else deleted: the controller cannot
         know they started, so they may start again."""
 
@@ -313,10 +314,11 @@ class StoryWorld:
         the CronJob's stored status does not record yet was the only evidence of its run:
         that run may start again (``Ledger.lost``)."""
         held = self.faults.pop("delete", None)
-        for start in self.ledger.starts:
-            if start.job == job and not self._recorded(start):
-                self.ledger.lost.add(start.identity)
         with contextlib.suppress(errors.NotFound):
+            uid = self.client.get(JOB, job, NS)["metadata"]["uid"]
+            for start in self.ledger.starts:
+                if start.uid == uid and not self._recorded(start):
+                    self.ledger.lost[start.identity] += 1
             self.client.delete(JOB, job, namespace=NS)
         if held is not None:
             self.faults["delete"] = held

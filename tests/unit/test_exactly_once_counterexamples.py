@@ -292,3 +292,21 @@ def test_times_counted_skipped_before_a_backfill_uses_up_the_run_limit_stay_coun
     assert status["scheduledRuns"]["remaining"] == 0
     assert_settled(story)
     assert_each_run_once(story)
+
+
+def test_a_run_whose_job_is_deleted_unrecorded_twice_may_start_three_times() -> None:
+    """The model was wrong here, not the controller: a backfill step's Job is deleted by
+    someone else before status records it, twice; each delete takes the run's only
+    evidence, so each time the controller may start it again (rule 3). The model's
+    ledger kept the lost identities as a set and allowed one more start in all."""
+    story = world(suspend=True)
+    backfill(story, "b0", ago=10, minutes=30)
+    story.reconcile("c0")
+    story.restart()
+    story.delete_job("c0-1774735800")
+    story.reconcile("c0")
+    story.delete_job("c0-1774735800")
+    story.settle()
+    assert len([run for run in story.ledger.starts if run.job == "c0-1774735800"]) == 3
+    assert story.ledger.lost[("backfill", "c0", "b0", 1, "1774735800")] == 2
+    assert_each_run_once(story)
