@@ -76,9 +76,10 @@ class Waiter(KubeModel):
     """When it can no longer start (scheduled time plus startingDeadlineSeconds); unset:
     no deadline."""
     seen_at: datetime
-    """When the run took this place (it waits without writing again): a place whose
-    CronJob is gone or no longer waits for this group is dropped by the controller a
-    minute after it was taken at the earliest."""
+    """When the CronJob's run took this place (kept when the run's time moves to a newer
+    one; of runs with the same scheduled time, the one waiting longest goes first). A
+    place whose CronJob is gone or no longer waits for this group is dropped by the
+    controller, a minute after it was taken at the earliest."""
 
 
 class ConcurrencyGroupStatus(KubeModel):
@@ -94,7 +95,7 @@ class ConcurrencyGroupStatus(KubeModel):
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
     """The scheduled runs waiting for a slot, in no particular order (the oldest scheduled
-    time, then the CronJob's name, gets the next free slot)."""
+    time, then the longest waiting, then the CronJob's name, gets the next free slot)."""
     in_use: NonNegativeInt32 | None = None
     """How many slots are held (the length of holders)."""
 

@@ -11,7 +11,8 @@ wake, which are reconciled.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections import Counter
+from datetime import datetime, timedelta
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
@@ -118,3 +119,40 @@ def test_a_group_that_changes_nothing_is_not_written() -> None:
     world.clock.set(at(30))
     assert groups_controller.reconcile(Request(NS, "g")).requeue_after == 0
     assert len(world.client.writes_of("update", CONCURRENCY_GROUP)) == before
+
+
+def test_four_every_minute_cronjobs_with_70_s_runs_in_a_group_of_two_share_it() -> None:
+    """No CronJob starves: a tie on the scheduled time goes to the CronJob that has
+    waited longest. Failed before: it went to the name, and c and d never ran (a and b
+    ran 8 times each in these 10 minutes). Events only: a run falls due each minute, a
+    Job finishes 70 s after its create (its owner frees the slot), and each group
+    change wakes the runs next in line."""
+    names = ["a", "b", "c", "d"]
+    world = World(2, *((name, grouped("* * * * *")) for name in names))
+    created: dict[str, datetime] = {}
+    for step in range(10 * 12):
+        now = at(1) + timedelta(seconds=5 * step)
+        world.clock.set(now)
+        for held in world.running():
+            created.setdefault(held, now)
+            if now - created[held] >= timedelta(seconds=70):
+                world.finish(held)
+                world.reconcile(held.rsplit("-", 1)[0], now)
+                wake_all(world)
+        if now.second == 0:
+            for name in names:
+                world.reconcile(name, now)
+            wake_all(world)
+    runs = Counter(job_name.rsplit("-", 1)[0] for job_name in created)
+    assert set(runs) == set(names), runs
+    assert max(runs.values()) - min(runs.values()) <= 1, runs
+
+
+def wake_all(world: World) -> None:
+    """Reconcile the CronJobs each change of the group wakes, until it changes no more."""
+    for _ in range(10):
+        version = world.client.get(CONCURRENCY_GROUP, "g", NS)["metadata"]["resourceVersion"]
+        for name in to_wake(world):
+            world.reconcile(name, world.clock())
+        if world.client.get(CONCURRENCY_GROUP, "g", NS)["metadata"]["resourceVersion"] == version:
+            return

@@ -180,7 +180,7 @@ def place(name: str, scheduled: datetime, joined: datetime, **more: str) -> dict
     return {"cronJob": name, "scheduledTime": rfc3339(scheduled), "seenAt": rfc3339(joined), **more}
 
 
-def test_free_slots_go_to_the_oldest_scheduled_time_then_the_name() -> None:
+def test_free_slots_go_to_the_oldest_time_then_the_longest_waiting_then_the_name() -> None:
     status = group_status_of(
         {
             "holders": [holder("a-1", at(0))],
@@ -188,12 +188,22 @@ def test_free_slots_go_to_the_oldest_scheduled_time_then_the_name() -> None:
                 place("z", at(1), at(1)),
                 place("y", at(2), at(2)),
                 place("x", at(1), at(3)),
+                place("w", at(1), at(3)),
             ],
         }
     )
     assert groups.next_in_line(status, 1, at(4)) == []
-    assert groups.next_in_line(status, 2, at(4)) == ["x"]
-    assert groups.next_in_line(status, 4, at(4)) == ["x", "z", "y"]
+    assert groups.next_in_line(status, 2, at(4)) == ["z"]
+    assert groups.next_in_line(status, 5, at(4)) == ["z", "w", "x", "y"]
+
+
+def test_a_run_whose_cronjob_waited_longer_goes_first_at_the_same_time() -> None:
+    """Failed before: the tie went to the name, so "a" took the slot from "z", which
+    had waited since minute 1 (its time moved to minute 2)."""
+    status = {"waiting": [place("z", at(2), at(1))]}
+    verdict = claim(status, 1, request("a", at(2)), at(2), {})
+    assert (verdict.granted, verdict.queued) == (False, True)
+    assert groups.next_in_line(group_status_of(verdict.status), 1, at(2)) == ["z"]
 
 
 def test_tidy_drops_a_gone_waiters_place_next_in_line_and_keeps_the_rest_unread() -> None:

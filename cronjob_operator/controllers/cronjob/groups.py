@@ -12,7 +12,9 @@ free only after ``CLAIM_GRACE``: the taker creates the Job within it or not at a
 
 Waiting (whenFull Wait): a scheduled run that finds the group full records its place in
 ``status.waiting``; a free slot goes to the oldest waiting run (by scheduled time, then
-CronJob name), so the runs start in scheduled-time order. A run writes its place once
+the CronJob waiting longest, then CronJob name), so the runs start in scheduled-time
+order and no CronJob starves; a run still waiting when a newer time of its CronJob
+falls due takes that time, keeping when it joined. A run writes its place once
 when it joins (``joinedAt`` is kept in ``seenAt``) and leaves it once, when it gets its
 slot; while it waits it keeps its place in the list and writes nothing, and it asks
 again only when the group changes (the ConcurrencyGroup controller, in
@@ -133,7 +135,8 @@ def claim(
     others = [waiter for waiter in waiting if waiter.get("cronJob") != request.cron_job]
     if any(holder.get("job") == request.job for holder in holders):
         return Verdict(holders, others, granted=True, queued=False)
-    key = (request.scheduled, request.cron_job)
+    mine = next((w for w in waiting if w.get("cronJob") == request.cron_job), None)
+    key = (request.scheduled, time_at(mine, "seenAt") or stamp(now), request.cron_job)
     ahead = [waiter for waiter in others if _order(waiter) < key]
     if limit - len(holders) > len(ahead):
         holders.append({"job": request.job, "cronJob": request.cron_job, "acquiredAt": stamp(now)})
@@ -279,10 +282,13 @@ def with_group_skip(
     return policies.with_skip(accounting, SkipReason.GROUP_FULL, skipped)
 
 
-def _order(waiter: Mapping[str, Any]) -> tuple[datetime, str]:
-    """Where a waiting run stands: by scheduled time, then CronJob name."""
-    scheduled = time_at(waiter, "scheduledTime") or datetime.min.replace(tzinfo=UTC)
-    return scheduled, str(waiter.get("cronJob"))
+def _order(waiter: Mapping[str, Any]) -> tuple[datetime, datetime, str]:
+    """Where a waiting run stands: by scheduled time, then how long its CronJob has
+    waited (``seenAt``, kept when its time moves to a newer one: a CronJob that just got
+    a slot waits behind one that did not, so none starves), then CronJob name."""
+    earliest = datetime.min.replace(tzinfo=UTC)
+    scheduled = time_at(waiter, "scheduledTime") or earliest
+    return scheduled, time_at(waiter, "seenAt") or earliest, str(waiter.get("cronJob"))
 
 
 def lapsed(waiter: Mapping[str, Any], waits_here: bool | None, now: datetime) -> bool:
@@ -309,8 +315,9 @@ def _waiting_with(
     waiting: list[dict[str, Any]], request: Claim, now: datetime
 ) -> list[dict[str, Any]]:
     """``waiting`` holding the request's place: its recorded one, where it stands, when it
-    is the same run (nothing to write), else a fresh one (joined now) in its stead or at
-    the end. The list's order means nothing (``_order`` ranks), so a place never moves."""
+    is the same run (nothing to write); its run's newer time in its stead, joined when
+    the CronJob first waited; else a fresh one (joined now) at the end. The list's order
+    means nothing (``_order`` ranks), so a place never moves."""
     place: dict[str, Any] = {
         "cronJob": request.cron_job,
         "scheduledTime": stamp(request.scheduled),
@@ -321,7 +328,7 @@ def _waiting_with(
     if mine is None:
         return [*waiting, {**place, "seenAt": stamp(now)}]
     if {k: v for k, v in waiting[mine].items() if k != "seenAt"} != place:
-        waiting[mine] = {**place, "seenAt": stamp(now)}
+        waiting[mine] = {**place, "seenAt": waiting[mine]["seenAt"]}
     return waiting
 
 
