@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timedelta
 
-from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
 from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
 from cronjob_operator.controllers.concurrencygroup import ConcurrencyGroupReconciler
-from cronjob_operator.controllers.cronjob import group_slots
+from cronjob_operator.controllers.cronjob import group_slots, groups
+from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.kinds import JOB
 from tests.unit.test_cronjob_groups import NS, World, at, grouped, job
@@ -156,3 +157,20 @@ def wake_all(world: World) -> None:
             world.reconcile(name, world.clock())
         if world.client.get(CONCURRENCY_GROUP, "g", NS)["metadata"]["resourceVersion"] == version:
             return
+
+
+def test_a_requested_run_that_finds_the_group_full_asks_again_soon() -> None:
+    """A run request holds no place among the waiting runs, so no group change wakes
+    it: it asks again within ``groups.UNQUEUED_RETRY`` (reading the group, no write)."""
+    world = World(1, ("a", grouped("0 * * * *")), ("b", grouped("0 * * * *")))
+    world.reconcile("a", at(0))
+    world.reconcile("b", at(0.1))  # its scheduled run waits: a place, written once
+    body = objects.thaw(world.client.get(CRONJOB, "b", NS))
+    body["metadata"].setdefault("annotations", {})[RUN_ANNOTATION] = "now-1"
+    world.client.update(CRONJOB, body)
+    world.clock.set(at(0.2))
+    writes = len(world.client.writes_of("update", CONCURRENCY_GROUP))
+    result = world.reconciler.reconcile(Request(NS, "b"))
+    assert (world.status("b").get("conditions") or [{}])[0].get("reason") == "WaitingForGroup"
+    assert result.requeue_after == groups.UNQUEUED_RETRY.total_seconds()
+    assert len(world.client.writes_of("update", CONCURRENCY_GROUP)) == writes

@@ -86,6 +86,9 @@ class ConcurrencyGroupReconciler:
             return Result()
         now = self._clock()
         status = group_status_of(group.get("status") or {})
+        if not status.get("holders") and not status.get("waiting"):
+            self.holders.record(request.namespace, request.name, set())
+            return Result()  # nothing held, no one waits: nothing to free or wake
         held = status.get("holders") or []
         self.holders.record(request.namespace, request.name, {str(h.get("job")) for h in held})
         tidied = groups.tidy(

@@ -12,22 +12,30 @@ claim grace cannot create a Job whose slot was reclaimed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
 from cronjob_operator.controllers.cronjob import groups, jobs
-from cronjob_operator.controllers.cronjob.plan import Create, GroupFull
+from cronjob_operator.controllers.cronjob.plan import Create, GroupFull, Outcome, Plan
 from cronjob_operator.controllers.cronjob.view import CronJobView, group_status_of
 from cronjob_operator.controllers.metrics import GROUP_IN_USE, GROUP_LIMIT, CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import ClientInterface
 from cronjob_operator.runtime.clock import Clock
-from cronjob_operator.runtime.controller import Request
+from cronjob_operator.runtime.controller import Request, Result
 from cronjob_operator.runtime.kinds import JOB
 
-__all__ = ["GroupSlots", "comparable_status", "group_limit", "holder_states", "waiters_to_wake"]
+__all__ = [
+    "GroupSlots",
+    "comparable_status",
+    "group_limit",
+    "holder_states",
+    "waiters_to_wake",
+    "with_unqueued_retry",
+]
 
 CONFLICT_ATTEMPTS: Final = 10
 """How many times a claim or release reads the group again after a 409 before the
@@ -121,6 +129,19 @@ class GroupSlots:
         gauge = self._metrics.group_slots
         gauge.labels(metadata["namespace"], metadata["name"], GROUP_IN_USE).set(in_use)
         gauge.labels(metadata["namespace"], metadata["name"], GROUP_LIMIT).set(group_limit(obj))
+
+
+def with_unqueued_retry(plan: Plan, outcomes: Iterable[Outcome]) -> Plan:
+    """``plan``, asking to be reconciled again within ``groups.UNQUEUED_RETRY`` if a run
+    found its group full without taking a place among the waiting runs (a requested or
+    backfilled run, or a missing group): no group change wakes it. A scheduled run that
+    waits is woken by the group's change (``waiters_to_wake``), never polled."""
+    if not any(isinstance(o, GroupFull) and not o.queued for o in outcomes):
+        return plan
+    retry = groups.UNQUEUED_RETRY.total_seconds()
+    if plan.result.follow_up or 0 < plan.result.requeue_after <= retry:
+        return plan
+    return dataclasses.replace(plan, result=Result(requeue_after=retry))
 
 
 def holder_states(

@@ -40,6 +40,7 @@ from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
     "CLAIM_GRACE",
+    "UNQUEUED_RETRY",
     "WAITER_GRACE",
     "Claim",
     "JobState",
@@ -59,6 +60,11 @@ CLAIM_GRACE: Final = timedelta(seconds=60)
 """How long a slot whose Job does not exist stays taken: the taker creates the Job at
 once (within half of it, by its own clock, or not at all), so only a slot whose taker
 died before creating its Job is freed by it."""
+UNQUEUED_RETRY: Final = timedelta(seconds=5)
+"""How soon a run that found its group full without a place among the waiting ones asks
+again: a run request or a backfill step (they wait, reported ``WaitingForGroup``), or
+a CronJob whose group does not exist yet. The group's change wakes only the runs in
+``status.waiting``; these read the group (no write) until they get a slot."""
 WAITER_GRACE: Final = timedelta(seconds=60)
 """How long a place whose CronJob does not show it waiting for the group is kept: the
 CronJob writes the group first and its own status (``waitingForGroup``) after, so a
@@ -133,16 +139,20 @@ def claim(
     ]
     waiting = [dict(waiter) for waiter in status.get("waiting") or () if _holds_place(waiter, now)]
     others = [waiter for waiter in waiting if waiter.get("cronJob") != request.cron_job]
+    # A run that takes no place (requested, backfilled, whenFull Skip) leaves its
+    # CronJob's place, its waiting scheduled run's, where it is.
+    kept = others if request.wait else waiting
     if any(holder.get("job") == request.job for holder in holders):
-        return Verdict(holders, others, granted=True, queued=False)
+        return Verdict(holders, kept, granted=True, queued=False)
     mine = next((w for w in waiting if w.get("cronJob") == request.cron_job), None)
-    key = (request.scheduled, time_at(mine, "seenAt") or stamp(now), request.cron_job)
-    ahead = [waiter for waiter in others if _order(waiter) < key]
+    joined = time_at(mine, "seenAt") if request.wait else None
+    key = (request.scheduled, joined or stamp(now), request.cron_job)
+    ahead = [waiter for waiter in kept if _order(waiter) < key]
     if limit - len(holders) > len(ahead):
         holders.append({"job": request.job, "cronJob": request.cron_job, "acquiredAt": stamp(now)})
-        return Verdict(holders, others, granted=True, queued=False)
+        return Verdict(holders, kept, granted=True, queued=False)
     if not request.wait or len(others) >= MAX_WAITERS:
-        return Verdict(holders, others, granted=False, queued=False)
+        return Verdict(holders, kept, granted=False, queued=False)
     return Verdict(holders, _waiting_with(waiting, request, now), granted=False, queued=True)
 
 

@@ -46,7 +46,11 @@ from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
 from cronjob_operator.controllers.cronjob import history, jobs, policies, start_timeout
 from cronjob_operator.controllers.cronjob.decide import decide
 from cronjob_operator.controllers.cronjob.due import Walks
-from cronjob_operator.controllers.cronjob.group_slots import GroupSlots, waiters_to_wake
+from cronjob_operator.controllers.cronjob.group_slots import (
+    GroupSlots,
+    waiters_to_wake,
+    with_unqueued_retry,
+)
 from cronjob_operator.controllers.cronjob.jobs import JOB_OWNER_INDEX
 from cronjob_operator.controllers.cronjob.plan import (
     Create,
@@ -257,6 +261,7 @@ class CronJobReconciler:
         it (after the steps recorded before it, in order), then the steps after the last
         one; the Plan."""
         applied = 0  # how many of the decision's steps are applied
+        outcomes: list[Outcome] = []
 
         def perform(earlier: Sequence[Step], step: Create | Delete) -> Outcome:
             nonlocal applied
@@ -264,12 +269,13 @@ class CronJobReconciler:
                 self._apply(view, unapplied)
             outcome = self._outcome_of(view, step)
             applied = len(earlier) + 1
+            outcomes.append(outcome)
             return outcome
 
         plan = decide(view, now, walks=walks, perform=perform)
         for step in plan.steps[applied:]:
             self._apply(view, step)
-        return plan
+        return with_unqueued_retry(plan, outcomes)
 
     def _apply(self, view: CronJobView, step: Step) -> None:
         """Apply a step whose outcome the decision does not need: an event, or a prune (a
