@@ -21,6 +21,7 @@ from cronjob_operator import __version__
 from cronjob_operator._flags import positive_int
 
 if TYPE_CHECKING:
+    from cronjob_operator.migrate import MigrationResult
     from cronjob_operator.runtime import LeaderElectionConfig, Manager
     from cronjob_operator.runtime.certrotation import Target
     from cronjob_operator.runtime.client import RestClient
@@ -358,13 +359,17 @@ def _add_migrate_storage(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def migrate_storage(args: argparse.Namespace) -> int:
-    """Run the storage move; print each page's progress and the figures at the end, or
-    the one line saying why it stopped (exit status 1)."""
+    """Run the storage move; print each page's progress, each object the API server
+    refused to write back (skipped) and the figures at the end (exit status 1 when one
+    was skipped), or the one line saying why it stopped (exit status 1)."""
     from cronjob_operator import migrate
     from cronjob_operator.runtime import RestClient, errors, load_configuration
 
     def progress(migrated: int, token: str | None) -> None:
         print(f"{migrated} rewritten; resume with --continue {token or '(done)'}", file=sys.stderr)
+
+    def report(skipped: migrate.Skipped) -> None:
+        print(f"migrate-storage: skipped {skipped}", file=sys.stderr)
 
     try:
         rest = RestClient(load_configuration(args.kubeconfig), user_agent=USER_AGENT)
@@ -382,17 +387,31 @@ def migrate_storage(args: argparse.Namespace) -> int:
             continue_token=args.continue_token,
             max_pages=args.pages,
             on_page=progress,
+            on_skip=report,
         )
     except (migrate.MigrationError, errors.ApiError, errors.TransportError) as exc:
         print(f"migrate-storage: {exc}", file=sys.stderr)
         return 1
     finally:
         rest.close()
-    state = f"stopped; resume with --continue {result.continue_token}"
-    if result.continue_token is None:
-        state = f"storedVersions is [{args.to}]"
-    print(f"{result.migrated} CronJobs rewritten as {args.to} in {result.seconds:.1f}s; {state}")
-    return 0
+    print(_migration_summary(result, args.to))
+    return 1 if result.skipped else 0
+
+
+def _migration_summary(result: MigrationResult, to: str) -> str:
+    """The last line of ``migrate-storage``: what was rewritten, skipped, and what next."""
+    done = f"{result.migrated} CronJobs rewritten as {to} in {result.seconds:.1f}s"
+    if result.skipped:
+        done += f"; {len(result.skipped)} skipped (refused by the API server, each named above)"
+    if result.continue_token is not None:
+        return f"{done}; stopped; resume with --continue {result.continue_token}"
+    if result.trimmed:
+        return f"{done}; storedVersions is [{to}]"
+    return (
+        f"{done}; storedVersions left as it was, since a skipped CronJob is still stored "
+        f"in the old version: fix or delete each one skipped (docs/upgrades.md), then run "
+        f"migrate-storage --to {to} again from the first page (without --continue)"
+    )
 
 
 def _own_namespace() -> str:

@@ -15,6 +15,13 @@ not move and the controller starts no run.
 Resumable: each page prints its continue token; ``--continue`` starts from it. A token
 older than etcd's compaction (about 5 minutes) is gone: the walk then restarts from the
 first page, which only rewrites some objects twice.
+
+An object the API server refuses to write back (``REFUSALS``: an admission webhook or
+policy denies it, it fails validation) is skipped, named with the server's reason
+(``Skipped``), and the walk goes on. It is still stored in the old version, so
+``storedVersions`` is then left as it is, and also by a later run resumed with
+``--continue`` (which cannot see the skip): the first skip marks the CRD with
+``SKIPPED_ANNOTATION``, which only a run from the first page clears.
 """
 
 from __future__ import annotations
@@ -30,12 +37,14 @@ from cronjob_operator.api import batch_v1, batch_v2
 from cronjob_operator.runtime import RestClient, errors
 from cronjob_operator.runtime.client import PatchType
 from cronjob_operator.runtime.kinds import Kind
+from cronjob_operator.runtime.serving import shortened
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
     "VERSIONS",
     "MigrationError",
     "MigrationResult",
+    "Skipped",
     "migrate_storage",
     "storage_version_hash",
 ]
@@ -62,6 +71,14 @@ after it."""
 SETTLE_RETRY_INTERVAL: Final = 0.5
 MAX_CONFLICTS: Final = 10
 """Re-reads of one object that keeps changing before the walk gives up on it."""
+REFUSALS: Final = (errors.BadRequest, errors.Forbidden, errors.Invalid)
+"""The API server's answers that refuse one object's write (the object is skipped);
+any other failure (unreachable, unauthorized, a webhook down) stops the walk."""
+SKIPPED_ANNOTATION: Final = f"{batch_v1.CRONJOB.group}/migrate-storage-skipped"
+"""On the CRD while a run since the last walk from the first page skipped an object: its
+value is the version that run moved to. No run trims ``storedVersions`` while it is set."""
+REASON_LIMIT: Final = 1000
+"""Characters of the API server's reason that a skipped object's line shows."""
 
 
 class MigrationError(Exception):
@@ -69,12 +86,27 @@ class MigrationError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Skipped:
+    """An object the API server refused to write back, and the reason it gave."""
+
+    namespace: str
+    name: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"CronJob {self.namespace}/{self.name}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
 class MigrationResult:
-    """What one run did: objects rewritten, and the token to resume from (None: all done)."""
+    """What one run did: objects rewritten, the token to resume from (None: the last page
+    was reached), the objects skipped, and whether ``storedVersions`` was trimmed."""
 
     migrated: int
     continue_token: str | None
     seconds: float
+    skipped: tuple[Skipped, ...] = ()
+    trimmed: bool = False
 
 
 def storage_version_hash(group: str, version: str, kind: str) -> str:
@@ -201,6 +233,68 @@ def _resource_version(obj: dict[str, Any]) -> str:
     return str(obj["metadata"].get("resourceVersion", ""))
 
 
+def _mark_skipped(rest: RestClient, to: str | None) -> None:
+    """Set (``to``) or clear (None) ``SKIPPED_ANNOTATION`` on the CRD."""
+    body = {"metadata": {"annotations": {SKIPPED_ANNOTATION: to}}}
+    rest.request("PATCH", CRD_PATH, body=body, content_type=PatchType.MERGE)
+
+
+def _skipped_earlier(rest: RestClient) -> bool:
+    annotations = _crd(rest)["metadata"].get("annotations") or {}
+    return SKIPPED_ANNOTATION in annotations
+
+
+class _Walk:
+    """One run's rewrites: counts them, and skips (and reports) each refused object."""
+
+    def __init__(
+        self, rest: RestClient, to: str, on_skip: Callable[[Skipped], None], settle: float
+    ) -> None:
+        self.rest, self.to, self.on_skip, self.settle = rest, to, on_skip, settle
+        self.kind = VERSIONS[to]
+        self.migrated = 0
+        self.skipped: list[Skipped] = []
+        self.early: list[dict[str, Any]] = []
+
+    def write_back(self, obj: dict[str, Any]) -> None:
+        """Rewrite ``obj``; remember it if written before the switch settled."""
+        if self._rewritten(obj, self.settle):
+            self.migrated += 1
+            if time.monotonic() < self.settle:
+                self.early.append(obj)
+
+    def write_early_ones_again(self) -> None:
+        """Once the switch has settled, write again each object first written before:
+        that write may have reached the old storage and changed the bytes (and so not
+        been a skip). Each is sent as first read: the Conflict re-reads it."""
+        time.sleep(max(0.0, self.settle - time.monotonic()) if self.early else 0.0)
+        for obj in self.early:
+            self._rewritten(obj, 0.0)
+        self.early = []
+
+    def _rewritten(self, obj: dict[str, Any], settle: float) -> bool:
+        try:
+            return rewrite(self.rest, self.kind, obj, retry_skipped_until=settle)
+        except REFUSALS as refusal:
+            self._skip(obj, refusal)
+            return False
+
+    def _skip(self, obj: dict[str, Any], refusal: errors.ApiError) -> None:
+        metadata = obj["metadata"]
+        skipped = Skipped(
+            metadata["namespace"], metadata["name"], shortened(str(refusal), REASON_LIMIT)
+        )
+        if not self.skipped:
+            _mark_skipped(self.rest, self.to)  # before going on: a resumed run must see it
+        self.skipped.append(skipped)
+        self.on_skip(skipped)
+
+    def result(self, started: float, token: str | None, *, trimmed: bool) -> MigrationResult:
+        return MigrationResult(
+            self.migrated, token, time.monotonic() - started, tuple(self.skipped), trimmed
+        )
+
+
 def trim_stored_versions(rest: RestClient, to: str) -> None:
     """Set the CRD's ``status.storedVersions`` to ``[to]`` (every object is stored as it)."""
     rest.request(
@@ -219,35 +313,25 @@ def migrate_storage(
     continue_token: str | None = None,
     max_pages: int | None = None,
     on_page: Callable[[int, str | None], None] = lambda migrated, token: None,
+    on_skip: Callable[[Skipped], None] = lambda skipped: None,
 ) -> MigrationResult:
-    """Move storage to ``to``; stop after ``max_pages`` pages (None: all) with a token."""
+    """Move storage to ``to``; stop after ``max_pages`` pages (None: all) with a token.
+    ``storedVersions`` is trimmed after the last page unless an object was skipped, by
+    this run or by one before it since the last run from the first page."""
     started = time.monotonic()
     switch_storage(rest, to)
-    settle = time.monotonic() + STORAGE_SETTLE
-    migrated = 0
-    kind = VERSIONS[to]
-    early: list[dict[str, Any]] = []
-    for pages, (items, token) in enumerate(_pages(rest, kind, page_size, continue_token), 1):
+    if continue_token is None and _skipped_earlier(rest):
+        _mark_skipped(rest, None)  # this walk sees every object again
+    walk = _Walk(rest, to, on_skip, time.monotonic() + STORAGE_SETTLE)
+    for pages, (items, token) in enumerate(_pages(rest, walk.kind, page_size, continue_token), 1):
         for obj in items:
-            if rewrite(rest, kind, obj, retry_skipped_until=settle):
-                migrated += 1
-                if time.monotonic() < settle:
-                    early.append(obj)
-        on_page(migrated, token)
+            walk.write_back(obj)
+        on_page(walk.migrated, token)
         if token is not None and max_pages is not None and pages >= max_pages:
-            _rewrite_again(rest, kind, early, settle)
-            return MigrationResult(migrated, token, time.monotonic() - started)
-    _rewrite_again(rest, kind, early, settle)
+            walk.write_early_ones_again()
+            return walk.result(started, token, trimmed=False)
+    walk.write_early_ones_again()
+    if walk.skipped or _skipped_earlier(rest):
+        return walk.result(started, None, trimmed=False)
     trim_stored_versions(rest, to)
-    return MigrationResult(migrated, None, time.monotonic() - started)
-
-
-def _rewrite_again(
-    rest: RestClient, kind: Kind, early: list[dict[str, Any]], settle: float
-) -> None:
-    """Once the switch has settled, write again each object first written before: that
-    write may have reached the old storage and changed the bytes (and so not been a
-    skip). Each is sent as first read: the Conflict re-reads it."""
-    time.sleep(max(0.0, settle - time.monotonic()) if early else 0.0)
-    for obj in early:
-        rewrite(rest, kind, obj)
+    return walk.result(started, None, trimmed=True)

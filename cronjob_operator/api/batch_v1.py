@@ -60,6 +60,7 @@ from cronjob_operator.api.meta import (
     ObjectMeta,
     ObjectReference,
     PositiveInt32,
+    SubdomainName,
 )
 
 __all__ = [
@@ -267,7 +268,7 @@ class Exclusions(KubeModel):
 class ConcurrencyGroupRef(KubeModel):
     """The ConcurrencyGroup whose slots this CronJob's runs take."""
 
-    name: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    name: SubdomainName
     """The name of a ConcurrencyGroup in the CronJob's namespace."""
     when_full: WhenGroupFull | None = None
     """What a scheduled run does when every slot of the group is taken: "Wait" (unset)

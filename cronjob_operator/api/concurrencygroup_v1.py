@@ -86,9 +86,12 @@ class ConcurrencyGroupStatus(KubeModel):
     """The slots and the runs waiting for one."""
 
     holders: list[SlotHolder] | None = Field(
-        default=None, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+        default=None,
+        max_length=MAX_GROUP_LIMIT,
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
-    """The Jobs holding a slot; a slot is free again once its Job has finished or is gone."""
+    """The Jobs holding a slot (at most spec.limit); a slot is free again once its Job has
+    finished or is gone."""
     waiting: list[Waiter] | None = Field(
         default=None,
         max_length=MAX_WAITERS,

@@ -32,6 +32,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from cronjob_operator.api.names import MAX_SUBDOMAIN_LENGTH, SUBDOMAIN_PATTERN
+
 __all__ = [
     "QUANTITY_PATTERN",
     "Condition",
@@ -49,6 +51,7 @@ __all__ = [
     "PositiveInt64",
     "PreservedObject",
     "Quantity",
+    "SubdomainName",
     "TemplateMeta",
 ]
 
@@ -85,6 +88,15 @@ PositiveInt64 = Annotated[StrictInt, Field(ge=1), AfterValidator(_fits_int64), _
 """``int64`` with ``+kubebuilder:validation:Minimum=1``."""
 PortNumber = Annotated[StrictInt, Field(ge=1, le=65535), _FORMAT_INT32]
 """An ``int32`` port number, 1..65535."""
+
+SubdomainName = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=MAX_SUBDOMAIN_LENGTH, pattern=f"^{SUBDOMAIN_PATTERN}$"
+    ),
+]
+"""The name of an object in the same namespace, as the API server validates most names:
+a lowercase RFC 1123 subdomain of at most 253 characters (so never "." or "..")."""
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTP]i)|[numkMGTPE]"

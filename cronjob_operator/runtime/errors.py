@@ -47,6 +47,7 @@ __all__ = [
     "Forbidden",
     "Gone",
     "Invalid",
+    "InvalidName",
     "NotFound",
     "NotLeader",
     "ServerError",
@@ -91,6 +92,16 @@ class Forbidden(ApiError):
 
 class NotFound(ApiError):
     """404: the object (or the resource type) does not exist."""
+
+
+class InvalidName(NotFound):
+    """A name no object can have as one path segment (``.``, ``..``; a namespace with
+    ``/``), refused by the client before anything is sent: urllib3 would resolve it to
+    another path (a LIST of the collection, the namespace itself). A ``NotFound``, as
+    no such object can exist, so a caller that handles a missing object handles it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__({"reason": "NotFound", "message": message}, code=404)
 
 
 class Conflict(ApiError):

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from cronjob_operator.runtime import errors
+
 __all__ = [
     "CONFIG_MAP",
     "DEPLOYMENT",
@@ -50,6 +52,11 @@ class Kind:
         """The REST path of the collection, in one namespace or across all of them."""
         prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
+            if namespace in _DOT_SEGMENTS or "/" in namespace:
+                raise errors.InvalidName(
+                    f"{self._resource} in namespace {namespace!r}: no namespace has that "
+                    "name (it is no path segment of its own); the request was not sent"
+                )
             return f"{prefix}/namespaces/{namespace}/{self.plural}"
         return f"{prefix}/{self.plural}"
 
@@ -59,14 +66,30 @@ class Kind:
         The name is escaped as one path segment: a name read from a spec field (a CronJob's
         spec.concurrencyGroup.name, stored with the webhook out of the path) may hold
         ``/``, ``..`` or ``?``, and must not reach another path or add a query. An object
-        name needs no escaping, so its path is unchanged.
+        name needs no escaping, so its path is unchanged. Escaping leaves ``.`` and
+        ``..``, which urllib3 resolves (``..``: the namespace; ``.``: a LIST of the
+        collection), so those raise ``errors.InvalidName`` (a ``NotFound``: no object
+        can be named so) and nothing is sent.
         """
+        if name in _DOT_SEGMENTS:
+            raise errors.InvalidName(
+                f'{self._resource} "{name}" not found: no object can be named {name!r} '
+                "(urllib3 would send the request to another path); the request was not sent"
+            )
         path = f"{self.collection_path(namespace)}/{quote(name, safe='')}"
         return f"{path}/{subresource}" if subresource else path
+
+    @property
+    def _resource(self) -> str:
+        """``plural.group``, as the API server names a resource in its messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
 
     def __str__(self) -> str:
         return f"{self.kind}.{self.group or 'core'}/{self.version}"
 
+
+_DOT_SEGMENTS = frozenset({".", ".."})
+"""The path segments a URL resolves away (RFC 3986 5.2.4), which urllib3 does."""
 
 JOB = Kind("batch", "v1", "Job", "jobs")
 POD = Kind("", "v1", "Pod", "pods")

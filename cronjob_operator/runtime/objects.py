@@ -7,6 +7,11 @@ lists become tuples, so the cache can hand the same object to every reader witho
 copy, and a reader that tries to change it gets a ``TypeError`` instead of silently
 corrupting the cache. A reader that wants to change an object asks for ``thaw`` (a
 deep, mutable copy), which is what controller-runtime pays on every read.
+
+The free text the runtime writes into an object (an Event's message, a condition's) is
+cut to one bound, ``MAX_MESSAGE_LENGTH``, by ``clipped_message``: such a message often
+repeats what a tenant wrote (a container name, a schedule), and one over the schema's
+bound (32,768 characters for a condition) makes every status write of the object fail.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 __all__ = [
+    "MAX_MESSAGE_LENGTH",
     "FrozenDict",
     "Obj",
+    "clipped_message",
     "controller_ref",
     "freeze",
     "name_of",
@@ -29,6 +36,10 @@ __all__ = [
 
 Obj = Mapping[str, Any]
 """An object as read from the cache: a frozen mapping of JSON values."""
+
+MAX_MESSAGE_LENGTH = 1024
+"""The most characters of an Event's or a condition's message (client-go cuts an Event's
+message at 1,024; a condition's schema allows 32,768, and a human reads far less)."""
 
 
 class FrozenDict(dict[str, Any]):
@@ -299,3 +310,12 @@ def controller_ref(obj: Obj) -> Mapping[str, Any] | None:
         if ref.get("controller"):
             return ref  # type: ignore[no-any-return]
     return None
+
+
+def clipped_message(message: str) -> str:
+    """``message`` whole when at most ``MAX_MESSAGE_LENGTH`` characters, else its start,
+    ``…`` and its full length, within ``MAX_MESSAGE_LENGTH`` in all."""
+    if len(message) <= MAX_MESSAGE_LENGTH:
+        return message
+    tail = f"… ({len(message)} characters)"
+    return message[: MAX_MESSAGE_LENGTH - len(tail)] + tail

@@ -154,7 +154,8 @@ def validate_create(config_deployment: Mapping[str, Any]) -> list[FieldError]:
 def validate_update(
     config_deployment: Mapping[str, Any], old: Mapping[str, Any]
 ) -> list[FieldError]:
-    """Every reason the API server must refuse to update ``old`` to ``config_deployment``.
+    """Every error of ``config_deployment`` as an update of ``old``; ``validate`` refuses
+    the update only for those it causes (the ratchet of ``runtime.webhook``).
 
     The name cannot change on update, so its length is not checked again."""
     return _validate(config_deployment) + nesting_errors(config_deployment, old)

@@ -14,7 +14,10 @@ schedule or time zone may be (one accept set for the webhook and the controller)
   can still be updated and deleted), and a ``TZ=``/``CRON_TZ=`` prefix is tolerated on
   update only when the old schedule had one, so objects from before the rule can change.
   So is a history limit above ``MAX_HISTORY_LIMIT`` (a bound upstream lacks) that an
-  update keeps: the controller keeps at most that many Jobs anyway.
+  update keeps: the controller keeps at most that many Jobs anyway. Beyond these, every
+  update is ratcheted (``runtime.webhook``): an error the stored object has too, on a
+  field the update leaves unchanged, does not refuse it, so a CronJob stored while the
+  webhook was off can still be rewritten (``migrate-storage``), labelled and deleted.
 
 Objects are read as raw JSON, not through the pydantic model: a webhook must report every
 problem of whatever it is sent, with the field path, rather than stop at the first.
@@ -409,7 +412,9 @@ def validate_create(cronjob: Mapping[str, Any]) -> list[FieldError]:
 
 
 def validate_update(cronjob: Mapping[str, Any], old: Mapping[str, Any]) -> list[FieldError]:
-    """Every reason the API server must refuse to update ``old`` to ``cronjob``."""
+    """Every error of ``cronjob`` as an update of ``old``. ``validate`` refuses the update
+    only for those it causes: one ``old`` has too, on a field left unchanged, is
+    ratcheted (``runtime.webhook.validation_answer``)."""
     return _validate(cronjob, old)
 
 

@@ -22,7 +22,7 @@ from typing import Any, Final
 from cronjob_operator.runtime import webhook
 from cronjob_operator.runtime.webhook import FieldError
 
-__all__ = ["MAX_DEPTH", "nesting_errors"]
+__all__ = ["MAX_DEPTH", "nesting_errors", "path_beyond", "users_fields"]
 
 MAX_DEPTH: Final = 64
 """The most levels of objects and lists an admitted object may nest (the root is one)."""
@@ -33,10 +33,13 @@ _SHOWN_SEGMENTS: Final = 12
 def nesting_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[FieldError]:
     """One Invalid error naming the first field nested beyond ``MAX_DEPTH``, else none.
 
-    On update (``old`` given), none when ``old`` was already that deep (module doc).
+    On update (``old`` given), none when ``old`` was already that deep (module doc). Only
+    the user's fields are measured (``users_fields``).
     """
-    path = path_beyond(obj, MAX_DEPTH)
-    if path is None or (old is not None and path_beyond(old, MAX_DEPTH) is not None):
+    path = path_beyond(users_fields(obj), MAX_DEPTH)
+    if path is None:
+        return []
+    if old is not None and path_beyond(users_fields(old), MAX_DEPTH) is not None:
         return []
     return [
         webhook.invalid(
@@ -46,6 +49,16 @@ def nesting_errors(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> lis
             "needs about 20); flatten or remove this field",
         )
     ]
+
+
+def users_fields(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``obj`` without ``metadata.managedFields`` (the server's record of who set which
+    field, not a field of the user's); a shallow copy, ``obj`` itself when it has none."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping) or "managedFields" not in metadata:
+        return obj
+    kept = {key: value for key, value in metadata.items() if key != "managedFields"}
+    return {**obj, "metadata": kept}
 
 
 def path_beyond(value: Any, depth: int) -> tuple[str | int, ...] | None:

@@ -318,3 +318,35 @@ def refused_by_rule(stderr: str, field: str, message: str) -> bool:
     later do not (``spec: Invalid value: ...``)."""
     shown = rf'{re.escape(field)}: Invalid value: (?:"\w+": )?{re.escape(message)}'
     return re.search(shown, stderr) is not None
+
+
+def policy_denying(
+    name: str, namespace: str, rule: dict[str, Any], *, expression: str, message: str
+) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy ``name`` and its binding: in ``namespace``, a request
+    that ``rule`` (a ``resourceRules`` entry) matches is refused with ``message`` unless
+    the CEL ``expression`` holds. A refusal from the real API server itself."""
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [{"expression": expression, "message": message}],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        },
+    ]

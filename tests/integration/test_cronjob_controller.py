@@ -36,6 +36,7 @@ from tests.integration.support import (
     RunningManager,
     apply,
     install_crds,
+    policy_denying,
     running_manager,
 )
 
@@ -407,42 +408,14 @@ def job_deletes_denied(namespace: str) -> list[dict[str, Any]]:
 
 def deletes_denied(namespace: str, group: str, resource: str) -> list[dict[str, Any]]:
     """The policy and binding that refuse every DELETE of ``resource`` in ``namespace``."""
-    name = f"deny-{resource}-delete-{namespace}"
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [group],
-                            "apiVersions": ["*"],
-                            "operations": ["DELETE"],
-                            "resources": [resource],
-                        }
-                    ]
-                },
-                "validations": [
-                    {"expression": "false", "message": f"{resource} deletes are denied"}
-                ],
-            },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-                },
-            },
-        },
-    ]
+    rule = {"apiGroups": [group], "apiVersions": ["*"], "operations": ["DELETE"]}
+    return policy_denying(
+        f"deny-{resource}-delete-{namespace}",
+        namespace,
+        rule | {"resources": [resource]},
+        expression="false",
+        message=f"{resource} deletes are denied",
+    )
 
 
 def delete_is_denied(world: World, job_name: str) -> bool:

@@ -22,10 +22,13 @@ from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, RUN_ANNOTATION
 from cronjob_operator.api.cronjob_rules import manual_job_name, stagger_offset
 from cronjob_operator.controllers import cronjob
+from cronjob_operator.controllers.cronjob import start_timeout
 from cronjob_operator.controllers.cronjob.conditions import PAUSED_REASON
 from cronjob_operator.envtest import ControlPlane, wait_for
+from cronjob_operator.runtime.client import LiveReader, RestClient, load_configuration
 from cronjob_operator.runtime.clock import FakeClock, utc_now
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
+from cronjob_operator.runtime.kinds import POD
 from cronjob_operator.runtime.manager import Options
 from tests.integration.support import RunningManager, apply, install_crds
 from tests.integration.support import running_manager as start_manager
@@ -293,6 +296,52 @@ def test_a_run_whose_pod_stays_pending_is_ended_and_the_next_run_starts(
     assert message.startswith(f"Job {first}: no Pod started within spec.runStartTimeoutSeconds")
     assert "Unschedulable: 0/" in message
     assert "didn't match Pod's node affinity/selector" in message
+
+
+def test_an_overdue_runs_pods_are_read_one_small_page_at_a_time(world: World) -> None:
+    """Issue 47: the reconciler listed every Pod of an overdue run, every page, each whole.
+    On the real API server: a Pod past Pending is found by the server's field selector
+    with one Pod's metadata at most, and the cause is read from the first few Pods only."""
+    uid = "0b0b0b0b-0000-4000-8000-00000000beef"
+    own = {start_timeout.CONTROLLER_UID_LABEL: uid}
+    for index in range(5):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"hostile-{index}", "namespace": world.ns, "labels": own},
+            "spec": {  # bound to a node nothing runs: it stays Pending
+                "nodeName": "no-such-node",
+                "containers": [{"name": "main", "image": "busybox"}],
+            },
+        }
+        apply(world.cp, pod)
+    rest = RestClient(load_configuration(str(world.cp.kubeconfig)))
+    live = LiveReader(rest)
+
+    def started() -> list[Any]:
+        return live.list_page(
+            POD,
+            limit=1,
+            namespace=world.ns,
+            label_selector=own,
+            field_selector=start_timeout.STARTED_PODS,
+            metadata_only=True,
+        )
+
+    assert started() == []
+    page = live.list_page(
+        POD, limit=start_timeout.PODS_READ, namespace=world.ns, label_selector=own
+    )
+    assert [p["metadata"]["name"] for p in page] == ["hostile-0", "hostile-1", "hostile-2"]
+    running = world.cp.kubectl(
+        "patch", "pod", "hostile-4", "-n", world.ns, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"phase": "Running"}}),
+    )  # fmt: skip
+    assert running.returncode == 0, running.stderr
+    (found,) = started()
+    assert (found["kind"], found["metadata"]["name"]) == ("Pod", "hostile-4")
+    assert "spec" not in found, "metadata only"
+    rest.close()
 
 
 def test_stagger_delays_the_run_and_keeps_the_nominal_name(

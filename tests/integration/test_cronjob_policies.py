@@ -8,6 +8,7 @@ under kwok. Everything is read back through kubectl, as a user would.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -33,7 +34,7 @@ from tests.integration.test_cronjob_controller import (
     run_at,
     tick_after,
 )
-from tests.integration.test_cronjob_features import kubectl_cjt
+from tests.integration.test_cronjob_features import CJT, kubectl_cjt
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -454,32 +455,74 @@ def test_skip_counts_the_run_that_finds_the_group_full(
     assert [job for job in world.jobs() if job.startswith("skipper-")] == []
 
 
+GROUP_NAME_PATTERN = (
+    "/schema/openAPIV3Schema/properties/spec/properties/concurrencyGroup/properties/name/pattern"
+)
+"""Where the CRD's versions keep the subdomain pattern of spec.concurrencyGroup.name."""
+
+
+@contextlib.contextmanager
+def group_names_unchecked(control_plane: ControlPlane, namespace: str) -> Iterator[None]:
+    """The CronJob CRD without the pattern of spec.concurrencyGroup.name (as it was before
+    issue 47), then restored: what a CronJob stored then may still hold."""
+    probe = grouped_cronjob("probe", namespace, concurrencyGroup={"name": "."})
+    versions = control_plane.kubectl_json("get", "crd", CJT)["spec"]["versions"]
+    remove = [{"op": "remove", "path": f"/spec/versions/{index}{GROUP_NAME_PATTERN}"}
+              for index in range(len(versions))]  # fmt: skip
+    control_plane.kubectl("patch", "crd", CJT, "--type=json", "-p", json.dumps(remove), check=True)
+    try:
+        wait_for(lambda: _dry_run_accepts(control_plane, probe), 30, message="relaxed CRD")
+        yield
+    finally:
+        install_crds(control_plane)  # back to config/crd (patched only: apply restores it)
+        wait_for(lambda: not _dry_run_accepts(control_plane, probe), 30, message="restored")
+
+
 def test_a_group_name_with_dot_segments_takes_no_slot_in_another_namespace(
     control_plane: ControlPlane, operator: RunningManager, clock: FakeClock, world: World
 ) -> None:
-    """A name stored past the webhook (none runs here) is one escaped segment of the
-    group's path: the CronJob finds no such group. Failed before: urllib3 resolved the
-    dot segments to the other namespace's group, and the run took its only slot."""
+    """A name stored past the webhook (none runs here) and before the schema's pattern
+    (issue 47) is one escaped segment of the group's path, and "." or ".." is never
+    sent: the CronJob finds no such group. Failed before: urllib3 resolved the dot
+    segments to the other namespace's group, and the run took its only slot; "." became
+    a LIST of the namespace's groups."""
     other = f"{world.ns}-other"
     control_plane.kubectl("create", "namespace", other, check=True)
+    names = {"sneaky": f"../../{other}/concurrencygroups/theirs", "dot": ".", "dots": ".."}
     try:
         apply(control_plane, group_object("theirs", other, 1))
+        apply(control_plane, group_object("ours", world.ns, 1))
         now = datetime.now(UTC)
         clock.set(now)
-        sneaky = {"name": f"../../{other}/concurrencygroups/theirs"}
-        apply(control_plane, grouped_cronjob("sneaky", world.ns, concurrencyGroup=sneaky))
-        wait_for(lambda: world.condition("sneaky", "Degraded"), 30, message="reconciled")
+        with group_names_unchecked(control_plane, world.ns):
+            for name, group in names.items():
+                apply(
+                    control_plane, grouped_cronjob(name, world.ns, concurrencyGroup={"name": group})
+                )
+        for name in names:
+            wait_for(functools.partial(world.condition, name, "Degraded"), 30, message=name)
         clock.set(next_minute(now) + timedelta(seconds=1))
-        operator.kick("cronjob", world.ns, "sneaky")
-        wait_for(
-            lambda: (world.condition("sneaky", "Degraded") or {}).get("reason") == "GroupNotFound",
-            30,
-            message="the group not found",
-        )
+        for name in names:
+            operator.kick("cronjob", world.ns, name)
+            wait_for(
+                functools.partial(degraded_by, world, name, "GroupNotFound"),
+                30,
+                message=f"{name}: the group not found",
+            )
         assert in_use(control_plane, other, "theirs") == 0
+        assert in_use(control_plane, world.ns, "ours") == 0
         assert world.jobs() == {}
     finally:
         control_plane.kubectl("delete", "namespace", other, "--wait=false")
+
+
+def degraded_by(world: World, name: str, reason: str) -> bool:
+    return (world.condition(name, "Degraded") or {}).get("reason") == reason
+
+
+def _dry_run_accepts(control_plane: ControlPlane, obj: dict[str, Any]) -> bool:
+    result = control_plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(obj))
+    return result.returncode == 0
 
 
 @pytest.mark.parametrize("limit", [0, 101])

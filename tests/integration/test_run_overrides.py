@@ -28,6 +28,7 @@ from cronjob_operator.controllers import cronjob
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.manager import Options
+from cronjob_operator.runtime.objects import MAX_MESSAGE_LENGTH
 from tests.integration.support import RunningManager, apply, install_crds, running_manager
 from tests.integration.test_cronjob_controller import World, cronjob_object
 from tests.integration.test_cronjob_features import CJT
@@ -266,3 +267,30 @@ def test_a_bad_request_through_the_api_is_reported_on_the_cronjob(
         "get", "events", "-n", world.ns, "--field-selector", "reason=InvalidRunRequest"
     )["items"]
     assert [event["involvedObject"]["name"] for event in events] == ["bad"]
+
+
+def test_a_degraded_message_naming_every_container_is_written_clipped(
+    operator: RunningManager, world: World
+) -> None:
+    """Issue 47: the message names every container of the template; 640 names of 63
+    characters made 41,808 characters, over the CRD's 32,768 for a condition message, so
+    the API server refused every status write of the CronJob. Now it is clipped."""
+    body = cronjob_object("many", world.ns, suspend=True)
+    pod_spec = body["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    pod_spec["containers"] = [
+        {"name": f"c{index:03}-{'x' * 58}", "image": "busybox"} for index in range(640)
+    ]
+    apply(world.cp, body)
+    wait_for(lambda: world.condition("many", "Available"), 60, message="first reconcile")
+    request = {"token": "t1", "overrides": {"containers": [{"name": "nope", "image": "x"}]}}
+    annotation = f"{RUN_ANNOTATION}={json.dumps(request)}"
+    world.cp.kubectl("annotate", CJT, "many", "-n", world.ns, annotation, check=True)
+    wait_for(
+        lambda: (world.condition("many", "Degraded") or {}).get("reason") == "InvalidRunRequest",
+        60,
+        message="the bad request is reported: the status write accepted",
+    )
+    message = (world.condition("many", "Degraded") or {})["message"]
+    assert len(message) <= MAX_MESSAGE_LENGTH
+    assert message.startswith(f"{TOKEN_FIELD}: overrides.containers[0].name: the job template")
+    assert message.endswith(" characters)")

@@ -161,6 +161,11 @@ def read_all(rest: RestClient, kind: Any, namespace: str) -> dict[str, dict[str,
 
 def stored_versions_in_etcd(control_plane: ControlPlane, namespace: str) -> list[str]:
     """The apiVersion of each CronJob of ``namespace`` as etcd holds it."""
+    return list(stored_versions_by_name(control_plane, namespace).values())
+
+
+def stored_versions_by_name(control_plane: ControlPlane, namespace: str) -> dict[str, str]:
+    """Each CronJob of ``namespace`` (by name) and its apiVersion as etcd holds it."""
     prefix = f"/registry/{V1.group}/{V1.plural}/{namespace}/".encode()
     end = prefix[:-1] + bytes([prefix[-1] + 1])
     body = {"key": base64.b64encode(prefix).decode(), "range_end": base64.b64encode(end).decode()}
@@ -169,7 +174,12 @@ def stored_versions_in_etcd(control_plane: ControlPlane, namespace: str) -> list
     )
     with urllib.request.urlopen(request, timeout=30) as response:
         kvs = json.loads(response.read()).get("kvs", [])
-    return [json.loads(base64.b64decode(kv["value"]))["apiVersion"] for kv in kvs]
+    return {
+        base64.b64decode(kv["key"]).decode().rpartition("/")[2]: json.loads(
+            base64.b64decode(kv["value"])
+        )["apiVersion"]
+        for kv in kvs
+    }
 
 
 def crd_status_versions(rest: RestClient) -> list[str]:

@@ -413,19 +413,72 @@ def test_config_deployment_rules_are_checked(env: Env) -> None:
 def test_an_object_nested_600_deep_is_refused_naming_the_field(env: Env) -> None:
     """Issue 35: the API server stores 10,000 levels of ``affinity``; the webhook refuses
     nesting deeper than ``nesting.MAX_DEPTH`` with the field's path."""
+    refused_too_deep(env, "deep", with_affinity("deep", env.namespace, 601))
+    assert env.kubectl("get", V1, "deep", "-n", env.namespace).returncode != 0
+
+
+def with_affinity(name: str, namespace: str, levels: int) -> dict[str, Any]:
+    """A CronJob whose pod template's ``affinity`` nests ``levels`` objects deep."""
     affinity: dict[str, Any] = {}
-    for _ in range(600):
+    for _ in range(levels - 1):
         affinity = {"a": affinity}
-    obj = a_cronjob("deep", env.namespace)
+    obj = a_cronjob(name, namespace)
     obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["affinity"] = affinity
+    return obj
+
+
+def refused_too_deep(env: Env, name: str, obj: dict[str, Any]) -> None:
+    """Apply ``obj`` and check that the webhook refused it naming its affinity."""
     result = env.apply(obj)
     assert result.returncode != 0, "admitted"
-    assert env.validated("deep")
+    assert env.validated(name)
     assert (
         "spec.jobTemplate.spec.template.spec.affinity.a.a.a.a.a.a...: Invalid value: "
         f'"<nested more than {nesting.MAX_DEPTH} levels>"'
     ) in result.stderr
-    assert env.kubectl("get", V1, "deep", "-n", env.namespace).returncode != 0
+    assert "managedFields" not in result.stderr
+
+
+@pytest.mark.parametrize("group", [".", ".."])
+def test_the_schema_refuses_a_group_name_that_is_a_dot_segment(env: Env, group: str) -> None:
+    """Issue 47: spec.concurrencyGroup.name had only a length limit in the schema, so
+    where no webhook runs (config/local, config/namespaced) "." and ".." were stored."""
+    name = "dots" if group == ".." else "dot"
+    result = env.apply(a_cronjob(name, env.namespace, concurrencyGroup={"name": group}))
+    assert result.returncode != 0, "admitted"
+    assert "spec.concurrencyGroup.name: Invalid value" in result.stderr, result.stderr
+    assert not env.validated(name), "refused by the webhook, not by the schema"
+
+
+def users_depth(obj: dict[str, Any]) -> int:
+    """How many levels ``obj``'s own fields nest (the root is one; managedFields left out)."""
+    depth = 1
+    while nesting.path_beyond(nesting.users_fields(obj), depth) is not None:
+        depth += 1
+    return depth
+
+
+def test_the_deepest_cronjob_admitted_nests_exactly_the_documented_depth(env: Env) -> None:
+    """Issue 47: the bound counted the managedFields the API server adds (the spec mirrored
+    five levels deeper), so the deepest CronJob a user could create nested 59 levels, not
+    the 64 docs/security.md states, and the refusal named metadata.managedFields."""
+    stated = (
+        "| nesting the webhooks admit (CronJob, ConfigDeployment) | "
+        f"{nesting.MAX_DEPTH} levels from the object's root"
+    )
+    assert stated in (REPO / "docs" / "security.md").read_text()
+    levels = nesting.MAX_DEPTH - 6  # the root, spec, jobTemplate, spec, template, spec
+    result = env.apply(with_affinity("deepest", env.namespace, levels))
+    assert result.returncode == 0, result.stderr
+    shown = env.kubectl(
+        "get", V1, "deepest", "-n", env.namespace, "-o", "json", "--show-managed-fields"
+    )
+    assert shown.returncode == 0, shown.stderr
+    stored = json.loads(shown.stdout)
+    assert stored["metadata"]["managedFields"], "the API server sent no managedFields"
+    assert users_depth(stored) == nesting.MAX_DEPTH
+    refused_too_deep(env, "too-deep", with_affinity("too-deep", env.namespace, levels + 1))
+    env.kubectl("delete", V1, "deepest", "-n", env.namespace)
 
 
 def test_config_deployment_sources_are_checked_by_the_schema_and_the_webhook(env: Env) -> None:

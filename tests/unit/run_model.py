@@ -65,18 +65,25 @@ def started_twice(runs: Iterable[Run], lost: set[Identity]) -> dict[Identity, li
     }
 
 
-def rerun_by_backfill(runs: Sequence[Run], began: Mapping[Identity, int]) -> list[str]:
+def rerun_by_backfill(
+    runs: Sequence[Run], began: Mapping[Identity, int], lost: set[Identity]
+) -> list[str]:
     """Backfill creates of a time whose Job was already created since that backfill
     began (``began``: the index in ``runs`` at which each backfill epoch, keyed by its
     identity without the time, was requested). A backfill counts a time that has a Job
     done (docs/beyond-builtin.md, 10), so its run of that time is the Job created then,
-    whoever created it; a second is the time run twice."""
+    whoever created it; a second is the time run twice (unless someone else deleted the
+    first before status recorded it: ``lost``)."""
     found = []
     for index, run in enumerate(runs):
         if run.identity[0] != "backfill":
             continue
         first = began.get(run.identity[:-1], 0)
-        earlier = [other for other in runs[first:index] if other.job == run.job]
+        earlier = [
+            other
+            for other in runs[first:index]
+            if other.job == run.job and other.identity not in lost
+        ]
         if earlier:
             found.append(f"{run.job} by {run.identity[:-1]} after {earlier[0].identity}")
     return found
@@ -145,7 +152,7 @@ def due_times(spec: Mapping[str, Any], after: datetime, through: datetime) -> li
 
 
 def unsettled(
-    spec: Mapping[str, Any], created: datetime, status: Mapping[str, Any], runs: Iterable[Run]
+    spec: Mapping[str, Any], created: datetime, status: Mapping[str, Any], runs: Sequence[Run]
 ) -> str | None:
     """Rule 2 at quiescence for one CronJob: the due times through ``accountedThrough``
     against the scheduled runs started, the skipped counts and the pending times; a
@@ -154,12 +161,12 @@ def unsettled(
     if settled.accounted_through is None:
         return None
     due = due_times(spec, created, settled.accounted_through)
-    started = {int(run.identity[-1]) for run in runs if run.identity[0] == "scheduled"}
-    ran = [moment for moment in due if int(moment.timestamp()) in started]
+    started = {int(run.identity[-1]) for run in runs if _runs_its_time(run)}
     limit = spec.get("maxScheduledRuns")
-    if limit is not None and len(ran) >= limit:
-        last = ran[limit - 1]
-        due = [moment for moment in due if moment <= last]
+    reached = None if limit is None else _limit_reached_at(runs, limit)
+    if reached is not None:
+        due = [moment for moment in due if int(moment.timestamp()) <= reached]
+    ran = [moment for moment in due if int(moment.timestamp()) in started]
     waiting = [moment for moment in due if moment in settled.pending]
     if len(due) == len(ran) + settled.skipped + len(waiting):
         return None
@@ -167,6 +174,23 @@ def unsettled(
         f"{len(due)} times due through {settled.accounted_through.isoformat()}, but "
         f"{len(ran)} started + {settled.skipped} skipped + {len(waiting)} pending"
     )
+
+
+def _limit_reached_at(runs: Iterable[Run], limit: int) -> int | None:
+    """The scheduled time (Unix seconds) whose run used up ``maxScheduledRuns``: runs
+    counted in the order they were created, each time after the newest counted one
+    (scheduled and backfill runs alike, docs/beyond-builtin.md, 11); None while some
+    remain. No later time is a run."""
+    count, through = 0, -1
+    for run in runs:
+        if run.identity[0] == "request":
+            continue
+        moment = int(run.identity[-1])
+        if moment > through:
+            count, through = count + 1, moment
+            if count == limit:
+                return through
+    return None
 
 
 def _runs_its_time(run: Run) -> bool:

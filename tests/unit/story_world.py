@@ -46,7 +46,9 @@ from tests.unit.run_model import Identity, Run
 
 NS = "story"
 GROUP = "g"
-SETTLE_ROUNDS = 10
+SETTLE_ROUNDS = 40
+AT_ONCE = 2.0
+"""A requeue this soon (seconds) is the next step of the same work (``due.SOON``)."""
 BACKFILL_TOKEN = "batch.tutorial.kubebuilder.io/backfill-token"
 
 
@@ -164,7 +166,9 @@ class StoryWorld:
         )
 
     def restart(self) -> None:
-        """A new process: the reconciler's memories are gone, only the API holds."""
+        """A new process: the reconciler's memories are gone, only the API holds, and its
+        cache starts with a fresh LIST (it may lag from then on, never from before)."""
+        self.catch_up()
         self.reconciler = self._reconciler()
 
     def reconcile(self, name: str) -> Result | errors.ApiError:
@@ -226,7 +230,7 @@ class StoryWorld:
             for name in self.names:
                 for _ in range(SETTLE_ROUNDS):
                     result = self.reconcile(name)
-                    if isinstance(result, errors.ApiError) or not result.follow_up:
+                    if isinstance(result, errors.ApiError) or not _at_once(result):
                         break
             if self._writes() == before:
                 return
@@ -342,7 +346,8 @@ class StoryWorld:
         """Called at a Job create, before the API stores it: what holds at this instant."""
         owner = job_owner_index(objects.freeze(dict(job)))
         cron_job = owner[0] if owner else "?"
-        spec = self.client.get(CRONJOB, cron_job, NS)["spec"]
+        # The spec the reconciler acts on: the cache's, while it lags.
+        spec = (self.snapshot or self.client).get(CRONJOB, cron_job, NS)["spec"]
         running = [
             objects.name_of(other)
             for other in self.client.list(
@@ -392,3 +397,9 @@ def _seconds(stamp: str) -> int:
     moment = parse_time(stamp)
     assert moment is not None, stamp
     return int(moment.timestamp())
+
+
+def _at_once(result: Result) -> bool:
+    """Whether the work queue runs the next reconcile at once: a follow-up, or a requeue
+    within ``AT_ONCE`` (a catch-up step, a backfill step)."""
+    return result.follow_up or 0 < result.requeue_after <= AT_ONCE

@@ -30,6 +30,8 @@ from bench import (
     retry_storm,
     run_cost,
     run_request_memo,
+    start_timeout_pods,
+    stored_object_cost,
 )
 from cronjob_operator.controllers.cronjob import JOB_OWNER_INDEX
 from cronjob_operator.runtime.kinds import JOB
@@ -88,7 +90,19 @@ def table_rows(output: str) -> list[str]:
         pytest.param(request_cost.main, QUICK, 3, id="request_cost"),
         pytest.param(run_request_memo.main, QUICK, 4, id="run_request_memo"),
         pytest.param(run_cost.main, ["--cronjobs", "3", "--rounds", "1"], 1, id="run_cost"),
+        pytest.param(
+            start_timeout_pods.main,
+            ["--pods", "1,5", "--annotation-kib", "1"],
+            2,
+            id="start_timeout_pods",
+        ),
         pytest.param(exclusion_walk.main, ["--dates", "3"], 3, id="exclusion_walk"),
+        pytest.param(
+            stored_object_cost.main,
+            ["--kinds", "ConcurrencyGroup", "--top", "2", "--huge", "4096", "--every", "8"],
+            6,
+            id="stored_object_cost",
+        ),
         pytest.param(retry_storm.main, ["--requests", "20", "--seconds", "2"], 2, id="retry_storm"),
         pytest.param(
             hostile_clients.main,

@@ -4,6 +4,7 @@ CronJob's two versions and the conversion webhook patch."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,19 @@ def test_cronjob_defaults_minimums_and_formats() -> None:
     assert props["startingDeadlineSeconds"]["minimum"] == 0
     assert props["startingDeadlineSeconds"]["format"] == "int64"
     assert "default" not in props["startingDeadlineSeconds"]
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_a_concurrency_group_name_is_a_subdomain_in_the_schema(version: str) -> None:
+    """Issue 47: the field had only a length limit, so with the webhook out of the path
+    (config/local, config/namespaced) "." and ".." were stored and became another path."""
+    name = at(schema_of("CronJob", version), "spec.concurrencyGroup.name")
+    pattern = re.compile(name["pattern"])
+    assert name["maxLength"] == 253
+    for good in ("shared", "team-a.batch", "a"):
+        assert pattern.search(good), good
+    for bad in (".", "..", "a/b", "Shared", "-a", "a.", ".a", "a..b", "a b"):
+        assert not pattern.search(bad), bad
 
 
 def test_cronjob_enums() -> None:

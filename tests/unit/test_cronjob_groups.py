@@ -15,7 +15,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
+from cronjob_operator.api.concurrencygroup_v1 import (
+    CONCURRENCY_GROUP,
+    MAX_GROUP_LIMIT,
+    MAX_WAITERS,
+)
 from cronjob_operator.controllers.cronjob import (
     JOB_OWNER_INDEX,
     CronJobReconciler,
@@ -82,6 +86,32 @@ def test_a_free_slot_is_taken_and_a_full_group_queues_or_refuses() -> None:
         False,
         False,
     )
+
+
+def test_the_waiting_list_never_grows_past_its_bound() -> None:
+    """status.waiting: at most MAX_WAITERS runs (about 370 bytes each with a 253-character
+    CronJob name); a run that finds the list full is not queued, in the rule and in the
+    schema the API server checks the controller's write against."""
+    full = {
+        "holders": [holder("a-1", at(0))],
+        "waiting": [
+            {"cronJob": f"w{index:04}", "scheduledTime": rfc3339(at(1)), "seenAt": rfc3339(at(1))}
+            for index in range(MAX_WAITERS)
+        ],
+    }
+    late = claim(full, 1, request("late", at(1)), at(1), {})
+    assert (late.granted, late.queued) == (False, False)
+    assert len(late.status["waiting"]) == MAX_WAITERS
+    listed = schema_of("ConcurrencyGroup")["properties"]["status"]["properties"]
+    assert listed["waiting"]["maxItems"] == MAX_WAITERS
+
+
+def test_the_holders_list_is_bounded_in_the_schema_by_the_largest_limit() -> None:
+    """Issue 47: status.holders had no bound in the schema; the controller never holds more
+    than spec.limit (at most MAX_GROUP_LIMIT) slots, and now the schema says so."""
+    listed = schema_of("ConcurrencyGroup")["properties"]["status"]["properties"]
+    assert listed["holders"]["maxItems"] == MAX_GROUP_LIMIT
+    assert listed["holders"]["items"]["properties"]["cronJob"]["maxLength"] == 253
 
 
 def test_a_freed_slot_goes_to_the_oldest_waiting_run() -> None:

@@ -251,32 +251,43 @@ def test_an_invalid_stored_window_is_reported_by_field() -> None:
     assert degraded["message"].startswith("spec.exclusions.dates[0]: '2016-02-30': must be")
 
 
-@pytest.mark.parametrize("stored", ["5", 0])
-def test_an_unusable_stored_limit_alone_is_reported_by_field(stored: object) -> None:
-    """Without a window or exclusions too: "5" ran unlimited and unreported, 0 read as a
-    limit already reached."""
-    world = world_of(maxScheduledRuns=stored)
+def test_an_unusable_stored_limit_alone_is_reported_by_field() -> None:
+    """Without a window or exclusions too: 0 read as a limit already reached."""
+    world = world_of(maxScheduledRuns=0)
     settle(world, at(1.5))
     assert created_order(world) == []
     degraded = world.condition("Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "InvalidWindow")
     assert degraded["message"] == (
-        f"spec.maxScheduledRuns: {stored!r}: must be a whole number of at least 1, or unset "
-        "for no limit"
+        "spec.maxScheduledRuns: 0: must be a whole number of at least 1, or unset for no limit"
     )
     assert world.condition("Available")["reason"] != "RunLimitReached"
 
 
+def test_a_stored_limit_of_another_type_is_reported_as_not_fitting_the_schema() -> None:
+    """ "5" ran unlimited and unreported once; the schema's type is checked before any
+    field is read (``controllers.stored``), for this field as for every other."""
+    world = world_of(maxScheduledRuns="5")
+    settle(world, at(1.5))
+    assert created_order(world) == []
+    (event,) = {(e.reason, e.message) for e in world.recorder.events if e.type == "Warning"}
+    assert event[0] == "InvalidStoredObject"
+    assert event[1].startswith("spec.maxScheduledRuns: stored as string '5', not integer")
+
+
 def test_more_exclusion_schedules_than_the_bound_stored_past_validation_run_nothing() -> None:
-    """Each exclusion schedule is asked about every time walked: eleven are refused by the
-    controller as by the webhook, naming the field, before any is parsed."""
+    """Each exclusion schedule is asked about every time walked: eleven, past the
+    schema's maxItems, are refused before any is parsed (``controllers.stored``)."""
     world = world_of(exclusions={"schedules": [f"{minute} 3 * * *" for minute in range(11)]})
     settle(world, at(1.5))
     assert created_order(world) == []
-    degraded = world.condition("Degraded")
-    assert (degraded["status"], degraded["reason"]) == ("True", "InvalidWindow")
-    assert degraded["message"] == (
-        "spec.exclusions.schedules: '<11 schedules>': must list at most 10 schedules"
+    (event,) = {(e.reason, e.message) for e in world.recorder.events if e.type == "Warning"}
+    assert event == (
+        "InvalidStoredObject",
+        "spec.exclusions.schedules: 11 entries, more than 10, which the CronJob schema does "
+        "not admit (it was stored before the rule or with validation bypassed); nothing is "
+        "done for this CronJob until it is corrected (kubectl edit cronjobs report, or "
+        "delete and re-create it)",
     )
 
 

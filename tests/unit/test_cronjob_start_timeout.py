@@ -75,7 +75,7 @@ def run(world: Harness, hours: int, **counts: int) -> str:
     return name
 
 
-def add_pod(world: Harness, job: str, status: dict[str, Any]) -> None:
+def add_pod(world: Harness, job: str, status: dict[str, Any], suffix: str = "abcde") -> None:
     """A Pod of ``job`` as the Job controller labels it, in ``status``."""
     uid = world.client.get(JOB, job, NS)["metadata"]["uid"]
     world.client.add(
@@ -84,7 +84,7 @@ def add_pod(world: Harness, job: str, status: dict[str, Any]) -> None:
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
-                "name": f"{job}-abcde",
+                "name": f"{job}-{suffix}",
                 "namespace": NS,
                 "labels": {start_timeout.CONTROLLER_UID_LABEL: uid},
             },
@@ -149,6 +149,35 @@ def test_an_unschedulable_run_ends_at_its_timeout_and_the_next_run_starts() -> N
 
     world.reconcile_at(at(2))
     assert job_name(NAME, at(2)) in world.jobs(), "Forbid no longer blocks the next run"
+
+
+def test_an_overdue_run_reads_one_small_page_of_its_pods_whatever_their_number() -> None:
+    """Issue 47: the reconciler listed every Pod of the Job, all pages, each decoded
+    whole: a hostile Job's Pods made a 49 MiB body that needed +98 MiB to decode. Now
+    each LIST asks the server for a few Pods at most."""
+    world = world_of()
+    job = first_run(world)
+    for index in range(600):
+        add_pod(world, job, unschedulable(), suffix=f"{index:04}")
+    world.reconcile_at(at(1, TIMEOUT))
+    lists = world.client.reads_of("list", POD)
+    assert lists, "the Pods were read"
+    limits = [action.body.get("limit") for action in lists]
+    assert all(limit is not None and limit <= start_timeout.PODS_READ for limit in limits)
+    (message,) = timeout_events(world)
+    assert f"Pod {job}-0000: Unschedulable: 0/1 nodes are available" in message
+    assert job not in world.jobs()
+
+
+def test_one_started_pod_among_hundreds_pending_keeps_its_run() -> None:
+    world = world_of()
+    job = first_run(world)
+    for index in range(600):
+        add_pod(world, job, unschedulable(), suffix=f"{index:04}")
+    add_pod(world, job, {"phase": "Running"}, suffix="zzzz")  # listed last by name
+    world.reconcile_at(at(1, TIMEOUT))
+    assert job in world.jobs()
+    assert timeout_events(world) == []
 
 
 def test_the_event_names_a_container_that_cannot_pull_its_image() -> None:

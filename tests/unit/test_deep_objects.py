@@ -122,18 +122,7 @@ def test_canonical_json_is_the_standard_librarys_and_takes_any_depth() -> None:
 
 
 def test_the_deployment_of_a_config_deployment_5000_deep_is_built() -> None:
-    affinity: dict[str, Any] = {}
-    for _ in range(5000):
-        affinity = {"a": affinity}
-    template = {"spec": {"containers": [{"name": "c", "image": "nginx"}], "affinity": affinity}}
-    config_deployment = objects.freeze(
-        {
-            "apiVersion": "apps.tutorial.kubebuilder.io/v1",
-            "kind": "ConfigDeployment",
-            "metadata": {"name": "deep", "namespace": "ns", "uid": "u1"},
-            "spec": {"configMap": "settings", "replicas": 1, "template": template},
-        }
-    )
+    config_deployment = _config_deployment_5000_deep()
     deployment = decide.desired_deployment(config_deployment, "hash")  # its spec hash recursed
     assert deployment["metadata"]["annotations"][decide.SPEC_HASH_ANNOTATION]
 
@@ -177,3 +166,30 @@ def test_freeze_and_thaw_refuse_a_value_inside_itself_and_copy_a_shared_one() ->
     once = _json.dumps(shared)
     for copied in (objects.freeze([shared, shared]), objects.thaw([shared, shared])):
         assert _json.dumps(copied) == b"[" + once + b"," + once + b"]"
+
+
+def test_a_config_deployment_5000_deep_is_compared_with_its_deployment() -> None:
+    """Issue 47 (the stored-object fuzzer): with its Deployment in place, every reconcile
+    of a ConfigDeployment 2,000 deep in ``affinity`` raised RecursionError in the
+    comparison that decides whether the Deployment needs an update."""
+    config_deployment = _config_deployment_5000_deep()
+    deployment = objects.freeze(decide.desired_deployment(config_deployment, "hash"))
+    assert not decide.needs_update(deployment, decide.desired_deployment(config_deployment, "hash"))
+    changed = decide.desired_deployment(config_deployment, "other")
+    assert decide.needs_update(deployment, changed)
+
+
+def _config_deployment_5000_deep() -> objects.Obj:
+    """A ConfigDeployment whose pod template's ``affinity`` nests 5,000 levels."""
+    affinity: dict[str, Any] = {}
+    for _ in range(5000):
+        affinity = {"a": affinity}
+    template = {"spec": {"containers": [{"name": "c", "image": "nginx"}], "affinity": affinity}}
+    return objects.freeze(
+        {
+            "apiVersion": "apps.tutorial.kubebuilder.io/v1",
+            "kind": "ConfigDeployment",
+            "metadata": {"name": "deep", "namespace": "ns", "uid": "u1"},
+            "spec": {"configMap": "settings", "replicas": 1, "template": template},
+        }
+    )

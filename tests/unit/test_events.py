@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cronjob_operator.envtest import wait_for
-from cronjob_operator.runtime import errors, kinds
+from cronjob_operator.runtime import errors, kinds, objects
 from cronjob_operator.runtime.client import PatchType
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.events import _correlator
@@ -152,7 +152,8 @@ class TestMakeEvent:
         event = _correlator.make_event(
             CRONJOB, "Normal", "R", "x" * 5000, component="c", host="", now=START
         )
-        assert len(event["message"]) == 1024
+        assert len(event["message"]) == objects.MAX_MESSAGE_LENGTH == 1024
+        assert event["message"].endswith("x… (5000 characters)")
 
     def test_long_names_stay_valid(self) -> None:
         obj = {**CRONJOB, "metadata": {"name": "a" * 253, "namespace": "ns1"}}

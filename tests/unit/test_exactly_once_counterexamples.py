@@ -11,7 +11,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION
+from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, RUN_ANNOTATION
 from cronjob_operator.runtime.controllerutil import rfc3339
 from tests.unit import run_model
 from tests.unit.story_world import StoryWorld
@@ -21,7 +21,15 @@ EVERY_5 = {"schedule": "*/5 * * * *", "successfulJobsHistoryLimit": 0, "failedJo
 
 
 def world(**spec: Any) -> StoryWorld:
-    return StoryWorld({"c0": {**EVERY_5, **spec}}, start=T0, group_limit=1)
+    return grouped(c0=spec)
+
+
+def grouped(**specs: dict[str, Any]) -> StoryWorld:
+    """CronJobs named by keyword, each every five minutes with no history unless its spec
+    says otherwise, sharing group ``g`` of limit 1 where they name it."""
+    return StoryWorld(
+        {name: {**EVERY_5, **spec} for name, spec in specs.items()}, start=T0, group_limit=1
+    )
 
 
 def backfill(story: StoryWorld, token: str, *, ago: int, minutes: int = 5) -> None:
@@ -37,7 +45,9 @@ def backfill(story: StoryWorld, token: str, *, ago: int, minutes: int = 5) -> No
 def assert_each_run_once(story: StoryWorld) -> None:
     assert not run_model.started_twice(story.ledger.starts, story.ledger.lost)
     assert not run_model.limit_breaches(story.ledger.starts)
-    assert not run_model.rerun_by_backfill(story.ledger.starts, story.ledger.backfill_began)
+    assert not run_model.rerun_by_backfill(
+        story.ledger.starts, story.ledger.backfill_began, story.ledger.lost
+    )
 
 
 def test_a_backfill_re_ranged_under_its_token_keeps_the_recorded_range() -> None:
@@ -90,4 +100,133 @@ def test_replace_never_deletes_a_job_a_running_backfill_has_still_to_count() -> 
     created = [run.job for run in story.ledger.starts]
     assert created.count("c0-1774736400") == 1
     assert story.status("c0")["backfill"]["state"] == "Complete"
+    assert_each_run_once(story)
+
+
+def test_replace_hands_its_group_slot_to_the_run_replacing_it() -> None:
+    """Every minute, Replace, a group of 1 with whenFull Skip; the 22:18 run started 20 s
+    late. Before: the 22:19 run's Replace deleted the 22:18 Job, whose slot was still in
+    its claim grace, so the group was full: the old run was gone and the new one counted
+    GroupFull. Now the new run takes the replaced Job's slot."""
+    story = grouped(
+        c0={
+            "schedule": "*/1 * * * *",
+            "concurrencyPolicy": "Replace",
+            "concurrencyGroup": {"name": "g", "whenFull": "Skip"},
+        }
+    )
+    story.later(timedelta(seconds=80))
+    story.settle()
+    story.later(timedelta(seconds=45))
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774736280", "c0-1774736340"]
+    assert "groupFull" not in (story.status("c0").get("skippedRuns") or {})
+    assert_each_run_once(story)
+
+
+def test_a_buffered_run_that_finds_its_group_full_under_skip_is_counted_once_and_never_run() -> (
+    None
+):
+    """BufferOne keeps 22:25 while 22:20 runs; when 22:20 ends, another CronJob holds the
+    group's one slot, and whenFull is Skip. Before: every reconcile counted 22:25 as
+    GroupFull again (2 after two), and once the slot freed it ran all the same."""
+    story = grouped(
+        c0={
+            "concurrencyPolicy": "BufferOne",
+            "concurrencyGroup": {"name": "g", "whenFull": "Skip"},
+        },
+        c1={"schedule": "0 0 1 1 *", "concurrencyGroup": {"name": "g"}},
+    )
+    story.later(timedelta(minutes=3))
+    story.settle()
+    story.later(timedelta(minutes=5))
+    story.settle()
+    assert story.status("c0")["bufferedRun"] == "2026-03-28T22:25:00Z"
+    story.finish("c0-1774736400", "Complete")
+    story.annotate("c1", RUN_ANNOTATION, "x")
+    story.reconcile("c1")
+    story.reconcile("c1")
+    story.later(timedelta(seconds=30))
+    for _ in range(2):
+        story.reconcile("c0")
+    assert story.status("c0")["skippedRuns"]["groupFull"] == 1
+    [c1_job] = [run.job for run in story.ledger.starts if run.cron_job == "c1"]
+    story.finish(c1_job, "Complete")
+    story.later(timedelta(seconds=30))
+    story.settle()
+    assert [run.job for run in story.ledger.starts if run.cron_job == "c0"] == ["c0-1774736400"]
+    assert story.status("c0")["skippedRuns"]["groupFull"] == 1
+    assert_each_run_once(story)
+
+
+def test_replace_never_deletes_a_run_requests_job_while_its_status_write_fails() -> None:
+    """A run request and the scheduled run are due at once under Replace, and every
+    status write fails for a while. Before: each retry deleted the request's Job to make
+    room for the scheduled run and wrote nothing, so the next retry ran the request
+    again and deleted the scheduled run: 5 and 4 Jobs in 6 reconciles. Now the request's
+    Job waits for the write that records it."""
+    story = world(concurrencyPolicy="Replace")
+    story.settle()
+    story.later(timedelta(minutes=3))
+    story.annotate("c0", RUN_ANNOTATION, "t0")
+    for _ in range(6):
+        story.fail_next("status", 500)
+        story.reconcile("c0")
+    assert [run.job for run in story.ledger.starts] == ["c0-mkexsnlndy"]
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-mkexsnlndy", "c0-1774736400"]
+    assert story.status("c0")["lastHandledRunRequest"] == "t0"
+    assert_each_run_once(story)
+
+
+def test_a_time_a_backfill_runs_is_not_also_counted_skipped() -> None:
+    """An hour passes; a backfill of [23:07, 23:12) is requested. Before: its 23:10 step
+    was created, then the same reconcile's skip accounting counted 23:10 CatchUpBound
+    (it looked only at the Jobs the cache listed): one time both run and skipped."""
+    story = world()
+    story.later(timedelta(seconds=3599))
+    backfill(story, "b0", ago=10)
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774739400", "c0-1774739700"]
+    assert story.status("c0")["skippedRuns"]["catchUpBound"] == 10  # 22:20 to 23:05
+    found = run_model.unsettled(
+        story.spec("c0"), story.created, story.status("c0"), story.ledger.starts
+    )
+    assert found is None, found
+    assert_each_run_once(story)
+
+
+def test_a_cache_lagging_behind_two_of_our_writes_does_not_run_a_time_again() -> None:
+    """The cache lags from before the 22:20 run; the follow-up decides from our own first
+    write (the cache still holds the copy it was decided from) and writes again. Before:
+    that second write was remembered by the written copy's version, which the cache never
+    held, so the next reconcile decided from the lagging copy, found neither the run nor
+    its Job (deleted by someone else after status recorded it) and ran 22:20 again."""
+    story = world()
+    story.lag()
+    story.later(timedelta(minutes=5))
+    story.reconcile("c0")
+    story.reconcile("c0")
+    backfill(story, "b0", ago=10)
+    story.delete_job("c0-1774736400")
+    assert not story.ledger.lost, "status recorded the run before the delete"
+    story.reconcile("c0")
+    assert [run.job for run in story.ledger.starts] == ["c0-1774736400"]
+    assert_each_run_once(story)
+
+
+def test_a_backfill_step_and_a_scheduled_run_in_one_reconcile_keep_the_run_limit() -> None:
+    """maxScheduledRuns 1; a backfill of 22:10 and the 22:20 run are due in the same
+    reconcile. Before: the limit's count saw only the Jobs the cache listed, not the
+    backfill step this reconcile had just created, so 22:20 ran too: 2 of 1."""
+    story = world(maxScheduledRuns=1)
+    backfill(story, "b0", ago=10)
+    story.later(timedelta(seconds=300))
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774735800"]
+    assert story.status("c0")["scheduledRuns"] == {
+        "count": 1,
+        "remaining": 0,
+        "countedThrough": "2026-03-28T22:10:00Z",
+    }
     assert_each_run_once(story)

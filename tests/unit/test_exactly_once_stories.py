@@ -190,7 +190,7 @@ class Stories(RuleBasedStateMachine):
     @invariant()
     def no_backfill_reran_a_time(self) -> None:
         ledger = self.world.ledger
-        reruns = run_model.rerun_by_backfill(ledger.starts, ledger.backfill_began)
+        reruns = run_model.rerun_by_backfill(ledger.starts, ledger.backfill_began, ledger.lost)
         assert not reruns, f"backfill ran a time again: {reruns}"
 
     @invariant()

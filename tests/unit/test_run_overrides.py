@@ -18,6 +18,7 @@ from cronjob_operator import plugin
 from cronjob_operator.api import run_overrides
 from cronjob_operator.api.batch_v1 import RUN_ANNOTATION
 from cronjob_operator.api.cronjob_rules import TOKEN_FIELD, manual_job_name
+from cronjob_operator.api.meta import Condition
 from cronjob_operator.api.run_overrides import (
     MAX_RUN_REQUEST_LENGTH,
     OVERRIDES_ANNOTATION,
@@ -36,7 +37,7 @@ from cronjob_operator.api.run_overrides import (
 )
 from cronjob_operator.controllers.cronjob import requests
 from cronjob_operator.controllers.cronjob.jobs import build_manual_job, job_name
-from cronjob_operator.runtime.objects import freeze, thaw
+from cronjob_operator.runtime.objects import MAX_MESSAGE_LENGTH, freeze, thaw
 from cronjob_operator.webhooks import cronjob as webhook
 from tests.unit import cronjob_harness
 from tests.unit.cronjob_harness import Harness
@@ -394,14 +395,14 @@ def test_the_summary_shows_what_changed_without_values() -> None:
 # --- the decision, on the fake client -------------------------------------------------
 
 
-def harness(**spec: Any) -> Harness:
-    """The reconciler of ``ns/cj``, an hourly CronJob with ``CONTAINERS`` and ``spec``."""
+def harness(containers: list[dict[str, Any]] = CONTAINERS, **spec: Any) -> Harness:
+    """The reconciler of ``ns/cj``, an hourly CronJob with ``containers`` and ``spec``."""
     cronjob = cronjob_harness.cronjob(
         "cj",
         "ns",
         created=CREATED,
         spec={"schedule": "0 * * * *", **spec},
-        containers=[dict(c) for c in CONTAINERS],
+        containers=[dict(c) for c in containers],
         annotations={},
     )
     return Harness(cronjob, start=CREATED, namespace="ns", name="cj")
@@ -467,6 +468,21 @@ def test_a_bad_request_is_degraded_with_an_event_and_runs_nothing(value: str, na
     assert cluster.recorder.reasons() == ["InvalidRunRequest"]
     assert result.requeue_after is not None
     assert result.requeue_after > 60, "no hot requeue: the next scheduled time"
+
+
+def test_a_degraded_message_naming_every_container_fits_the_condition_schema() -> None:
+    """Issue 47: the message names every container of the template; 640 names of 63
+    characters made 40,000 characters, over the CRD's 32,768 for a condition message, so
+    every status write of that CronJob was refused. Condition messages are clipped."""
+    cluster = harness([{"name": f"c{i:03}-{'x' * 58}", "image": "x"} for i in range(640)])
+    gone = Overrides(containers=(ContainerOverride("gone", image="x"),))
+    request_run(cluster, request_json("t", gone))
+    cluster.reconcile_at(CREATED)
+    degraded = next(c for c in cluster.status()["conditions"] if c["type"] == "Degraded")
+    allowed = Condition.model_json_schema()["properties"]["message"]["maxLength"]
+    assert len(degraded["message"]) <= min(allowed, MAX_MESSAGE_LENGTH)
+    assert degraded["message"].startswith(f"{TOKEN_FIELD}: overrides.containers[0].name")
+    assert degraded["message"].endswith(" characters)")
 
 
 def test_a_request_with_overrides_waits_under_forbid_and_runs_with_them() -> None:

@@ -11,13 +11,15 @@ import pytest
 import urllib3
 from kubernetes import client as k8s_client
 
-from cronjob_operator.runtime import objects
+from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.cache import Cache, UnindexedFieldError, parse_selector
-from cronjob_operator.runtime.client import RestClient
+from cronjob_operator.runtime.client import LiveReader, RestClient
+from cronjob_operator.runtime.client._rest import METADATA_LIST
 from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.controller import _handlers as handlers
 from cronjob_operator.runtime.controller import _predicates as predicates
-from cronjob_operator.runtime.kinds import JOB, Kind
+from cronjob_operator.runtime.kinds import JOB, POD, Kind
+from tests.unit.test_cache_options import RecordingRest
 
 OWNER = Kind("batch.tutorial.kubebuilder.io", "v1", "CronJob", "cronjobs")
 
@@ -216,7 +218,53 @@ def test_an_object_path_keeps_any_name_one_segment_of_its_collection(name: str) 
     assert resolved.fragment is None
 
 
+@pytest.mark.parametrize("name", [".", ".."])
+def test_an_object_path_refuses_a_dot_segment_before_urllib3_resolves_it(name: str) -> None:
+    """Issue 47: quoting leaves "." and "..", which urllib3 resolves: a GET of the group
+    named ".." became a GET of the namespace, "." a LIST of every group in it. No object
+    can have such a name: the path is refused, naming the kind and the name, unsent."""
+    with pytest.raises(errors.InvalidName) as refused:
+        JOB.object_path("team", name, "status")
+    assert isinstance(refused.value, errors.NotFound), "read as: no such object"
+    assert f'jobs.batch "{name}"' in str(refused.value)
+    assert "not sent" in str(refused.value)
+
+
+@pytest.mark.parametrize("namespace", [".", "..", "a/b"])
+def test_a_collection_path_refuses_a_namespace_that_is_no_segment(namespace: str) -> None:
+    with pytest.raises(errors.InvalidName, match="namespace"):
+        JOB.collection_path(namespace)
+
+
 def test_an_object_path_of_a_valid_name_is_unchanged() -> None:
     assert JOB.object_path("team", "nightly-1772452800.x") == (
         "/apis/batch/v1/namespaces/team/jobs/nightly-1772452800.x"
     )
+
+
+def test_list_page_asks_for_one_page_and_keeps_at_most_its_limit() -> None:
+    """Issue 47: a read that needs a few objects asks for one page of them, however many
+    the collection holds, and never follows ``continue``."""
+    page = {
+        "items": [{"metadata": {"name": f"p{index}"}} for index in range(5)],
+        "metadata": {"continue": "more"},
+    }
+    rest = RecordingRest(page)
+    items = LiveReader(rest).list_page(
+        POD,
+        limit=3,
+        namespace="ns",
+        label_selector={"job": "u"},
+        field_selector="status.phase!=Pending",
+        metadata_only=True,
+    )
+    assert [objects.name_of(item) for item in items] == ["p0", "p1", "p2"]
+    assert {item["kind"] for item in items} == {"Pod"}
+    assert rest.calls == [
+        (
+            "list",
+            "/api/v1/namespaces/ns/pods",
+            {"limit": 3, "labelSelector": "job=u", "fieldSelector": "status.phase!=Pending"},
+            METADATA_LIST,
+        )
+    ]

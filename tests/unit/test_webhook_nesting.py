@@ -82,3 +82,37 @@ def test_converting_and_defaulting_a_deep_cronjob_do_not_recurse(levels: int) ->
     v2 = conversion.convert(deep, "batch.tutorial.kubebuilder.io/v2")
     assert _json.dumps(conversion.convert(v2, V1)["spec"]["jobTemplate"]) == template
     assert _json.dumps(cronjob.default(deep)["spec"]["jobTemplate"]) == template
+
+
+def with_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with the ``metadata.managedFields`` the API server adds before admission:
+    ``fieldsV1`` mirrors every field set four levels deeper than the field itself
+    (``metadata.managedFields[0].fieldsV1.f:spec...``), and a leaf as an object (five)."""
+
+    def mirrored(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {f"f:{key}": mirrored(child) for key, child in value.items()}
+        if isinstance(value, list):
+            return {f"i:{index}": mirrored(item) for index, item in enumerate(value)}
+        return {}
+
+    fields = {"f:spec": mirrored(obj["spec"])}
+    entry = {"manager": "kubectl", "operation": "Apply", "fieldsV1": fields}
+    obj["metadata"]["managedFields"] = [entry]
+    return obj
+
+
+def test_the_bound_is_on_the_users_fields_not_on_managed_fields() -> None:
+    """Issue 47: the API server's managedFields mirror the spec deeper than the spec; the
+    bound measured them, so a CronJob of 60 levels was refused naming a field the user
+    never wrote."""
+    at_bound = nesting.MAX_DEPTH - len(POD_SPEC) - 1
+    assert cronjob.validate_create(with_managed_fields(with_affinity(at_bound))) == []
+    [error] = cronjob.validate_create(with_managed_fields(with_affinity(at_bound + 1)))
+    assert str(error).startswith(f"{CRONJOB_AFFINITY}.a.a"), str(error)
+    template: dict[str, Any] = {"containers": [{"name": "c", "image": "nginx"}]}
+    for _ in range(nesting.MAX_DEPTH - 5):  # root, spec, and the three of containers
+        template = {"spec": template}
+    deep = a_config_deployment(template=template)
+    assert depth_of(deep) == nesting.MAX_DEPTH
+    assert configdeployment.validate_create(with_managed_fields(deep)) == []

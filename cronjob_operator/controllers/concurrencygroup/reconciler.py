@@ -25,7 +25,11 @@ from datetime import datetime
 from typing import Any
 
 from cronjob_operator.api.batch_v1 import CRONJOB
-from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
+from cronjob_operator.api.concurrencygroup_v1 import (
+    CONCURRENCY_GROUP,
+    CONCURRENCY_GROUP_RESOURCE,
+)
+from cronjob_operator.controllers import stored
 from cronjob_operator.controllers.cronjob import groups, jobs
 from cronjob_operator.controllers.cronjob.group_slots import (
     comparable_status,
@@ -76,6 +80,7 @@ class ConcurrencyGroupReconciler:
     def __init__(self, client: ClientInterface, *, clock: Clock = utc_now) -> None:
         self._client = client
         self._clock = clock
+        self._checks = stored.Checks(CONCURRENCY_GROUP_RESOURCE)
         self.holders = Holders()
 
     def reconcile(self, request: Request) -> Result:
@@ -84,6 +89,8 @@ class ConcurrencyGroupReconciler:
         except errors.NotFound:
             self.holders.record(request.namespace, request.name, set())
             return Result()
+        if self._checks.misfit(group) is not None:
+            return Result()  # its CronJobs report it (GroupUnusable); an edit brings it back
         now = self._clock()
         status = group_status_of(group.get("status") or {})
         if not status.get("holders") and not status.get("waiting"):

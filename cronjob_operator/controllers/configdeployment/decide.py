@@ -174,28 +174,35 @@ def _contained(want: object, have: object, *, quantities: bool = False) -> bool:
 
     Fields ``have`` has beyond ``want`` (server defaults) are ignored; a zero value in
     ``want`` matches an absent field (Go's ``omitempty`` drops it); lists match item by
-    item; quantities (under resources, overhead, sizeLimit) match by value.
+    item; quantities (under resources, overhead, sizeLimit) match by value. Walked with a
+    stack of its own: a free-form field (``affinity``) may nest deeper than Python's
+    stack (a ConfigDeployment 2,000 deep raised RecursionError on every reconcile).
     """
-    if isinstance(want, Mapping):
-        if not isinstance(have, Mapping):
-            return False
-        for key, value in want.items():
-            if key not in have:
-                if value not in _ZERO_VALUES:
-                    return False
-                continue
-            if not _contained(value, have[key], quantities=quantities or key in _QUANTITY_KEYS):
+    stack: list[tuple[object, object, bool]] = [(want, have, quantities)]
+    while stack:
+        want, have, quantities = stack.pop()
+        if isinstance(want, Mapping):
+            if not isinstance(have, Mapping):
                 return False
-        return True
-    if isinstance(want, list | tuple):
-        return (
-            isinstance(have, list | tuple)
-            and len(want) == len(have)
-            and all(
-                _contained(w, h, quantities=quantities) for w, h in zip(want, have, strict=True)
-            )
-        )
-    return _scalars_equal(want, have, quantities=quantities)
+            for key, value in want.items():
+                if key in have:
+                    stack.append((value, have[key], quantities or key in _QUANTITY_KEYS))
+                elif not _is_zero(value):
+                    return False
+        elif isinstance(want, list | tuple):
+            if not isinstance(have, list | tuple) or len(want) != len(have):
+                return False
+            stack.extend((w, h, quantities) for w, h in zip(want, have, strict=True))
+        elif not _scalars_equal(want, have, quantities=quantities):
+            return False
+    return True
+
+
+def _is_zero(value: object) -> bool:
+    """Whether ``value`` is a zero value (compared without walking a structure)."""
+    if isinstance(value, Mapping | list | tuple):
+        return not value
+    return value in _ZERO_VALUES
 
 
 def needs_update(existing: objects.Obj, desired: Mapping[str, Any]) -> bool:

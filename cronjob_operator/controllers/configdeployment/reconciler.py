@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT
+from cronjob_operator.api.apps_v1 import CONFIG_DEPLOYMENT, CONFIG_DEPLOYMENT_RESOURCE
+from cronjob_operator.controllers import stored
 from cronjob_operator.controllers.configdeployment import decide, sources
 from cronjob_operator.controllers.configdeployment.secrets import NamedSecrets
 from cronjob_operator.controllers.configdeployment.view import (
@@ -104,6 +105,7 @@ class ConfigDeploymentReconciler:
         self._client = client
         self._recorder = recorder
         self._clock = clock
+        self._checks = stored.Checks(CONFIG_DEPLOYMENT_RESOURCE)
         self._secrets = secrets or NamedSecrets(client)
         self._hashes: dict[str, tuple[_SourceVersions, str]] = {}
 
@@ -116,6 +118,10 @@ class ConfigDeploymentReconciler:
         if config_deployment["metadata"].get("deletionTimestamp"):
             self._hashes.pop(objects.object_key(config_deployment), None)
             return Result()
+        fitting = self._checks.fitting(config_deployment, self._recorder)
+        if fitting is None:
+            return Result()  # reported; its next edit reconciles it again
+        config_deployment = fitting
         view = self._observe(config_deployment)
         deployment, problem = self._act(view, decide.decide(view))
         status = objects.thaw(config_deployment.get("status") or {})

@@ -138,16 +138,23 @@ def _keys(value: Any) -> tuple[str, ...] | None:
 
 
 def sources_of(config_deployment: objects.Obj) -> Sources:
-    """The sources named by a ConfigDeployment's spec."""
-    spec = config_deployment.get("spec") or {}
+    """The sources named by a ConfigDeployment's spec. It also feeds the ``.spec.secrets``
+    index, on the informer's thread, before the reconciler checks the object against its
+    schema (``controllers.stored``): a spec or an entry of another shape names nothing."""
+    spec = _mapping(config_deployment.get("spec"))
     name = spec.get("configMap")
     config_map = Source(str(name), _keys(spec.get("configMapKeys"))) if name else None
+    listed = spec.get("secrets")
     secrets = tuple(
         Source(str(secret["name"]), _keys(secret.get("keys")))
-        for secret in spec.get("secrets") or ()
-        if secret.get("name")
+        for secret in (listed if isinstance(listed, list | tuple) else ())
+        if isinstance(secret, Mapping) and secret.get("name")
     )
     return Sources(config_map, secrets)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def secret_names(config_deployment: objects.Obj) -> list[str]:

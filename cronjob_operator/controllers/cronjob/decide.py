@@ -136,6 +136,7 @@ class _Decision:
         self.started: list[objects.Obj] = []
         self.created: set[str] = set()  # the names of the Jobs this reconcile created
         self.record_first = False  # Replace waits for a write that records a run (rule 3)
+        self.replaced: set[str] = set()  # the Jobs its Replace deleted (their group slots)
         self.group_skipped: datetime | None = None  # a scheduled run skipped, its group full
 
     def _plan(self, status: dict[str, Any] | None = None, **fields: Any) -> Plan:
@@ -457,6 +458,7 @@ class _Decision:
             if isinstance(outcome, Rejected):
                 raise outcome.error
             active.remove(ref)
+            self.replaced.add(ref["name"])
         return not room.wait
 
     def _replacing(self) -> bool:
@@ -497,12 +499,15 @@ class _Decision:
         job["metadata"]["labels"] = owned_object_labels(
             job["metadata"].get("labels", {}), self.view.obj
         )
-        outcome = self.steps.perform(Create(job, due=due_at))
+        outcome = self.steps.perform(Create(job, due=due_at, replaced=frozenset(self.replaced)))
         if isinstance(outcome, Unknown):
             raise outcome.error
         if isinstance(outcome, GroupFull):
-            self.group_skipped = groups.skipped_time(outcome, scheduled)
-            return groups.on_full(self.status, self.view.stored, outcome, scheduled, self.steps)
+            counted = self.status.get("skippedRuns")
+            problem = groups.on_full(self.status, self.view.stored, outcome, scheduled, self.steps)
+            if self.status.get("skippedRuns") != counted:
+                self.group_skipped = scheduled  # reported with the rest of the accounting
+            return problem
         if isinstance(outcome, Foreign):
             message = f"Job {name} exists and is not controlled by this CronJob; not touching it"
             self.steps.event("Warning", "UnexpectedJob", message)

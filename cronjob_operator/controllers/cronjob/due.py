@@ -151,6 +151,12 @@ def timing_of(
     if accounted is not None and accounted > earliest:
         earliest = accounted
     deadline = spec.starting_deadline_seconds
+    if deadline is not None and deadline < 0:  # stored past validation (minimum 0)
+        message = (
+            f"spec.startingDeadlineSeconds: {deadline} is negative, so no time could ever "
+            "start; set 0 or more, or remove the field (no deadline)"
+        )
+        return Unschedulable("InvalidDeadline", Problem("InvalidDeadline", message))
     due = walks.most_recent_due(
         schedule, earliest=earliest, now=shifted, starting_deadline_seconds=deadline
     )

@@ -17,7 +17,11 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
+from cronjob_operator.api.concurrencygroup_v1 import (
+    CONCURRENCY_GROUP,
+    CONCURRENCY_GROUP_RESOURCE,
+)
+from cronjob_operator.controllers import stored
 from cronjob_operator.controllers.cronjob import groups, jobs
 from cronjob_operator.controllers.cronjob.plan import Create, GroupFull, Outcome, Plan
 from cronjob_operator.controllers.cronjob.view import CronJobView, group_status_of
@@ -49,6 +53,7 @@ class GroupSlots:
         self._client = client
         self._clock = clock
         self._metrics = metrics
+        self._checks = stored.Checks(CONCURRENCY_GROUP_RESOURCE)
 
     def claim(self, view: CronJobView, step: Create) -> GroupFull | None:
         """Take a slot for the Job of ``step`` before it is created: None when it has one
@@ -76,8 +81,13 @@ class GroupSlots:
             except errors.NotFound:
                 self._metrics.forget_group(view.namespace, group)
                 return GroupFull(group, missing=True)
+            misfit = self._checks.misfit(obj)
+            if misfit is not None:
+                return GroupFull(group, misfit=misfit)
             limit, status = group_limit(obj), group_status_of(obj.get("status") or {})
-            verdict = groups.claim(status, limit, request, now, {})
+            verdict = groups.hand_over(status, step.replaced, request, now) or groups.claim(
+                status, limit, request, now, {}
+            )
             if not verdict.granted and status.get("holders"):
                 states = holder_states(self._client, view.namespace, status["holders"], now)
                 verdict = groups.claim(status, limit, request, now, states)
@@ -101,6 +111,8 @@ class GroupSlots:
                 obj = self._client.live.get(CONCURRENCY_GROUP, group, view.namespace)
             except errors.NotFound:
                 self._metrics.forget_group(view.namespace, group)
+                return  # reported by the claim of the next run
+            if self._checks.misfit(obj) is not None:
                 return  # reported by the claim of the next run
             holders = (obj.get("status") or {}).get("holders") or ()
             if not any(holder.get("job") in finished for holder in holders):
@@ -199,7 +211,11 @@ def waiters_to_wake(clock: Clock) -> Callable[[objects.Obj], list[Request]]:
     waiting run asks again when a slot frees (a holder released, or reclaimed by the
     ConcurrencyGroup controller), never on a timer."""
 
+    checks = stored.Checks(CONCURRENCY_GROUP_RESOURCE)
+
     def requests(group: objects.Obj) -> list[Request]:
+        if checks.misfit(group) is not None:
+            return []  # its CronJobs ask again on their own (UNQUEUED_RETRY)
         status = group_status_of(group.get("status") or {})
         names = groups.next_in_line(status, group_limit(group), clock())
         return [Request(objects.namespace_of(group), name) for name in names]

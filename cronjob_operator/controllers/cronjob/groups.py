@@ -26,7 +26,7 @@ when its CronJob is gone or no longer waits for this group, past ``WAITER_GRACE`
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -36,22 +36,24 @@ from cronjob_operator.api.concurrencygroup_v1 import MAX_WAITERS
 from cronjob_operator.controllers.cronjob import policies
 from cronjob_operator.controllers.cronjob.plan import GroupFull, Problem, Steps
 from cronjob_operator.controllers.cronjob.view import api_status, stamp, time_at
+from cronjob_operator.controllers.stored import Misfit
 from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
     "CLAIM_GRACE",
+    "GROUP_UNUSABLE",
     "UNQUEUED_RETRY",
     "WAITER_GRACE",
     "Claim",
     "JobState",
     "Verdict",
     "claim",
+    "hand_over",
     "lapsed",
     "next_in_line",
     "on_full",
     "reclaimable",
     "release",
-    "skipped_time",
     "tidy",
     "with_group_skip",
 ]
@@ -63,12 +65,16 @@ died before creating its Job is freed by it."""
 UNQUEUED_RETRY: Final = timedelta(seconds=5)
 """How soon a run that found its group full without a place among the waiting ones asks
 again: a run request or a backfill step (they wait, reported ``WaitingForGroup``), or
-a CronJob whose group does not exist yet. The group's change wakes only the runs in
-``status.waiting``; these read the group (no write) until they get a slot."""
+a CronJob whose group does not exist yet (or does not fit its schema). The group's
+change wakes only the runs in ``status.waiting``; these read the group (no write) until
+they get a slot."""
 WAITER_GRACE: Final = timedelta(seconds=60)
 """How long a place whose CronJob does not show it waiting for the group is kept: the
 CronJob writes the group first and its own status (``waitingForGroup``) after, so a
 place younger than this may be one whose CronJob's write is still on its way."""
+GROUP_UNUSABLE: Final = "GroupUnusable"
+"""The reason a run does not start when its group holds a field its schema does not
+admit (``controllers.stored``)."""
 
 
 class JobState(enum.Enum):
@@ -225,6 +231,23 @@ def _grace_end(holder: Mapping[str, Any]) -> datetime:
     return acquired + CLAIM_GRACE
 
 
+def hand_over(
+    status: Mapping[str, Any], replaced: Collection[str], request: Claim, now: datetime
+) -> Verdict | None:
+    """The slot of a Job that ``request``'s Replace deleted, handed to ``request``
+    (None when none of the ``replaced`` Jobs holds one). Replace replaces a run: the
+    new one takes the old one's slot, ahead of any waiting run, or the old run would be
+    deleted and the new one refused."""
+    holders = [dict(holder) for holder in status.get("holders") or ()]
+    handed = next((h for h in holders if h.get("job") in replaced), None)
+    if handed is None:
+        return None
+    holders.remove(handed)
+    holders.append({"job": request.job, "cronJob": request.cron_job, "acquiredAt": stamp(now)})
+    waiting = [dict(w) for w in status.get("waiting") or () if w.get("cronJob") != request.cron_job]
+    return Verdict(holders, waiting, granted=True, queued=False)
+
+
 def release(status: Mapping[str, Any], finished: set[str]) -> dict[str, Any]:
     """``status`` without the holders whose Jobs are in ``finished``."""
     holders = [dict(h) for h in status.get("holders") or () if h.get("job") not in finished]
@@ -251,6 +274,10 @@ def on_full(
         )
         steps.event("Warning", "GroupNotFound", message)
         return Problem("GroupNotFound", message)
+    if full.misfit is not None:
+        message = _misfit_message(full.group, full.misfit)
+        steps.event("Warning", GROUP_UNUSABLE, message)
+        return Problem(GROUP_UNUSABLE, message)
     if scheduled is None:
         message = (
             f"spec.concurrencyGroup: every slot of ConcurrencyGroup {full.group!r} is taken; "
@@ -268,6 +295,12 @@ def on_full(
             )
         status["waitingForGroup"] = waiting
         return None
+    if time_at(status, "bufferedRun") == scheduled:
+        status.pop("bufferedRun")  # BufferOne's turn came, and Skip never runs it later
+    elif (through := time_at(status.get("skippedRuns"), "accountedThrough")) is not None and (
+        through >= scheduled
+    ):
+        return None  # accounted for already
     skipped_runs = policies.skip_counted(status.get("skippedRuns"), SkipReason.GROUP_FULL)
     through = time_at(skipped_runs, "accountedThrough")
     if through is None or through < scheduled:
@@ -276,10 +309,15 @@ def on_full(
     return None
 
 
-def skipped_time(full: GroupFull, scheduled: datetime | None) -> datetime | None:
-    """The scheduled time ``on_full`` counts skipped (None: it waits, or is no scheduled
-    run, or the group is missing)."""
-    return None if scheduled is None or full.queued or full.missing else scheduled
+def _misfit_message(group: str, misfit: Misfit) -> str:
+    edit = f"kubectl edit concurrencygroups {group}"
+    if misfit.in_status:
+        edit += " --subresource=status"
+    return (
+        f"spec.concurrencyGroup.name: ConcurrencyGroup {group!r} holds {misfit.field}: "
+        f"{misfit.problem}, which its schema does not admit, so no run starts; correct it "
+        f"({edit}, or delete and re-create it) or remove spec.concurrencyGroup"
+    )
 
 
 def with_group_skip(

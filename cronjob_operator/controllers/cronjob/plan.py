@@ -22,6 +22,7 @@ from typing import Any
 
 from cronjob_operator.controllers.cronjob.history import Notice
 from cronjob_operator.controllers.cronjob.policies import Accounting
+from cronjob_operator.controllers.stored import Misfit
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.controller import Result
 
@@ -79,10 +80,13 @@ class Delete:
 
 @dataclass(frozen=True, slots=True)
 class Create:
-    """Create ``job``; ``due`` (its staggered scheduled time) feeds the skew histogram."""
+    """Create ``job``; ``due`` (its staggered scheduled time) feeds the skew histogram;
+    ``replaced``: the Jobs this reconcile's Replace deleted to make room, whose group
+    slots it takes over."""
 
     job: Mapping[str, Any]
     due: datetime | None = None
+    replaced: frozenset[str] = frozenset()
 
 
 Step = Event | Delete | Create
@@ -126,11 +130,13 @@ class Deleted:
 class GroupFull:
     """No slot of the CronJob's ConcurrencyGroup ``group`` for the Job (``groups.py``):
     ``queued``, the run holds a place among the waiting ones; ``missing``, the group
-    does not exist."""
+    does not exist; ``misfit``, the group holds a field its schema does not admit
+    (``controllers.stored``)."""
 
     group: str
     queued: bool = False
     missing: bool = False
+    misfit: Misfit | None = None
 
 
 Outcome = Created | Foreign | Rejected | Unknown | Deleted | GroupFull

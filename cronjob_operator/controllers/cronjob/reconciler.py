@@ -41,8 +41,9 @@ from typing import Any
 
 from prometheus_client import Histogram
 
-from cronjob_operator.api.batch_v1 import CRONJOB
+from cronjob_operator.api.batch_v1 import CRONJOB, CRONJOB_RESOURCE
 from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
+from cronjob_operator.controllers import stored
 from cronjob_operator.controllers.cronjob import history, jobs, policies, start_timeout
 from cronjob_operator.controllers.cronjob.decide import decide
 from cronjob_operator.controllers.cronjob.due import Walks
@@ -108,6 +109,7 @@ class CronJobReconciler:
         self._client = client
         self._recorder = recorder
         self._clock = clock
+        self._checks = stored.Checks(CRONJOB_RESOURCE)
         self._metrics = metrics if metrics is not None else CronJobMetrics(None)
         self._slots = GroupSlots(client, clock, self._metrics)
         self.echoes = StatusEchoes()
@@ -140,21 +142,24 @@ class CronJobReconciler:
         self.echoes.forget(request.namespace, request.name)
         key = (request.namespace, request.name)
         try:
-            cronjob = self._with_our_write(
-                self._client.get(CRONJOB, request.name, request.namespace)
-            )
+            cached = self._client.get(CRONJOB, request.name, request.namespace)
         except errors.NotFound:
             self._metrics.forget_cronjob(request.namespace, request.name)
             self._started_runs.pop(key, None)
             self._unseen.pop(key, None)
             self._written.pop(key, None)
             return Result()  # deleted: garbage collection removes its Jobs
+        cronjob = self._with_our_write(cached)
+        fitting = self._checks.fitting(cronjob, self._recorder)
+        if fitting is None:
+            return Result()  # reported; its next edit reconciles it again
+        cronjob = fitting
         now = self._clock()
         view = self._observe(cronjob, now)
         walks = Walks()  # every decision of this reconcile asks the schedule about ``now``
         plan = self._act(view, now, walks)
         if plan.status is not None:
-            self._record(view, plan, now, walks)
+            self._record(view, plan, now, walks, cached=cached)
         self._slots.release(view)  # the slots of this CronJob's finished Jobs
         if plan.error is not None:
             raise plan.error
@@ -184,8 +189,8 @@ class CronJobReconciler:
 
     def _observe(self, cronjob: objects.Obj, now: datetime) -> CronJobView:
         owned = self._owned_jobs(cronjob)
-        missing = [
-            ref["uid"]
+        missing: list[Any] = [  # an entry stored without a uid is matched as None
+            ref.get("uid")
             for ref in history.unconfirmed_active(cronjob.get("status") or {}, owned.owned())
             if not self._exists_live(ref)
         ]
@@ -229,7 +234,7 @@ class CronJobReconciler:
     def _start_report(self, job: objects.Obj) -> StartReport | None:
         """What the Pods of a run past its start timeout say, read live (the cached Job may
         lag: one that started, or that an earlier reconcile deleted); None when the Job
-        is gone or going."""
+        is gone or going. One small page per LIST (``start_timeout`` module doc)."""
         metadata = job["metadata"]
         try:
             live = self._client.live.get(JOB, metadata["name"], metadata["namespace"])
@@ -239,17 +244,32 @@ class CronJobReconciler:
             return None
         if start_timeout.started_by_status(live):
             return StartReport(started=True)
-        pods = self._client.live.list(
+        own_pods = {start_timeout.CONTROLLER_UID_LABEL: jobs.job_uid(job)}
+        started = self._client.live.list_page(
             POD,
+            limit=1,
             namespace=metadata["namespace"],
-            label_selector={start_timeout.CONTROLLER_UID_LABEL: jobs.job_uid(job)},
+            label_selector=own_pods,
+            field_selector=start_timeout.STARTED_PODS,
+            metadata_only=True,
+        )
+        if started:
+            return StartReport(started=True)
+        pods = self._client.live.list_page(
+            POD,
+            limit=start_timeout.PODS_READ,
+            namespace=metadata["namespace"],
+            label_selector=own_pods,
         )
         return start_timeout.report_of(pods)
 
     def _exists_live(self, ref: dict[str, Any]) -> bool:
         # The cache may lag a Job we just created: ask the server before calling it missing.
+        name, namespace = ref.get("name"), ref.get("namespace")
+        if not (isinstance(name, str) and name and isinstance(namespace, str) and namespace):
+            return False  # an entry stored without its Job's name names no Job: gone
         try:
-            job = self._client.live.get(JOB, ref["name"], ref["namespace"])
+            job = self._client.live.get(JOB, name, namespace)
         except errors.NotFound:
             return False
         return (job.get("metadata") or {}).get("uid") == ref.get("uid")
@@ -358,7 +378,9 @@ class CronJobReconciler:
         else:
             self._unseen.pop(key, None)
 
-    def _record(self, view: CronJobView, plan: Plan, now: datetime, walks: Walks) -> None:
+    def _record(
+        self, view: CronJobView, plan: Plan, now: datetime, walks: Walks, *, cached: objects.Obj
+    ) -> None:
         """Write the Plan's status, then report its notices and skipped runs: each is
         reported once, by the reconcile whose write records it (none when the server had
         it). The watch echo of the write is skipped only when it brings nothing new
@@ -368,7 +390,9 @@ class CronJobReconciler:
         written = write_status(self._client, CRONJOB, view.obj, plan.status, echoes=echoes)
         if written is None:
             return
-        version = view.obj["metadata"].get("resourceVersion")
+        # Keyed by the copy the cache held: a decision from our earlier write, while the
+        # cache still lags it, writes again from that same lagging copy.
+        version = cached["metadata"].get("resourceVersion")
         self._written[(view.namespace, view.name)] = (version, objects.freeze(written))
         if plan.accounting is not None and plan.accounting.skipped:
             self._report_skips(view, plan.accounting)

@@ -49,12 +49,12 @@ def observe_schedule(
 
 
 def ran(cronjob_name: str, jobs: JobSets, status: Mapping[str, Any]) -> set[datetime]:
-    """The scheduled times that ran: their Jobs exist, or the latest is recorded."""
-    times = {
-        moment
-        for job in jobs.owned()
-        if (moment := scheduled_time(cronjob_name, objects.name_of(job))) is not None
-    }
+    """The scheduled times that ran: their Jobs exist (in the cache, or in
+    ``status.active``, where this reconcile lists the Jobs it created), or the latest is
+    recorded."""
+    names = [objects.name_of(job) for job in jobs.owned()]
+    names += [str(ref.get("name")) for ref in status.get("active") or ()]
+    times = {moment for name in names if (moment := scheduled_time(cronjob_name, name)) is not None}
     last = time_at(status, "lastScheduleTime")
     return times if last is None else {*times, last}
 

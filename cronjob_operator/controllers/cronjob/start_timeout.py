@@ -10,12 +10,17 @@ that are working. The rule, off unless the field is set:
 * It has started once the Job status counts a Pod ready, succeeded or failed
   (``status.ready``, ``succeeded``, ``failed``): read from the cache, no Pod is read.
 * A Job past its timeout without such a count is ``overdue``: the reconciler reads that
-  Job live and lists its Pods (a LIST by its controller-uid label, only then: no Pod
+  Job live and reads a few of its Pods (by its controller-uid label, only then: no Pod
   informer) into a ``view.StartReport``. A Pod Running or finished means the run
   started (a Pod whose readiness probe does not pass yet) and it is left alone (the
-  reconciler remembers its uid, so its Pods are not listed again);
+  reconciler remembers its uid, so its Pods are not read again);
   otherwise the report holds the cause the Pods give (a waiting container's reason, the
-  PodScheduled condition).
+  PodScheduled condition). Two LISTs of one small page each, never the whole collection
+  (issue 47: a tenant's Job of many Pods, each with a 250 KiB annotation, made a 49 MiB
+  list that needed +98 MiB to decode, and the manager was OOM-killed): one Pod past
+  Pending (``STARTED_PODS``, metadata only, ``limit=1``) answers whether the run started,
+  whatever the number of Pods; else the first ``PODS_READ`` Pods by name give the cause,
+  as the cause of one Pod is enough.
 * ``end_overdue`` ends each reported run: a Delete step (background propagation, as
   Replace) whose failure raises; the run leaves ``status.active`` and counts as a failed
   run (``history.count_failed_run``), reported by a ``RunStartTimeout`` warning with the
@@ -38,7 +43,9 @@ from cronjob_operator.runtime import objects
 
 __all__ = [
     "CONTROLLER_UID_LABEL",
+    "PODS_READ",
     "REASON",
+    "STARTED_PODS",
     "end_overdue",
     "overdue",
     "report_of",
@@ -57,6 +64,16 @@ _STARTED_COUNTS: Final = ("ready", "succeeded", "failed")
 """The Job status counts that mean a Pod started: ready, or finished."""
 
 _STARTED_PHASES: Final = frozenset({"Running", "Succeeded", "Failed"})
+
+STARTED_PODS: Final = "status.phase!=Pending,status.phase!=Unknown"
+"""The field selector of a Job's Pods that started: the phases of ``_STARTED_PHASES``,
+said as every phase but the other two (the server filters, and fills a page with
+matches, so one started Pod among thousands costs one Pod's metadata)."""
+
+PODS_READ: Final = 3
+"""How many of an unstarted run's Pods are read for a cause: the first that gives one
+is reported, and one just created may give none yet; a few bound the bytes (a Pod may
+be as large as the object size limit) whatever the Job's parallelism."""
 
 _MAX_CAUSE_LENGTH: Final = 600
 """A cause is cut here, so the event (at most 1024 characters) keeps the rest of its

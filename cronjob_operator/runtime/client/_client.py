@@ -59,7 +59,8 @@ class Reader(Protocol):
 
 
 class LiveReads(Reader, Protocol):
-    """The reads that go to the API server: ``Reader``'s, and a LIST of metadata only."""
+    """The reads that go to the API server: ``Reader``'s, a LIST of metadata only, and
+    the first page of a LIST."""
 
     def list_metadata(
         self,
@@ -71,6 +72,23 @@ class LiveReads(Reader, Protocol):
         """As ``list``, each object reduced to its metadata by the server (as the kind it
         is of; ``PartialObjectMetadata`` on the wire): a LIST of many large objects, Jobs
         with their pod templates, for their names and owners only."""
+        ...
+
+    def list_page(
+        self,
+        kind: Kind,
+        *,
+        limit: int,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
+    ) -> list[objects.Obj]:
+        """At most ``limit`` objects, in the server's order (by name): one page of a LIST,
+        the rest never asked for, so what it costs is bounded by ``limit`` whatever the
+        collection holds (a tenant's Job may have thousands of Pods, each up to the
+        object size limit). ``field_selector`` is the server's (``status.phase!=Pending``,
+        on the fields the kind supports); ``metadata_only`` as ``list_metadata``."""
         ...
 
 
@@ -206,8 +224,29 @@ class LiveReader:
         label_selector: str | Mapping[str, str] | None = None,
     ) -> builtins.list[objects.Obj]:
         items = self._pages(kind, namespace, _selection(label_selector), METADATA_LIST)
-        # A PartialObjectMetadata, returned as the kind it is of.
-        return [{**item, "apiVersion": kind.api_version, "kind": kind.kind} for item in items]
+        return _as_kind(kind, items)
+
+    def list_page(
+        self,
+        kind: Kind,
+        *,
+        limit: int,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
+    ) -> builtins.list[objects.Obj]:
+        if limit < 1:
+            raise ValueError(f"list_page: limit must be at least 1, not {limit}")
+        params = {**_selection(label_selector), "limit": limit}
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        accept = METADATA_LIST if metadata_only else JSON
+        page = self._rest.request(
+            "GET", kind.collection_path(namespace), params=params, accept=accept
+        )
+        items: builtins.list[objects.Obj] = (page.get("items") or [])[:limit]
+        return _as_kind(kind, items) if metadata_only else items
 
     def _pages(
         self, kind: Kind, namespace: str | None, params: dict[str, Any], accept: str
@@ -223,6 +262,11 @@ class LiveReader:
             if not token:
                 return items
             params["continue"] = token
+
+
+def _as_kind(kind: Kind, items: list[objects.Obj]) -> list[objects.Obj]:
+    """PartialObjectMetadata items, each returned as the kind it is of."""
+    return [{**item, "apiVersion": kind.api_version, "kind": kind.kind} for item in items]
 
 
 def _selection(label_selector: str | Mapping[str, str] | None) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 ``set_condition`` follows apimachinery's ``meta.SetStatusCondition``: conditions are keyed
 by type; ``lastTransitionTime`` changes only when ``status`` changes, so a reconcile that
-finds nothing new writes an identical list (and the status write is skipped).
+finds nothing new writes an identical list (and the status write is skipped). A
+message is clipped as an Event's is (``objects.clipped_message``): one that repeats what a
+tenant wrote can never outgrow the schema and make every status write fail.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+
+from cronjob_operator.runtime import objects
 
 
 def rfc3339(moment: datetime) -> str:
@@ -39,8 +43,9 @@ def set_condition(
     observed_generation: int,
     now: datetime,
 ) -> None:
-    """Insert or update the condition of ``type_`` in place."""
+    """Insert or update the condition of ``type_`` in place (``message`` clipped)."""
     value = "True" if status else "False"
+    message = objects.clipped_message(message)
     existing = find_condition(conditions, type_)
     if existing is None:
         conditions.append(

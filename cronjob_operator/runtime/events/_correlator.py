@@ -35,7 +35,6 @@ from cronjob_operator.runtime import kinds, objects
 NORMAL = "Normal"
 WARNING = "Warning"
 EVENT_TYPES = frozenset({NORMAL, WARNING})
-MAX_MESSAGE_LENGTH = 1024
 DEFAULT_NAMESPACE = "default"
 LRU_SIZE = 4096
 DEFAULT_BURST = 25
@@ -205,7 +204,7 @@ def make_event(
         },
         "involvedObject": ref,
         "reason": reason,
-        "message": message[:MAX_MESSAGE_LENGTH],
+        "message": objects.clipped_message(message),
         "type": type_,
         "source": source,
         "reportingComponent": component,

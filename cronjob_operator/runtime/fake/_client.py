@@ -49,7 +49,7 @@ import builtins
 import itertools
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -60,10 +60,16 @@ from cronjob_operator.runtime.cache import (
     Store,
     add_field_index,
     lookup,
+    parse_selector,
     select,
     store_key,
 )
-from cronjob_operator.runtime.client import ClientInterface, PatchType, Propagation
+from cronjob_operator.runtime.client import (
+    ClientInterface,
+    PatchType,
+    Propagation,
+    canonical_json,
+)
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controllerutil import (
     ApplyConflict,
@@ -380,12 +386,38 @@ class FakeClient:
             found = select(
                 kind, self._store(kind), namespace=namespace, label_selector=label_selector
             )
-        return [
-            objects.freeze(
-                {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": obj["metadata"]}
+        return [_metadata_of(kind, obj) for obj in found]
+
+    def list_page(
+        self,
+        kind: Kind,
+        *,
+        limit: int,
+        namespace: str | None = None,
+        label_selector: str | Mapping[str, str] | None = None,
+        field_selector: str | None = None,
+        metadata_only: bool = False,
+    ) -> builtins.list[objects.Obj]:
+        """The first ``limit`` stored objects by name (``LiveReads.list_page``), matching
+        ``field_selector`` as the server does (``path=value``, ``path!=value``, joined by
+        commas, on any field)."""
+        options: dict[str, Any] = {"limit": limit, "metadata_only": metadata_only}
+        if label_selector is not None:
+            options["label_selector"] = (
+                label_selector if isinstance(label_selector, str) else dict(label_selector)
             )
-            for obj in found
+        if field_selector is not None:
+            options["field_selector"] = field_selector
+        with self._lock:
+            self._react(Action("list", kind, namespace or "", "", body=options))
+            found = select(
+                kind, self._store(kind), namespace=namespace, label_selector=label_selector
+            )
+        matches = parse_selector(field_selector or "")
+        page = sorted((obj for obj in found if matches(_FieldValues(obj))), key=objects.name_of)[
+            :limit
         ]
+        return [_metadata_of(kind, obj) for obj in page] if metadata_only else page
 
     # Writer -------------------------------------------------------------------------
 
@@ -687,9 +719,9 @@ class FakeClient:
                     f"deleted, found new finalizers {sorted(added)}",
                 )
         before: dict[str, Any] = objects.thaw(current)
-        if body == before:
+        if _same(body, before):
             return before
-        if _spec_of(body) != _spec_of(before):
+        if not _same(_spec_of(body), _spec_of(before)):
             metadata["generation"] = int(stored.get("generation") or 0) + 1
         if stored.get("deletionTimestamp") and not metadata.get("finalizers"):
             self._remove(kind, current, Propagation.BACKGROUND)
@@ -765,12 +797,48 @@ class FakeClient:
         return False
 
 
+def _metadata_of(kind: Kind, obj: objects.Obj) -> objects.Obj:
+    """``obj`` as a PartialObjectMetadata of its kind: apiVersion, kind and metadata."""
+    return objects.freeze(  # type: ignore[no-any-return]
+        {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": obj["metadata"]}
+    )
+
+
+class _FieldValues(Mapping[str, str]):
+    """An object's fields by dotted path (``status.phase``), as a field selector reads
+    them: a missing field is the empty string, any other value its text."""
+
+    def __init__(self, obj: objects.Obj) -> None:
+        self._obj = obj
+
+    def __getitem__(self, path: str) -> str:
+        value: Any = self._obj
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        return "" if value is None else str(value)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
 def _set_status(body: dict[str, Any], status: Any) -> dict[str, Any]:
     """``body`` with ``status`` in place of its own (and none when ``status`` is None)."""
     body.pop("status", None)
     if status is not None:
         body["status"] = objects.thaw(status)
     return body
+
+
+def _same(first: Any, second: Any) -> bool:
+    """``first == second`` at any depth (``==`` recurses: past Python's limit the two
+    are compared as canonical JSON, which does not)."""
+    try:
+        return bool(first == second)
+    except RecursionError:
+        return canonical_json(first) == canonical_json(second)
 
 
 def _spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:

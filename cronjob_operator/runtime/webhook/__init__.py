@@ -7,7 +7,10 @@ over TLS with certificate reload, on every replica; ``parse_review``, ``allow``,
 admits or converts is its own (``cronjob_operator.webhooks``).
 
 ``clipped`` and ``shortened`` (from ``runtime.serving``) show a request value in a
-message, cut to a bound. Machinery: ``_server``, ``_admission``.
+message, cut to a bound. ``validation_answer`` ratchets an update as the API server
+ratchets a CRD's schema: an error the old object has too, on a field the update leaves
+unchanged, does not refuse it (``_ratchet``). Machinery: ``_server``, ``_admission``,
+``_ratchet``.
 """
 
 from cronjob_operator.runtime.serving import clipped, shortened

@@ -29,6 +29,7 @@ from typing import Any
 
 from cronjob_operator.runtime.kinds import Kind
 from cronjob_operator.runtime.serving import clipped, clipped_json, shortened
+from cronjob_operator.runtime.webhook._ratchet import ratcheted
 from cronjob_operator.runtime.webhook._server import BadRequest
 
 API_VERSION = "admission.k8s.io/v1"
@@ -208,10 +209,13 @@ def validation_answer(
     """A validating webhook's answer for ``obj`` of ``kind``: admit, or deny with every error.
 
     ``validate_update`` judges an UPDATE against the old object, ``validate_create``
-    everything else (controller-runtime's validator for a ``CustomValidator``).
+    everything else (controller-runtime's validator for a ``CustomValidator``). An
+    UPDATE is ratcheted (``_ratchet``): an error the old object has too, on a field the
+    update leaves unchanged, does not refuse it.
     """
-    if request.operation is Operation.UPDATE and request.old_object is not None:
-        errors = validate_update(obj, request.old_object)
+    old = request.old_object
+    if request.operation is Operation.UPDATE and old is not None:
+        errors = ratcheted(validate_update(obj, old), obj, old, lambda: validate_update(old, old))
     else:
         errors = validate_create(obj)
     if not errors:
