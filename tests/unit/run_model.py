@@ -19,9 +19,10 @@ pure and tested on its own) and what a story recorded:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from cronjob_operator import schedule as schedules
@@ -138,9 +139,18 @@ class Settled:
         )
 
 
+def stagger_of(spec: Mapping[str, Any], namespace: str, name: str) -> timedelta:
+    """The CronJob's fixed stagger offset: the first 8 bytes of sha256("ns/name") modulo
+    ``staggerSeconds`` + 1 (docs/beyond-builtin.md, 4)."""
+    most = spec.get("staggerSeconds") or 0
+    digest = hashlib.sha256(f"{namespace}/{name}".encode()).digest()
+    return timedelta(seconds=int.from_bytes(digest[:8], "big") % (most + 1))
+
+
 def due_times(spec: Mapping[str, Any], after: datetime, through: datetime) -> list[datetime]:
-    """The scheduled times of ``spec``'s schedule(s) in (``after``, ``through``]: the
-    times that fell due, for a CronJob without a window, exclusions or schedule edits."""
+    """The scheduled times of ``spec``'s schedule(s) in (``after``, ``through``] inside
+    ``spec.window``: the times that fell due, for a CronJob whose schedule and zone were
+    never edited (an excluded time falls due, and is counted skipped)."""
     zone = spec.get("timeZone")
     listed = spec.get("schedules")
     parsed: schedules.AnySchedule = (
@@ -148,19 +158,32 @@ def due_times(spec: Mapping[str, Any], after: datetime, through: datetime) -> li
         if listed
         else schedules.parse_schedule(spec["schedule"], zone)
     )
-    return list(schedules.times_between(parsed, after, through, limit=100_000))
+    window = spec.get("window") or {}
+    start, end = window.get("start"), window.get("end")
+    return [
+        moment
+        for moment in schedules.times_between(parsed, after, through, limit=100_000)
+        if (start is None or moment >= _instant(start)) and (end is None or moment < _instant(end))
+    ]
 
 
 def unsettled(
-    spec: Mapping[str, Any], created: datetime, status: Mapping[str, Any], runs: Sequence[Run]
+    spec: Mapping[str, Any],
+    created: datetime,
+    status: Mapping[str, Any],
+    runs: Sequence[Run],
+    *,
+    stagger: timedelta = timedelta(0),
 ) -> str | None:
     """Rule 2 at quiescence for one CronJob: the due times through ``accountedThrough``
     against the scheduled runs started, the skipped counts and the pending times; a
-    description of the difference, or None when they add up."""
+    description of the difference, or None when they add up. ``stagger``: the CronJob's
+    offset (``stagger_of``)."""
     settled = Settled.of(status)
     if settled.accounted_through is None:
         return None
-    due = due_times(spec, created, settled.accounted_through)
+    # The first run is the first whose staggered time is after the creation.
+    due = due_times(spec, created - stagger, settled.accounted_through)
     started = {int(run.identity[-1]) for run in runs if _runs_its_time(run)}
     limit = spec.get("maxScheduledRuns")
     reached = None if limit is None else _limit_reached_at(runs, limit)
@@ -177,10 +200,13 @@ def unsettled(
 
 
 def _limit_reached_at(runs: Iterable[Run], limit: int) -> int | None:
-    """The scheduled time (Unix seconds) whose run used up ``maxScheduledRuns``: runs
-    counted in the order they were created, each time after the newest counted one
-    (scheduled and backfill runs alike, docs/beyond-builtin.md, 11); None while some
-    remain. No later time is a run."""
+    """The last scheduled time (Unix seconds) the schedule settles before
+    ``maxScheduledRuns`` is used up; None while some remain. Runs count in the order they
+    were created, each time after the newest counted one (scheduled and backfill runs
+    alike, docs/beyond-builtin.md, 11). The limit ends the schedule where it is used up in
+    that order, not in scheduled-time order: a backfill run that uses it up ends the
+    schedule after the times already settled when it was created (its
+    ``settled_through``), which stay as they were, started or skipped."""
     count, through = 0, -1
     for run in runs:
         if run.identity[0] == "request":
@@ -189,7 +215,7 @@ def _limit_reached_at(runs: Iterable[Run], limit: int) -> int | None:
         if moment > through:
             count, through = count + 1, moment
             if count == limit:
-                return through
+                return max(moment, run.settled_through or moment)
     return None
 
 

@@ -230,3 +230,71 @@ def test_a_backfill_step_and_a_scheduled_run_in_one_reconcile_keep_the_run_limit
         "countedThrough": "2026-03-28T22:10:00Z",
     }
     assert_each_run_once(story)
+
+
+def test_a_run_whose_job_is_gone_is_not_counted_skipped_once_a_later_run_starts() -> None:
+    """The 23:15 run is created and recorded (lastScheduleTime), then someone deletes its
+    Job; at 23:21 the 23:20 run starts. Before: once lastScheduleTime moved to 23:20 no
+    Job and no record showed that 23:15 ran, so the skip accounting counted it
+    CatchUpBound as well."""
+    story = world()
+    story.later(timedelta(seconds=3599))
+    story.reconcile("c0")
+    story.delete_job("c0-1774739700")
+    assert not story.ledger.lost
+    story.later(timedelta(seconds=300))
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774739700", "c0-1774740000"]
+    assert story.status("c0")["skippedRuns"]["catchUpBound"] == 11  # 22:20 to 23:10
+    found = run_model.unsettled(
+        story.spec("c0"), story.created, story.status("c0"), story.ledger.starts
+    )
+    assert found is None, found
+
+
+def test_a_backfill_that_uses_up_the_run_limit_leaves_the_times_already_skipped_skipped() -> (
+    None
+):
+    """Suspended, maxScheduledRuns 1: an hour of times is counted skipped (suspended),
+    then a backfill runs five of them. The backfill is not refused by the limit and uses
+    it up, but the times counted before it stay counted: the limit ends the schedule in
+    the order runs are created, so no time is both skipped and cut off by the limit, and
+    none after the backfill is run or counted."""
+    story = world(schedule="*/1 * * * *", suspend=True, maxScheduledRuns=1)
+    story.later(timedelta(seconds=3599))
+    story.settle()
+    backfill(story, "b0", ago=10)
+    story.settle()
+    status = story.status("c0")
+    assert status["scheduledRuns"]["remaining"] == 0
+    # 23:16, the newest time, would still run if resumed now; the backfill's limit ends
+    # the schedule before it is counted.
+    assert status["skippedRuns"]["accountedThrough"] == "2026-03-28T23:15:00Z"
+    assert status["skippedRuns"]["suspended"] == 58  # 22:18 to 23:15
+    assert len(story.ledger.starts) == 5
+    found = run_model.unsettled(
+        story.spec("c0"), story.created, status, story.ledger.starts
+    )
+    assert found is None, found
+    assert_each_run_once(story)
+
+
+def test_times_counted_skipped_before_a_backfill_uses_up_the_run_limit_stay_counted() -> None:
+    """Replace, maxScheduledRuns 2, every minute; five minutes pass, then a backfill of
+    five minutes from before the creation. The first reconcile counts the times it
+    cannot catch up (CatchUpBound) while the limit has room; the backfill's steps then
+    use the limit up. Those skipped times stay skipped, and nothing later runs."""
+    story = world(schedule="*/1 * * * *", concurrencyPolicy="Replace", maxScheduledRuns=2)
+    story.later(timedelta(seconds=300))
+    backfill(story, "b0", ago=10)
+    for _ in range(3):
+        story.settle()
+        story.later(timedelta(minutes=1))
+    story.settle()
+    status = story.status("c0")
+    assert status["scheduledRuns"]["remaining"] == 0
+    found = run_model.unsettled(
+        story.spec("c0"), story.created, status, story.ledger.starts
+    )
+    assert found is None, found
+    assert_each_run_once(story)

@@ -29,7 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, RUN_ANNOTATION
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import rfc3339
-from tests.unit import run_model
+from tests.unit import run_model, story_world
 from tests.unit.story_world import GROUP, StoryWorld, unfinished
 
 STORIES = int(os.environ.get("STORIES", "300"))
@@ -55,10 +55,31 @@ EDITABLE: dict[str, tuple[Any, ...]] = {
 }
 
 
+FIXED: dict[str, tuple[Any, ...]] = {
+    "staggerSeconds": (None, 0, 20),
+    "failurePolicy": (None, {"pauseAfterConsecutiveFailures": 1}),
+    "exclusions": (None, {"schedules": ["*/10 * * * *"]}, {"dates": ["2026-03-29"]}),
+}
+"""Fields a story sets once (an edit of these would move what falls due)."""
+
+
 @st.composite
 def specs(draw: st.DrawFn) -> dict[str, Any]:
     spec: dict[str, Any] = {"schedule": draw(st.sampled_from(SCHEDULES))}
+    if draw(st.integers(0, 4)) == 0:
+        del spec["schedule"]
+        spec["schedules"] = draw(
+            st.lists(st.sampled_from(SCHEDULES), min_size=2, max_size=2, unique=True)
+        )
+    for key, options in FIXED.items():
+        value = draw(st.sampled_from(options))
+        if value is not None:
+            spec[key] = value
+    if draw(st.integers(0, 4)) == 0:
+        spec["window"] = {"start": "2026-03-28T22:40:00Z", "end": "2026-11-01T08:00:00Z"}
     for key, options in EDITABLE.items():
+        if key == "schedule" and "schedules" in spec:
+            continue
         value = draw(st.sampled_from(options))
         if value is not None:
             spec[key] = value
@@ -142,6 +163,8 @@ class Stories(RuleBasedStateMachine):
         name = self._name(index)
         if key in ("schedule", "timeZone"):
             self.edited.add(name)
+            if "schedules" in self.world.spec(name):
+                return  # exactly one of schedule and schedules
         self.world.edit(name, **{key: value})
 
     @rule(index=st.integers(0, 2), token=st.sampled_from(("t0", "t1", "t2")))
@@ -177,8 +200,13 @@ class Stories(RuleBasedStateMachine):
             if name in self.edited:
                 continue
             runs = [run for run in self.world.ledger.starts if run.cron_job == name]
+            spec = self.world.spec(name)
             found = run_model.unsettled(
-                self.world.spec(name), self.world.created, self.world.status(name), runs
+                spec,
+                self.world.created,
+                self.world.status(name),
+                runs,
+                stagger=run_model.stagger_of(spec, story_world.NS, name),
             )
             assert found is None, f"{name}: {found}; status {dict(self.world.status(name))}"
 

@@ -211,7 +211,12 @@ def due_runs_of(
     """What the due times of ``timing`` come to: the run to start, the buffered time, the
     skip accounting and when to look again."""
     spec = view.spec
+    # The stored lastScheduleTime ran too: its Job may be gone and this reconcile's
+    # lastScheduleTime moved past it (a time must not be counted skipped after it ran).
     ran = runs.ran(view.name, view.jobs, status)
+    stored_last = time_at(view.stored, "lastScheduleTime")
+    if stored_last is not None:
+        ran.add(stored_last)
     buffering = concurrency.buffer(
         spec.concurrency_policy,
         time_at(status, "bufferedRun"),

@@ -153,15 +153,13 @@ def advance_last_schedule_time(
 def recorded_by(
     stored_status: Mapping[str, Any], cronjob_name: str, jobs: Iterable[objects.Obj]
 ) -> list[objects.Obj]:
-    """The ``jobs`` whose scheduled run the stored status has recorded: scheduled at or
-    before its ``lastScheduleTime``. Jobs of other names (manual runs) are not judged
-    here."""
+    """The ``jobs`` whose scheduled run the stored status has recorded (``_records_time``:
+    ``lastScheduleTime`` and the run limit's count). Jobs of other names (manual runs) are
+    not judged here."""
     kept = []
     for job in jobs:
-        name = objects.name_of(job)
-        if scheduled_time(cronjob_name, name) is None or _records_time(
-            stored_status, cronjob_name, name
-        ):
+        moment = scheduled_time(cronjob_name, objects.name_of(job))
+        if moment is None or _records_time(stored_status, moment):
             kept.append(job)
     return kept
 
@@ -177,20 +175,18 @@ def records(
     loses nothing: a scheduled or backfill Job whose time it records (``_records_time``)
     and that a running backfill has no longer to reach (``backfill.protected``), or a
     manual Job other than the one of the request ``status`` has not handled."""
-    if scheduled_time(cronjob_name, job_name) is None:
-        return job_name != unhandled_manual_job
-    return _records_time(status, cronjob_name, job_name) and not backfill.protected(
-        status, scheduled_time(cronjob_name, job_name) or datetime.min
-    )
-
-
-def _records_time(status: Mapping[str, Any], cronjob_name: str, job_name: str) -> bool:
-    """Whether ``status`` records the scheduled time of Job ``job_name``: at or before
-    ``lastScheduleTime`` and, while ``maxScheduledRuns`` counts (``scheduledRuns``), at or
-    before the newest time it counted, so deleting the Job loses neither."""
     moment = scheduled_time(cronjob_name, job_name)
+    if moment is None:
+        return job_name != unhandled_manual_job
+    return _records_time(status, moment) and not backfill.protected(status, moment)
+
+
+def _records_time(status: Mapping[str, Any], moment: datetime) -> bool:
+    """Whether ``status`` records the scheduled time ``moment``: at or before
+    ``lastScheduleTime`` and, while ``maxScheduledRuns`` counts (``scheduledRuns``), at or
+    before the newest time it counted, so deleting its Job loses neither."""
     last = time_at(status, "lastScheduleTime")
-    if moment is None or last is None or moment > last:
+    if last is None or moment > last:
         return False
     if "scheduledRuns" not in status:
         return True
