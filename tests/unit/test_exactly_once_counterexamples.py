@@ -252,9 +252,7 @@ def test_a_run_whose_job_is_gone_is_not_counted_skipped_once_a_later_run_starts(
     assert found is None, found
 
 
-def test_a_backfill_that_uses_up_the_run_limit_leaves_the_times_already_skipped_skipped() -> (
-    None
-):
+def test_a_backfill_using_up_the_run_limit_leaves_the_times_already_skipped_skipped() -> None:
     """Suspended, maxScheduledRuns 1: an hour of times is counted skipped (suspended),
     then a backfill runs five of them. The backfill is not refused by the limit and uses
     it up, but the times counted before it stay counted: the limit ends the schedule in
@@ -272,9 +270,7 @@ def test_a_backfill_that_uses_up_the_run_limit_leaves_the_times_already_skipped_
     assert status["skippedRuns"]["accountedThrough"] == "2026-03-28T23:15:00Z"
     assert status["skippedRuns"]["suspended"] == 58  # 22:18 to 23:15
     assert len(story.ledger.starts) == 5
-    found = run_model.unsettled(
-        story.spec("c0"), story.created, status, story.ledger.starts
-    )
+    found = run_model.unsettled(story.spec("c0"), story.created, status, story.ledger.starts)
     assert found is None, found
     assert_each_run_once(story)
 
@@ -293,8 +289,6 @@ def test_times_counted_skipped_before_a_backfill_uses_up_the_run_limit_stay_coun
     story.settle()
     status = story.status("c0")
     assert status["scheduledRuns"]["remaining"] == 0
-    found = run_model.unsettled(
-        story.spec("c0"), story.created, status, story.ledger.starts
-    )
+    found = run_model.unsettled(story.spec("c0"), story.created, status, story.ledger.starts)
     assert found is None, found
     assert_each_run_once(story)
