@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timedelta
 
+from prometheus_client import CollectorRegistry
+
 from cronjob_operator.api.batch_v1 import CRONJOB, RUN_ANNOTATION
 from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
 from cronjob_operator.controllers.concurrencygroup import ConcurrencyGroupReconciler
 from cronjob_operator.controllers.cronjob import group_slots, groups
+from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controller import Request
 from cronjob_operator.runtime.kinds import JOB
@@ -174,3 +177,28 @@ def test_a_requested_run_that_finds_the_group_full_asks_again_soon() -> None:
     assert (world.status("b").get("conditions") or [{}])[0].get("reason") == "WaitingForGroup"
     assert result.requeue_after == groups.UNQUEUED_RETRY.total_seconds()
     assert len(world.client.writes_of("update", CONCURRENCY_GROUP)) == writes
+
+
+def test_a_slot_the_group_controller_frees_moves_the_gauge_of_a_replica_that_shows_it() -> None:
+    """Failed before: the gauge moved only when this replica's CronJobs claimed or
+    released, so a slot the ConcurrencyGroup controller reclaimed stayed in use on the
+    dashboard until the group's next claim. A replica that never used the group gets no
+    series from the watch (each replica shows the groups it uses)."""
+    world = World(1, ("a", grouped("0 * * * *")))
+    groups_controller = ConcurrencyGroupReconciler(world.client, clock=world.clock)
+    world.reconcile("a", at(0))
+    world.client.delete(JOB, job("a", at(0)), namespace=NS)
+    world.clock.set(at(0.5))
+    groups_controller.reconcile(Request(NS, "g"))
+    world.clock.set(at(1.5))
+    groups_controller.reconcile(Request(NS, "g"))
+    assert world.group()["inUse"] == 0
+    in_use = {"namespace": NS, "group": "g", "state": "inUse"}
+    series = ("cronjob_operator_concurrency_group_slots", in_use)
+    assert world.registry.get_sample_value(*series) == 1
+    group = world.client.get(CONCURRENCY_GROUP, "g", NS)
+    assert group_slots.waiters_to_wake(world.clock, world.metrics)(group) == []
+    assert world.registry.get_sample_value(*series) == 0
+    elsewhere = CollectorRegistry()
+    group_slots.waiters_to_wake(world.clock, CronJobMetrics(elsewhere))(group)
+    assert elsewhere.get_sample_value(*series) is None

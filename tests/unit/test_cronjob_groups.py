@@ -289,9 +289,10 @@ class World:
             .build()
         )
         self.registry = CollectorRegistry()
+        self.metrics = CronJobMetrics(self.registry)
         self.recorder = FakeRecorder()
         self.reconciler = CronJobReconciler(
-            self.client, self.recorder, clock=self.clock, metrics=CronJobMetrics(self.registry)
+            self.client, self.recorder, clock=self.clock, metrics=self.metrics
         )
 
     def reconcile(self, name: str, moment: datetime) -> None:

@@ -25,7 +25,7 @@ from cronjob_operator.controllers import stored
 from cronjob_operator.controllers.cronjob import groups, jobs
 from cronjob_operator.controllers.cronjob.plan import Create, GroupFull, Outcome, Plan
 from cronjob_operator.controllers.cronjob.view import CronJobView, group_status_of
-from cronjob_operator.controllers.metrics import GROUP_IN_USE, GROUP_LIMIT, CronJobMetrics
+from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import ClientInterface
 from cronjob_operator.runtime.clock import Clock
@@ -138,9 +138,7 @@ class GroupSlots:
     def _show(self, obj: objects.Obj, in_use: int) -> None:
         """Set the gauge of the group read as ``obj``: ``in_use`` slots held, its limit."""
         metadata = obj["metadata"]
-        gauge = self._metrics.group_slots
-        gauge.labels(metadata["namespace"], metadata["name"], GROUP_IN_USE).set(in_use)
-        gauge.labels(metadata["namespace"], metadata["name"], GROUP_LIMIT).set(group_limit(obj))
+        self._metrics.show_group(metadata["namespace"], metadata["name"], in_use, group_limit(obj))
 
 
 def with_unqueued_retry(plan: Plan, outcomes: Iterable[Outcome]) -> Plan:
@@ -205,11 +203,14 @@ def comparable_status(status: Any) -> dict[str, Any]:
     return {key: thawed[key] for key in ("holders", "inUse", "waiting") if key in thawed}
 
 
-def waiters_to_wake(clock: Clock) -> Callable[[objects.Obj], list[Request]]:
+def waiters_to_wake(
+    clock: Clock, metrics: CronJobMetrics | None = None
+) -> Callable[[objects.Obj], list[Request]]:
     """Map a ConcurrencyGroup to the CronJobs whose runs are next in line for its free
     slots (``groups.next_in_line``): the CronJob controller's watch on groups, so a
     waiting run asks again when a slot frees (a holder released, or reclaimed by the
-    ConcurrencyGroup controller), never on a timer."""
+    ConcurrencyGroup controller), never on a timer. The group's change also moves
+    ``metrics``' slot gauge of a group this replica shows (``refresh_group``)."""
 
     checks = stored.Checks(CONCURRENCY_GROUP_RESOURCE)
 
@@ -217,6 +218,12 @@ def waiters_to_wake(clock: Clock) -> Callable[[objects.Obj], list[Request]]:
         if checks.misfit(group) is not None:
             return []  # its CronJobs ask again on their own (UNQUEUED_RETRY)
         status = group_status_of(group.get("status") or {})
+        if metrics is not None:
+            metadata = group["metadata"]
+            in_use = len(status.get("holders") or ())
+            metrics.refresh_group(
+                metadata["namespace"], metadata["name"], in_use, group_limit(group)
+            )
         names = groups.next_in_line(status, group_limit(group), clock())
         return [Request(objects.namespace_of(group), name) for name in names]
 

@@ -484,6 +484,6 @@ def setup(manager: Manager, *, clock: Clock = utc_now, shard: Shard | None = Non
     return (
         builder.for_(CRONJOB, skip)
         .owns(JOB)
-        .watches(CONCURRENCY_GROUP, waiters_to_wake(clock), resource_version_changed())
+        .watches(CONCURRENCY_GROUP, waiters_to_wake(clock, metrics), resource_version_changed())
         .complete(reconciler)
     )
