@@ -1,7 +1,9 @@
 """ConcurrencyGroup poll cost: CPU of one reconcile of a CronJob whose run waits for a slot.
 
-A run that finds its group full asks again every ``groups.WAIT_POLL`` (5 s), and each of
-those reconciles reads the whole group (``status.holders``, at most ``spec.limit`` = 100
+A run that finds its group full asks again when the group's change wakes it (it is next
+in line for a freed slot; ``bench.group_waiters`` measures that, and what waiting costs:
+before the ConcurrencyGroup controller, every waiting run asked again every 5 s), and
+each of those reconciles reads the whole group (``status.holders``, at most ``spec.limit`` = 100
 entries, and ``status.waiting``, at most ``MAX_WAITERS`` = 1,000) and decides on it: its
 cost grows with the waiting runs, and every waiting CronJob pays it every poll. This
 benchmark builds, on ``runtime.fake``, a group of ``--limit`` slots held by running Jobs

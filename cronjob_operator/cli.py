@@ -502,7 +502,7 @@ def _attach_shard(args: argparse.Namespace, manager: Manager) -> Shard | None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the manager from ``args``, register the enabled controllers, run it."""
-    from cronjob_operator.controllers import configdeployment, cronjob
+    from cronjob_operator.controllers import concurrencygroup, configdeployment, cronjob
     from cronjob_operator.runtime import Manager, Options, RestClient, load_configuration, logs
     from cronjob_operator.runtime.client import TokenBucket
     from cronjob_operator.runtime.leaderelection import default_identity
@@ -551,6 +551,7 @@ def run(args: argparse.Namespace) -> int:
     shard = _attach_shard(args, manager)
     if args.cronjob_controller:
         cronjob.setup(manager, shard=shard)
+        concurrencygroup.setup(manager)
     if args.configdeployment_controller:
         configdeployment.setup(manager)
     try:

@@ -583,10 +583,13 @@ def groups(args: argparse.Namespace, out: Callable[[str], None]) -> None:
     for group in Cluster(args).groups():
         meta, status = group["metadata"], group.get("status") or {}
         holders = [str(holder.get("job")) for holder in status.get("holders") or ()]
-        waiting = sorted(
-            (str(w.get("scheduledTime")), str(w.get("cronJob")))
-            for w in status.get("waiting") or ()
-        )
+        waiting = [  # in the order the free slots go (controllers/cronjob/groups.py)
+            (scheduled, name)
+            for scheduled, _joined, name in sorted(
+                (str(w.get("scheduledTime")), str(w.get("seenAt")), str(w.get("cronJob")))
+                for w in status.get("waiting") or ()
+            )
+        ]
         rows.append(
             (
                 meta["namespace"],

@@ -76,8 +76,10 @@ class Waiter(KubeModel):
     """When it can no longer start (scheduled time plus startingDeadlineSeconds); unset:
     no deadline."""
     seen_at: datetime
-    """When its CronJob last asked for a slot: a waiter not seen for a minute (its
-    CronJob was deleted or moved to another group) no longer holds its place."""
+    """When the CronJob's run took this place (kept when the run's time moves to a newer
+    one; of runs with the same scheduled time, the one waiting longest goes first). A
+    place whose CronJob is gone or no longer waits for this group is dropped by the
+    controller, a minute after it was taken at the earliest."""
 
 
 class ConcurrencyGroupStatus(KubeModel):
@@ -95,7 +97,8 @@ class ConcurrencyGroupStatus(KubeModel):
         max_length=MAX_WAITERS,
         json_schema_extra={"x-kubernetes-list-type": "atomic"},
     )
-    """The scheduled runs waiting for a slot, in no particular order."""
+    """The scheduled runs waiting for a slot, in no particular order (the oldest scheduled
+    time, then the longest waiting, then the CronJob's name, gets the next free slot)."""
     in_use: NonNegativeInt32 | None = None
     """How many slots are held (the length of holders)."""
 

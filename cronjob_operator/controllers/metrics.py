@@ -55,6 +55,7 @@ class CronJobMetrics:
     """The CronJob controller's metrics, in the given registry (unregistered when None)."""
 
     def __init__(self, registry: CollectorRegistry | None) -> None:
+        self._shown_groups: set[tuple[str, str]] = set()
         self.job_creation_skew = job_creation_skew(registry)
         self.jobs_created = Counter(
             "cronjob_operator_jobs_created_total",
@@ -85,14 +86,29 @@ class CronJobMetrics:
 
         self.group_slots = Gauge(
             "cronjob_operator_concurrency_group_slots",
-            "A ConcurrencyGroup's slots as this replica last read or wrote them: state "
+            "A ConcurrencyGroup's slots as this replica last read, wrote or saw them: state "
             "inUse (held by Jobs) or limit (spec.limit)",
             ("namespace", "group", "state"),  # state: one of GROUP_SLOT_STATES
             registry=registry,
         )
 
+    def show_group(self, namespace: str, group: str, in_use: int, limit: int) -> None:
+        """Set the slot series of the ConcurrencyGroup ``namespace/group``, one this
+        replica's CronJobs use (it claimed or released a slot of it)."""
+        self._shown_groups.add((namespace, group))
+        self.group_slots.labels(namespace, group, GROUP_IN_USE).set(in_use)
+        self.group_slots.labels(namespace, group, GROUP_LIMIT).set(limit)
+
+    def refresh_group(self, namespace: str, group: str, in_use: int, limit: int) -> None:
+        """As ``show_group``, for a group's change seen by the watch (the ConcurrencyGroup
+        controller freed a slot, another replica claimed one), but only for a group this
+        replica already shows: each replica keeps the series of the groups it uses."""
+        if (namespace, group) in self._shown_groups:
+            self.show_group(namespace, group, in_use, limit)
+
     def forget_group(self, namespace: str, group: str) -> None:
         """Remove the series of the ConcurrencyGroup ``namespace/group`` (found deleted)."""
+        self._shown_groups.discard((namespace, group))
         for state in GROUP_SLOT_STATES:
             with contextlib.suppress(KeyError):  # never set
                 self.group_slots.remove(namespace, group, state)

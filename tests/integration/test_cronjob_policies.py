@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from cronjob_operator.controllers import cronjob
+from cronjob_operator.controllers import concurrencygroup, cronjob
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime.clock import FakeClock
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
@@ -50,7 +50,10 @@ def clock() -> FakeClock:
 def manager(
     control_plane: ControlPlane, clock: FakeClock
 ) -> AbstractContextManager[RunningManager]:
-    setups = {"cronjob": lambda mgr: cronjob.setup(mgr, clock=clock)}
+    setups = {
+        "cronjob": lambda mgr: cronjob.setup(mgr, clock=clock),
+        "concurrencygroup": lambda mgr: concurrencygroup.setup(mgr, clock=clock),
+    }
     return start_manager(control_plane, setups, options=Options(health_probe_bind_address="0"))
 
 
@@ -371,6 +374,60 @@ def test_three_cronjobs_with_limit_one_never_run_two_jobs_at_once(
     assert overlapping(jobs) == []
     wait_for(lambda: in_use(control_plane, world.ns, "nightly") == 0, 30, message="slots free")
     assert all("waitingForGroup" not in world.status(n) for n in names)
+
+
+def group_version(control_plane: ControlPlane, namespace: str, group: str) -> str:
+    metadata = control_plane.kubectl_json("get", GROUPS, group, "-n", namespace)["metadata"]
+    return str(metadata["resourceVersion"])
+
+
+def test_waiting_runs_write_nothing_and_the_oldest_starts_when_the_holder_finishes(
+    control_plane: ControlPlane, operator: RunningManager, clock: FakeClock, world: World
+) -> None:
+    """Two runs wait behind a 20-s holder: the group is not written while they wait (no
+    poll), and the oldest (then by name) starts once the holder finishes, woken by the
+    group's change. Failed before: each waiting CronJob asked again every 5 s and moved
+    its place to the end of status.waiting, a write of the group each time."""
+    now = group_created(control_plane, clock, world, "slot")
+    names = {"holder": "20s", "w-b": "10s", "w-a": "10s"}
+    for name, run in names.items():
+        apply(
+            control_plane,
+            grouped_cronjob(name, world.ns, run=run, concurrencyGroup={"name": "slot"}),
+        )
+    wait_for(lambda: all(world.condition(n, "Available") for n in names), 30, message="reconciled")
+    tick = next_minute(now)
+    clock.set(tick + timedelta(seconds=1))
+    operator.kick("cronjob", world.ns, "holder")
+    holder = job_of("holder", tick)
+    wait_for(lambda: has_job(world, holder), 30, message="the holder runs")
+    for name in ("w-b", "w-a"):
+        operator.kick("cronjob", world.ns, name)
+    wait_for(
+        lambda: all(world.status(n).get("waitingForGroup") for n in ("w-a", "w-b")),
+        30,
+        message="both runs waiting for the group",
+    )
+    waiting = group_version(control_plane, world.ns, "slot")
+    while_waiting = set()
+
+    def holder_done() -> bool:
+        version = group_version(control_plane, world.ns, "slot")
+        done = bool((world.jobs()[holder].get("status") or {}).get("completionTime"))
+        if not done:  # read before the holder finished: a write while the runs waited
+            while_waiting.add(version)
+        return done
+
+    wait_for(holder_done, 60, interval=0.5, message="the holder finishes")
+    assert while_waiting <= {waiting}, "the group was written while the runs waited"
+    first = job_of("w-a", tick)
+    wait_for(lambda: has_job(world, first), 30, message="the oldest waiting run starts")
+    _, holder_end = job_interval(world.jobs()[holder])
+    started, _ = job_interval(world.jobs()[first])
+    assert holder_end is not None
+    assert started >= holder_end
+    assert not has_job(world, job_of("w-b", tick))
+    assert world.status("w-b").get("waitingForGroup")
 
 
 def test_skip_counts_the_run_that_finds_the_group_full(

@@ -40,7 +40,7 @@ import pytest
 import yaml
 
 from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP as GROUP_KIND
-from cronjob_operator.controllers import configdeployment, cronjob
+from cronjob_operator.controllers import concurrencygroup, configdeployment, cronjob
 from cronjob_operator.controllers.configdeployment import CONFIG_HASH_ANNOTATION, decide
 from cronjob_operator.controllers.cronjob import jobs
 from cronjob_operator.envtest import ControlPlane, wait_for
@@ -262,6 +262,7 @@ def test_the_namespaced_manager_does_its_job_with_only_roles(
     )  # fmt: skip
     setups: dict[str, Callable[[Manager], Controller]] = {
         "cronjob": functools.partial(cronjob.setup, clock=clock),
+        "concurrencygroup": functools.partial(concurrencygroup.setup, clock=clock),
         "configdeployment": configdeployment.setup,
     }
     with running_manager(control_plane, setups, options=options, kubeconfig=kubeconfig) as operator:

@@ -18,6 +18,7 @@ from bench import (
     configmap_cache,
     exclusion_walk,
     group_poll,
+    group_waiters,
     hostile_clients,
     index_vs_scan,
     ingest,
@@ -77,6 +78,12 @@ def table_rows(output: str) -> list[str]:
         ),
         pytest.param(
             group_poll.main, ["--limit", "3", "--waiters", "2,20", *QUICK], 2, id="group_poll"
+        ),
+        pytest.param(
+            group_waiters.main,
+            ["--waiters", "5", "--window", "10", "--releases", "3"],
+            1,
+            id="group_waiters",
         ),
         pytest.param(plugin_start.main, ["--repeat", "1", "--top", "2"], 7, id="plugin_start"),
         pytest.param(ingest.main, ["--events", "120", "--repeat", "1"], 6, id="ingest"),

@@ -42,6 +42,11 @@ NS = "team"
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
+ASK_AGAIN = timedelta(seconds=25)
+"""How far apart a waiting CronJob is reconciled again in these tests (a group's change
+wakes it; before the ConcurrencyGroup controller, a 5-s poll did)."""
+
+
 def at(minutes: float) -> datetime:
     return T0 + timedelta(minutes=minutes)
 
@@ -144,18 +149,118 @@ def test_a_slot_is_free_once_its_job_finished_or_is_gone_past_the_grace(
     assert verdict.granted is freed
 
 
-@pytest.mark.parametrize(
-    "place",
-    [
-        {"seenAt": rfc3339(at(10) - groups.WAITER_STALE)},
-        {"seenAt": rfc3339(at(10)), "deadline": rfc3339(at(9))},
-    ],
-)
-def test_a_waiting_run_whose_place_lapsed_does_not_hold_the_slot(place: dict[str, str]) -> None:
+def test_a_waiting_run_whose_deadline_passed_does_not_hold_the_slot() -> None:
+    place = {"seenAt": rfc3339(at(10)), "deadline": rfc3339(at(9))}
     status = {"waiting": [{"cronJob": "old", "scheduledTime": rfc3339(at(0)), **place}]}
     verdict = claim(status, 1, request("new", at(10)), at(10), {})
     assert verdict.granted
     assert "waiting" not in verdict.status
+
+
+def test_a_place_holds_however_long_its_run_waits() -> None:
+    """Changed on purpose: a waiting run no longer refreshes its place, so an old place
+    holds (the ConcurrencyGroup controller drops one whose CronJob is gone). Failed
+    before: a place not seen for a minute lapsed, and the younger run took the slot."""
+    status = {
+        "waiting": [{"cronJob": "old", "scheduledTime": rfc3339(at(0)), "seenAt": rfc3339(at(0))}]
+    }
+    verdict = claim(status, 1, request("new", at(10)), at(10), {})
+    assert (verdict.granted, verdict.queued) == (False, True)
+    assert [w["cronJob"] for w in verdict.status["waiting"]] == ["old", "new"]
+
+
+def test_a_waiting_run_that_asks_again_keeps_its_place_and_changes_nothing() -> None:
+    """A run's place is written once, when it joins. Failed before: each ask moved the
+    place to the end of the list and refreshed seenAt every 20 s, a write of the group
+    each time."""
+    stored = {
+        "holders": [holder("a-1", at(0))],
+        "waiting": [
+            {"cronJob": "b", "scheduledTime": rfc3339(at(1)), "seenAt": rfc3339(at(1))},
+            {"cronJob": "c", "scheduledTime": rfc3339(at(2)), "seenAt": rfc3339(at(2))},
+        ],
+        "inUse": 1,
+    }
+    for minutes in (1.5, 3, 30):
+        verdict = claim(stored, 1, request("b", at(1)), at(minutes), {})
+        assert (verdict.granted, verdict.queued) == (False, True)
+        assert verdict.status == stored
+
+
+def test_a_waiting_run_whose_time_moved_takes_the_newest_time_where_it_stands() -> None:
+    stored = {
+        "waiting": [
+            {"cronJob": "b", "scheduledTime": rfc3339(at(1)), "seenAt": rfc3339(at(1))},
+            {"cronJob": "c", "scheduledTime": rfc3339(at(2)), "seenAt": rfc3339(at(2))},
+        ],
+    }
+    full = {**stored, "holders": [holder("a-1", at(0))]}
+    verdict = claim(full, 1, request("b", at(3)), at(3), {})
+    assert [(w["cronJob"], w["scheduledTime"]) for w in verdict.status["waiting"]] == [
+        ("b", rfc3339(at(3))),
+        ("c", rfc3339(at(2))),
+    ]
+    assert groups.next_in_line(group_status_of(verdict.status), 2, at(3)) == ["c"]
+
+
+# --- the ConcurrencyGroup controller's rules (groups.tidy, groups.next_in_line) --------
+
+
+def place(name: str, scheduled: datetime, joined: datetime, **more: str) -> dict[str, Any]:
+    return {"cronJob": name, "scheduledTime": rfc3339(scheduled), "seenAt": rfc3339(joined), **more}
+
+
+def test_free_slots_go_to_the_oldest_time_then_the_longest_waiting_then_the_name() -> None:
+    status = group_status_of(
+        {
+            "holders": [holder("a-1", at(0))],
+            "waiting": [
+                place("z", at(1), at(1)),
+                place("y", at(2), at(2)),
+                place("x", at(1), at(3)),
+                place("w", at(1), at(3)),
+            ],
+        }
+    )
+    assert groups.next_in_line(status, 1, at(4)) == []
+    assert groups.next_in_line(status, 2, at(4)) == ["z"]
+    assert groups.next_in_line(status, 5, at(4)) == ["z", "w", "x", "y"]
+
+
+def test_a_run_whose_cronjob_waited_longer_goes_first_at_the_same_time() -> None:
+    """Failed before: the tie went to the name, so "a" took the slot from "z", which
+    had waited since minute 1 (its time moved to minute 2)."""
+    status = {"waiting": [place("z", at(2), at(1))]}
+    verdict = claim(status, 1, request("a", at(2)), at(2), {})
+    assert (verdict.granted, verdict.queued) == (False, True)
+    assert groups.next_in_line(group_status_of(verdict.status), 1, at(2)) == ["z"]
+
+
+def test_tidy_drops_a_gone_waiters_place_next_in_line_and_keeps_the_rest_unread() -> None:
+    asked: list[str] = []
+
+    def waits_here(name: str) -> bool | None:
+        asked.append(name)
+        return {"gone": None, "left": False, "young": False}.get(name, True)
+
+    now = at(10)
+    stored = {
+        "holders": [holder("a-1", at(0))],
+        "waiting": [
+            place("back", at(9), at(0)),
+            place("gone", at(1), at(0)),
+            place("left", at(2), at(0)),
+            place("young", at(3), now - timedelta(seconds=10)),
+            place("next", at(4), at(0)),
+        ],
+    }
+    tidied = groups.tidy(
+        group_status_of(stored), 2, {"a-1": groups.JobState.FINISHED}, waits_here, now
+    )
+    assert [w["cronJob"] for w in tidied.status["waiting"]] == ["back", "young", "next"]
+    assert tidied.status["holders"] == []
+    assert asked == ["gone", "left", "young", "next"]  # "back" is behind three others
+    assert tidied.again == now - timedelta(seconds=10) + groups.WAITER_GRACE
 
 
 # --- the reconciler -------------------------------------------------------------------
@@ -184,9 +289,10 @@ class World:
             .build()
         )
         self.registry = CollectorRegistry()
+        self.metrics = CronJobMetrics(self.registry)
         self.recorder = FakeRecorder()
         self.reconciler = CronJobReconciler(
-            self.client, self.recorder, clock=self.clock, metrics=CronJobMetrics(self.registry)
+            self.client, self.recorder, clock=self.clock, metrics=self.metrics
         )
 
     def reconcile(self, name: str, moment: datetime) -> None:
@@ -234,7 +340,7 @@ def test_three_cronjobs_limit_one_run_one_at_a_time_in_scheduled_order() -> None
     world.reconcile("a", at(0))
     world.reconcile("c", at(1))
     world.reconcile("b", at(2))
-    world.reconcile("c", at(2.5))  # a waiting CronJob asks again (every WAIT_POLL)
+    world.reconcile("c", at(2.5))  # a waiting CronJob asks again (woken by the group)
     assert world.running() == [job("a", at(0))]
     assert world.status("b")["waitingForGroup"] == {"group": "g", "scheduledTime": rfc3339(at(2))}
     assert world.group()["inUse"] == 1
@@ -259,7 +365,7 @@ def test_a_waiting_run_is_announced_once_however_often_it_asks_again() -> None:
     world = World(1, ("a", grouped("0 * * * *")), ("b", grouped("1 * * * *")))
     world.reconcile("a", at(0))
     for poll in range(4):
-        world.reconcile("b", at(1) + poll * groups.WAIT_POLL)
+        world.reconcile("b", at(1) + poll * ASK_AGAIN)
     assert world.recorder.reasons().count("WaitingForGroup") == 1
 
 
@@ -412,7 +518,7 @@ def test_a_full_group_of_running_jobs_costs_a_waiting_run_no_live_job_reads() ->
     world.reconcile("b", at(0))
     replica, seen = shard_reconciler(world, set())
     for poll in range(4):
-        world.clock.set(at(1) + poll * groups.WAIT_POLL)
+        world.clock.set(at(1) + poll * ASK_AGAIN)
         replica.reconcile(Request(NS, "c"))
     assert world.status("c")["waitingForGroup"] == {"group": "g", "scheduledTime": rfc3339(at(1))}
     assert seen.live_job_reads == []

@@ -13,7 +13,7 @@ claim grace cannot create a Job whose slot was reclaimed.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -25,14 +25,21 @@ from cronjob_operator.controllers import stored
 from cronjob_operator.controllers.cronjob import groups, jobs
 from cronjob_operator.controllers.cronjob.plan import Create, GroupFull, Outcome, Plan
 from cronjob_operator.controllers.cronjob.view import CronJobView, group_status_of
-from cronjob_operator.controllers.metrics import GROUP_IN_USE, GROUP_LIMIT, CronJobMetrics
+from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import ClientInterface
 from cronjob_operator.runtime.clock import Clock
-from cronjob_operator.runtime.controller import Result
+from cronjob_operator.runtime.controller import Request, Result
 from cronjob_operator.runtime.kinds import JOB
 
-__all__ = ["GroupSlots", "with_wait_poll"]
+__all__ = [
+    "GroupSlots",
+    "comparable_status",
+    "group_limit",
+    "holder_states",
+    "waiters_to_wake",
+    "with_unqueued_retry",
+]
 
 CONFLICT_ATTEMPTS: Final = 10
 """How many times a claim or release reads the group again after a 409 before the
@@ -77,12 +84,12 @@ class GroupSlots:
             misfit = self._checks.misfit(obj)
             if misfit is not None:
                 return GroupFull(group, misfit=misfit)
-            limit, status = _limit(obj), group_status_of(obj.get("status") or {})
+            limit, status = group_limit(obj), group_status_of(obj.get("status") or {})
             verdict = groups.hand_over(status, step.replaced, request, now) or groups.claim(
                 status, limit, request, now, {}
             )
             if not verdict.granted and status.get("holders"):
-                states = self._job_states(view.namespace, status["holders"], now)
+                states = holder_states(self._client, view.namespace, status["holders"], now)
                 verdict = groups.claim(status, limit, request, now, states)
             if self._write(obj, verdict.status, final=attempt == CONFLICT_ATTEMPTS):
                 break
@@ -115,45 +122,10 @@ class GroupSlots:
             if self._write(obj, released, final=attempt == CONFLICT_ATTEMPTS):
                 return
 
-    def _job_states(
-        self, namespace: str, holders: Iterable[Mapping[str, Any]], now: datetime
-    ) -> dict[str, groups.JobState]:
-        """What is known of each holder's Job (a holder left out counts as running).
-
-        The informer cache answers for a Job it shows running: a finish or a delete it
-        has not seen yet frees the slot at a later poll, never too early. The API server
-        is asked only when a slot may be freed: the cache shows the Job finished (the
-        server confirms it), or lacks it (another shard's Job, or gone) past the claim
-        grace; a Job the cache lacks within the grace holds its slot whatever the server
-        says. So a full group of running Jobs costs a waiting run no Job reads.
-        """
-        states = {}
-        for holder in holders:
-            name = str(holder.get("job"))
-            try:
-                cached: objects.Obj | None = self._client.get(JOB, name, namespace)
-            except errors.NotFound:
-                cached = None
-            if cached is not None and jobs.finished_state(cached) is None:
-                continue  # running
-            if cached is None and not groups.reclaimable(holder, groups.JobState.ABSENT, now):
-                continue  # in its claim grace
-            states[name] = self._live_state(namespace, name)
-        return states
-
-    def _live_state(self, namespace: str, name: str) -> groups.JobState:
-        """What the API server says of the Job ``name``."""
-        try:
-            job = self._client.live.get(JOB, name, namespace)
-        except errors.NotFound:
-            return groups.JobState.ABSENT
-        finished = jobs.finished_state(job) is not None
-        return groups.JobState.FINISHED if finished else groups.JobState.RUNNING
-
     def _write(self, obj: objects.Obj, status: dict[str, Any], *, final: bool) -> bool:
         """Write ``status`` to the group read as ``obj`` (its resourceVersion the
         precondition) if it changed; False on a 409, which raises when ``final``."""
-        if status != _comparable(obj.get("status")):
+        if status != comparable_status(obj.get("status")):
             try:
                 self._client.update_status(CONCURRENCY_GROUP, {**obj, "status": status})
             except errors.Conflict:
@@ -166,28 +138,93 @@ class GroupSlots:
     def _show(self, obj: objects.Obj, in_use: int) -> None:
         """Set the gauge of the group read as ``obj``: ``in_use`` slots held, its limit."""
         metadata = obj["metadata"]
-        gauge = self._metrics.group_slots
-        gauge.labels(metadata["namespace"], metadata["name"], GROUP_IN_USE).set(in_use)
-        gauge.labels(metadata["namespace"], metadata["name"], GROUP_LIMIT).set(_limit(obj))
+        self._metrics.show_group(metadata["namespace"], metadata["name"], in_use, group_limit(obj))
 
 
-def with_wait_poll(plan: Plan, outcomes: Iterable[Outcome]) -> Plan:
-    """``plan``, asking to be reconciled again within ``WAIT_POLL`` if a run found its
-    group full (it may get a slot once another CronJob's Job finishes)."""
-    if not any(isinstance(outcome, GroupFull) for outcome in outcomes):
+def with_unqueued_retry(plan: Plan, outcomes: Iterable[Outcome]) -> Plan:
+    """``plan``, asking to be reconciled again within ``groups.UNQUEUED_RETRY`` if a run
+    found its group full without taking a place among the waiting runs (a requested or
+    backfilled run, or a missing group): no group change wakes it. A scheduled run that
+    waits is woken by the group's change (``waiters_to_wake``), never polled."""
+    if not any(isinstance(o, GroupFull) and not o.queued for o in outcomes):
         return plan
-    poll = groups.WAIT_POLL.total_seconds()
-    if plan.result.follow_up or 0 < plan.result.requeue_after <= poll:
+    retry = groups.UNQUEUED_RETRY.total_seconds()
+    if plan.result.follow_up or 0 < plan.result.requeue_after <= retry:
         return plan
-    return dataclasses.replace(plan, result=Result(requeue_after=poll))
+    return dataclasses.replace(plan, result=Result(requeue_after=retry))
 
 
-def _limit(obj: Mapping[str, Any]) -> int:
+def holder_states(
+    client: ClientInterface, namespace: str, holders: Iterable[Mapping[str, Any]], now: datetime
+) -> dict[str, groups.JobState]:
+    """What is known of each holder's Job (a holder left out counts as running).
+
+    The informer cache answers for a Job it shows running: a finish or a delete it
+    has not seen yet frees the slot when its event comes, never too early. The API server
+    is asked only when a slot may be freed: the cache shows the Job finished (the
+    server confirms it), or lacks it (another shard's Job, or gone) past the claim
+    grace; a Job the cache lacks within the grace holds its slot whatever the server
+    says. So a full group of running Jobs costs a waiting run no Job reads.
+    """
+    states = {}
+    for holder in holders:
+        name = str(holder.get("job"))
+        try:
+            cached: objects.Obj | None = client.get(JOB, name, namespace)
+        except errors.NotFound:
+            cached = None
+        if cached is not None and jobs.finished_state(cached) is None:
+            continue  # running
+        if cached is None and not groups.reclaimable(holder, groups.JobState.ABSENT, now):
+            continue  # in its claim grace
+        states[name] = _live_state(client, namespace, name)
+    return states
+
+
+def _live_state(client: ClientInterface, namespace: str, name: str) -> groups.JobState:
+    """What the API server says of the Job ``name``."""
+    try:
+        job = client.live.get(JOB, name, namespace)
+    except errors.NotFound:
+        return groups.JobState.ABSENT
+    finished = jobs.finished_state(job) is not None
+    return groups.JobState.FINISHED if finished else groups.JobState.RUNNING
+
+
+def group_limit(obj: Mapping[str, Any]) -> int:
+    """The group's ``spec.limit`` (0 if unset or not a positive integer)."""
     limit = (obj.get("spec") or {}).get("limit")
     return limit if isinstance(limit, int) and limit > 0 else 0
 
 
-def _comparable(status: Any) -> dict[str, Any]:
+def comparable_status(status: Any) -> dict[str, Any]:
     """The stored status as ``groups`` renders one (so an unchanged one is not written)."""
     thawed = objects.thaw(status or {})
     return {key: thawed[key] for key in ("holders", "inUse", "waiting") if key in thawed}
+
+
+def waiters_to_wake(
+    clock: Clock, metrics: CronJobMetrics | None = None
+) -> Callable[[objects.Obj], list[Request]]:
+    """Map a ConcurrencyGroup to the CronJobs whose runs are next in line for its free
+    slots (``groups.next_in_line``): the CronJob controller's watch on groups, so a
+    waiting run asks again when a slot frees (a holder released, or reclaimed by the
+    ConcurrencyGroup controller), never on a timer. The group's change also moves
+    ``metrics``' slot gauge of a group this replica shows (``refresh_group``)."""
+
+    checks = stored.Checks(CONCURRENCY_GROUP_RESOURCE)
+
+    def requests(group: objects.Obj) -> list[Request]:
+        if checks.misfit(group) is not None:
+            return []  # its CronJobs ask again on their own (UNQUEUED_RETRY)
+        status = group_status_of(group.get("status") or {})
+        if metrics is not None:
+            metadata = group["metadata"]
+            in_use = len(status.get("holders") or ())
+            metrics.refresh_group(
+                metadata["namespace"], metadata["name"], in_use, group_limit(group)
+            )
+        names = groups.next_in_line(status, group_limit(group), clock())
+        return [Request(objects.namespace_of(group), name) for name in names]
+
+    return requests

@@ -12,14 +12,21 @@ free only after ``CLAIM_GRACE``: the taker creates the Job within it or not at a
 
 Waiting (whenFull Wait): a scheduled run that finds the group full records its place in
 ``status.waiting``; a free slot goes to the oldest waiting run (by scheduled time, then
-CronJob name), so the runs start in scheduled-time order. A place is dropped once its
-deadline has passed, or when its CronJob has not asked again for ``WAITER_STALE``.
+the CronJob waiting longest, then CronJob name), so the runs start in scheduled-time
+order and no CronJob starves; a run still waiting when a newer time of its CronJob
+falls due takes that time, keeping when it joined. A run writes its place once
+when it joins (``joinedAt`` is kept in ``seenAt``) and leaves it once, when it gets its
+slot; while it waits it keeps its place in the list and writes nothing, and it asks
+again only when the group changes (the ConcurrencyGroup controller, in
+``controllers/concurrencygroup``, reclaims the slots and wakes the oldest waiters). A
+place lapses once its deadline has passed, or (``lapsed``, decided by that controller)
+when its CronJob is gone or no longer waits for this group, past ``WAITER_GRACE``.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -35,17 +42,19 @@ from cronjob_operator.runtime.controllerutil import rfc3339
 __all__ = [
     "CLAIM_GRACE",
     "GROUP_UNUSABLE",
-    "WAITER_REFRESH",
-    "WAITER_STALE",
-    "WAIT_POLL",
+    "UNQUEUED_RETRY",
+    "WAITER_GRACE",
     "Claim",
     "JobState",
     "Verdict",
     "claim",
     "hand_over",
+    "lapsed",
+    "next_in_line",
     "on_full",
     "reclaimable",
     "release",
+    "tidy",
     "with_group_skip",
 ]
 
@@ -53,15 +62,19 @@ CLAIM_GRACE: Final = timedelta(seconds=60)
 """How long a slot whose Job does not exist stays taken: the taker creates the Job at
 once (within half of it, by its own clock, or not at all), so only a slot whose taker
 died before creating its Job is freed by it."""
-WAITER_STALE: Final = timedelta(seconds=60)
-"""A waiting run whose CronJob has not asked for a slot for this long loses its place."""
-WAITER_REFRESH: Final = timedelta(seconds=20)
-"""A waiting CronJob writes its place again (``seenAt``) at most this often."""
-WAIT_POLL: Final = timedelta(seconds=5)
+UNQUEUED_RETRY: Final = timedelta(seconds=5)
+"""How soon a run that found its group full without a place among the waiting ones asks
+again: a run request or a backfill step (they wait, reported ``WaitingForGroup``), or
+a CronJob whose group does not exist yet (or does not fit its schema). The group's
+change wakes only the runs in ``status.waiting``; these read the group (no write) until
+they get a slot."""
+WAITER_GRACE: Final = timedelta(seconds=60)
+"""How long a place whose CronJob does not show it waiting for the group is kept: the
+CronJob writes the group first and its own status (``waitingForGroup``) after, so a
+place younger than this may be one whose CronJob's write is still on its way."""
 GROUP_UNUSABLE: Final = "GroupUnusable"
 """The reason a run does not start when its group holds a field its schema does not
 admit (``controllers.stored``)."""
-"""How often a CronJob whose run waits for a slot asks again."""
 
 
 class JobState(enum.Enum):
@@ -130,25 +143,92 @@ def claim(
         for holder in status.get("holders") or ()
         if not reclaimable(holder, states.get(str(holder.get("job")), JobState.RUNNING), now)
     ]
-    others = [
-        dict(waiter)
-        for waiter in status.get("waiting") or ()
-        if waiter.get("cronJob") != request.cron_job and _holds_place(waiter, now)
-    ]
-    mine = next(
-        (w for w in status.get("waiting") or () if w.get("cronJob") == request.cron_job), None
-    )
+    waiting = [dict(waiter) for waiter in status.get("waiting") or () if _holds_place(waiter, now)]
+    others = [waiter for waiter in waiting if waiter.get("cronJob") != request.cron_job]
+    # A run that takes no place (requested, backfilled, whenFull Skip) leaves its
+    # CronJob's place, its waiting scheduled run's, where it is.
+    kept = others if request.wait else waiting
     if any(holder.get("job") == request.job for holder in holders):
-        return Verdict(holders, others, granted=True, queued=False)
-    key = (request.scheduled, request.cron_job)
-    ahead = [waiter for waiter in others if _order(waiter) < key]
+        return Verdict(holders, kept, granted=True, queued=False)
+    mine = next((w for w in waiting if w.get("cronJob") == request.cron_job), None)
+    joined = time_at(mine, "seenAt") if request.wait else None
+    key = (request.scheduled, joined or stamp(now), request.cron_job)
+    ahead = [waiter for waiter in kept if _order(waiter) < key]
     if limit - len(holders) > len(ahead):
         holders.append({"job": request.job, "cronJob": request.cron_job, "acquiredAt": stamp(now)})
-        return Verdict(holders, others, granted=True, queued=False)
+        return Verdict(holders, kept, granted=True, queued=False)
     if not request.wait or len(others) >= MAX_WAITERS:
-        return Verdict(holders, others, granted=False, queued=False)
-    others.append(_place(request, mine, now))
-    return Verdict(holders, others, granted=False, queued=True)
+        return Verdict(holders, kept, granted=False, queued=False)
+    return Verdict(holders, _waiting_with(waiting, request, now), granted=False, queued=True)
+
+
+def next_in_line(status: Mapping[str, Any], limit: int, now: datetime) -> list[str]:
+    """The CronJobs whose waiting runs the group's free slots go to, oldest first (as
+    ``claim`` ranks them): as many as slots are free."""
+    free = limit - len(status.get("holders") or ())
+    if free <= 0:
+        return []
+    waiting = sorted((w for w in status.get("waiting") or () if _holds_place(w, now)), key=_order)
+    return [str(waiter.get("cronJob")) for waiter in waiting[:free]]
+
+
+@dataclass(frozen=True)
+class Tidied:
+    """The group's status without its reclaimable holders and lapsed places, and when
+    to look again (None: only when something changes)."""
+
+    status: dict[str, Any]
+    again: datetime | None
+
+
+def tidy(
+    status: Mapping[str, Any],
+    limit: int,
+    states: Mapping[str, JobState],
+    waits_here: Callable[[str], bool | None],
+    now: datetime,
+) -> Tidied:
+    """What the ConcurrencyGroup controller keeps of ``status``: the holders not
+    ``reclaimable`` (``states`` as for ``claim``; a slot taken within the claim grace
+    is looked at again when the grace ends, its Job created or not by then), and the
+    waiting runs whose deadline has not passed, less those next in line for a free
+    slot whose place ``lapsed`` (``waits_here``: whether the CronJob shows its run
+    waiting for this group; None: it is gone). Only the places next in line are
+    checked: a place further back keeps no one from a slot, and is checked when it
+    comes to the front."""
+    holders = [
+        dict(holder)
+        for holder in status.get("holders") or ()
+        if not reclaimable(holder, states.get(str(holder.get("job"))) or JobState.RUNNING, now)
+    ]
+    waiting = sorted(
+        (dict(w) for w in status.get("waiting") or () if _holds_place(w, now)), key=_order
+    )
+    again = [end for h in holders if (end := _grace_end(h)) > now]  # its Job may not show yet
+    again += [d for w in waiting if (d := time_at(w, "deadline")) is not None]
+    kept: list[dict[str, Any]] = []
+    free = limit - len(holders)
+    for waiter in waiting:
+        if len(kept) < free:
+            here = waits_here(str(waiter.get("cronJob")))
+            if lapsed(waiter, here, now):
+                continue
+            if not here:  # in its grace: looked at again when that ends
+                again.append((time_at(waiter, "seenAt") or now) + WAITER_GRACE)
+        kept.append(waiter)
+    return Tidied(_status(holders, _in_stored_order(kept, status)), min(again, default=None))
+
+
+def _in_stored_order(kept: list[dict[str, Any]], status: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``kept``'s places in the order ``status`` lists them (a place never moves)."""
+    names = {str(w.get("cronJob")) for w in kept}
+    return [dict(w) for w in status.get("waiting") or () if str(w.get("cronJob")) in names]
+
+
+def _grace_end(holder: Mapping[str, Any]) -> datetime:
+    """When a holder whose Job is absent frees its slot."""
+    acquired = time_at(holder, "acquiredAt") or datetime.min.replace(tzinfo=UTC)
+    return acquired + CLAIM_GRACE
 
 
 def hand_over(
@@ -250,36 +330,54 @@ def with_group_skip(
     return policies.with_skip(accounting, SkipReason.GROUP_FULL, skipped)
 
 
-def _order(waiter: Mapping[str, Any]) -> tuple[datetime, str]:
-    """Where a waiting run stands: by scheduled time, then CronJob name."""
-    scheduled = time_at(waiter, "scheduledTime") or datetime.min.replace(tzinfo=UTC)
-    return scheduled, str(waiter.get("cronJob"))
+def _order(waiter: Mapping[str, Any]) -> tuple[datetime, datetime, str]:
+    """Where a waiting run stands: by scheduled time, then how long its CronJob has
+    waited (``seenAt``, kept when its time moves to a newer one: a CronJob that just got
+    a slot waits behind one that did not, so none starves), then CronJob name."""
+    earliest = datetime.min.replace(tzinfo=UTC)
+    scheduled = time_at(waiter, "scheduledTime") or earliest
+    return scheduled, time_at(waiter, "seenAt") or earliest, str(waiter.get("cronJob"))
+
+
+def lapsed(waiter: Mapping[str, Any], waits_here: bool | None, now: datetime) -> bool:
+    """Whether a waiting run has lost its place: its deadline passed, or its CronJob is
+    gone (``waits_here`` None) or does not show it waiting for this group (False), and
+    the place is older than ``WAITER_GRACE``."""
+    if not _holds_place(waiter, now):
+        return True
+    if waits_here:
+        return False
+    joined = time_at(waiter, "seenAt")
+    return joined is None or now - joined >= WAITER_GRACE
 
 
 def _holds_place(waiter: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a waiting run is well formed and its deadline (if any) not passed."""
     deadline = time_at(waiter, "deadline")
-    seen = time_at(waiter, "seenAt")
-    if seen is None or time_at(waiter, "scheduledTime") is None:
+    if time_at(waiter, "seenAt") is None or time_at(waiter, "scheduledTime") is None:
         return False
-    return (deadline is None or now <= deadline) and now - seen < WAITER_STALE
+    return deadline is None or now <= deadline
 
 
-def _place(request: Claim, mine: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
-    """The request's waiting entry: the one recorded if it is the same run and was seen
-    recently (no write needed), else a fresh one."""
+def _waiting_with(
+    waiting: list[dict[str, Any]], request: Claim, now: datetime
+) -> list[dict[str, Any]]:
+    """``waiting`` holding the request's place: its recorded one, where it stands, when it
+    is the same run (nothing to write); its run's newer time in its stead, joined when
+    the CronJob first waited; else a fresh one (joined now) at the end. The list's order
+    means nothing (``_order`` ranks), so a place never moves."""
     place: dict[str, Any] = {
         "cronJob": request.cron_job,
         "scheduledTime": stamp(request.scheduled),
     }
     if request.deadline is not None:
         place["deadline"] = stamp(request.deadline)
-    if mine is not None:
-        seen = time_at(mine, "seenAt")
-        same = {k: v for k, v in mine.items() if k != "seenAt"} == place
-        if same and seen is not None and now - seen < WAITER_REFRESH:
-            return dict(mine)
-    place["seenAt"] = stamp(now)
-    return place
+    mine = next((i for i, w in enumerate(waiting) if w.get("cronJob") == request.cron_job), None)
+    if mine is None:
+        return [*waiting, {**place, "seenAt": stamp(now)}]
+    if {k: v for k, v in waiting[mine].items() if k != "seenAt"} != place:
+        waiting[mine] = {**place, "seenAt": waiting[mine]["seenAt"]}
+    return waiting
 
 
 def _status(holders: list[dict[str, Any]], waiting: list[dict[str, Any]]) -> dict[str, Any]:

@@ -26,8 +26,9 @@ RBAC this code needs (mirrored in config/rbac/role.yaml, checked by an e2e test)
 cronjobs get/list/watch, cronjobs/status get/update, cronjobs/finalizers update (a Job
 names its CronJob with blockOwnerDeletion; docs/security.md); jobs get/list/watch/create/delete;
 pods list (only the Pods of a run past spec.runStartTimeoutSeconds, by label, for the
-cause its event names; docs/security.md); events create/patch; concurrencygroups get,
-concurrencygroups/status update (the slots, ``group_slots.py``).
+cause its event names; docs/security.md); events create/patch; concurrencygroups
+get/list/watch (the slots, ``group_slots.py``, and the watch that wakes a waiting run),
+concurrencygroups/status update.
 """
 
 from __future__ import annotations
@@ -41,11 +42,16 @@ from typing import Any
 from prometheus_client import Histogram
 
 from cronjob_operator.api.batch_v1 import CRONJOB, CRONJOB_RESOURCE
+from cronjob_operator.api.concurrencygroup_v1 import CONCURRENCY_GROUP
 from cronjob_operator.controllers import stored
 from cronjob_operator.controllers.cronjob import history, jobs, policies, start_timeout
 from cronjob_operator.controllers.cronjob.decide import decide
 from cronjob_operator.controllers.cronjob.due import Walks
-from cronjob_operator.controllers.cronjob.group_slots import GroupSlots, with_wait_poll
+from cronjob_operator.controllers.cronjob.group_slots import (
+    GroupSlots,
+    waiters_to_wake,
+    with_unqueued_retry,
+)
 from cronjob_operator.controllers.cronjob.jobs import JOB_OWNER_INDEX
 from cronjob_operator.controllers.cronjob.plan import (
     Create,
@@ -71,7 +77,13 @@ from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import ClientInterface, Propagation
 from cronjob_operator.runtime.clock import Clock, utc_now
-from cronjob_operator.runtime.controller import Controller, Predicate, Request, Result
+from cronjob_operator.runtime.controller import (
+    Controller,
+    Predicate,
+    Request,
+    Result,
+    resource_version_changed,
+)
 from cronjob_operator.runtime.controllerutil import StatusEchoes, write_status
 from cronjob_operator.runtime.events import Recorder
 from cronjob_operator.runtime.kinds import JOB, POD
@@ -283,7 +295,7 @@ class CronJobReconciler:
         plan = decide(view, now, walks=walks, perform=perform)
         for step in plan.steps[applied:]:
             self._apply(view, step)
-        return with_wait_poll(plan, outcomes)
+        return with_unqueued_retry(plan, outcomes)
 
     def _apply(self, view: CronJobView, step: Step) -> None:
         """Apply a step whose outcome the decision does not need: an event, or a prune (a
@@ -449,7 +461,9 @@ def skip_status_echoes(
 
 
 def setup(manager: Manager, *, clock: Clock = utc_now, shard: Shard | None = None) -> Controller:
-    """Register the Job transform and owner index, and the CronJob controller.
+    """Register the Job transform and owner index, and the CronJob controller: its
+    CronJobs, their Jobs, and the ConcurrencyGroups, whose changes wake the CronJobs next
+    in line for a free slot (``group_slots.waiters_to_wake``).
 
     With ``shard`` (``runtime.sharding.attach``), the controller runs on every replica
     for its share, writing through the shard's fenced client; Jobs inherit the
@@ -467,4 +481,9 @@ def setup(manager: Manager, *, clock: Clock = utc_now, shard: Shard | None = Non
         )
         builder = manager.builder("cronjob")
     skip = skip_status_echoes(reconciler.echoes, reconciler.cache_moved)
-    return builder.for_(CRONJOB, skip).owns(JOB).complete(reconciler)
+    return (
+        builder.for_(CRONJOB, skip)
+        .owns(JOB)
+        .watches(CONCURRENCY_GROUP, waiters_to_wake(clock, metrics), resource_version_changed())
+        .complete(reconciler)
+    )
