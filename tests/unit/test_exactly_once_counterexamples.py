@@ -310,3 +310,23 @@ def test_a_run_whose_job_is_deleted_unrecorded_twice_may_start_three_times() -> 
     assert len([run for run in story.ledger.starts if run.job == "c0-1774735800"]) == 3
     assert story.ledger.lost[("backfill", "c0", "b0", 1, "1774735800")] == 2
     assert_each_run_once(story)
+
+
+def test_a_backfill_after_the_run_limit_is_used_up_does_not_move_the_schedules_end() -> None:
+    """maxScheduledRuns 1, window from 22:40: an hour passes and 23:15 runs (the earlier
+    times counted CatchUpBound), using the limit up; an hour later a backfill runs 00:10.
+    Before: the backfill run was counted too and moved ``countedThrough``, where the
+    schedule ends, to 00:10, so the skip accounting counted 23:20 to 00:05 CatchUpBound:
+    ten times past the limit, which are no runs at all."""
+    story = world(maxScheduledRuns=1, window={"start": "2026-03-28T22:40:00Z"})
+    story.later(timedelta(seconds=3599))
+    story.settle()
+    story.later(timedelta(seconds=3599))
+    backfill(story, "b0", ago=10)
+    story.settle()
+    status = story.status("c0")
+    assert [run.job for run in story.ledger.starts] == ["c0-1774739700", "c0-1774743000"]
+    assert status["skippedRuns"]["catchUpBound"] == 7  # 22:40 to 23:10
+    assert status["scheduledRuns"]["countedThrough"] == "2026-03-28T23:15:00Z"
+    assert_settled(story)
+    assert_each_run_once(story)

@@ -4,10 +4,11 @@ Pure rules over the spec, the status the decision builds and the Jobs (no I/O, n
 clock); ``decide.py`` asks them in its scheduling step, and does nothing new when none of
 ``spec.window``, ``spec.maxScheduledRuns`` and ``spec.exclusions`` is set.
 
-* ``count_runs``: the run limit's count, ``status.scheduledRuns``. Every scheduled time
-  after ``countedThrough`` whose Job exists (or that is ``lastScheduleTime``) is counted
-  and the watermark moves to the newest, in the same status object, so the same status
-  write records both: a time is counted once whatever the number of reconciles, restarts
+* ``count_runs``: the run limit's count, ``status.scheduledRuns``. Until the limit is
+  used up, every scheduled time after ``countedThrough`` whose Job exists (or that is
+  ``lastScheduleTime``) is counted and the watermark moves to the newest, in the same
+  status object, so the same status write records both: a time is counted once
+  whatever the number of reconciles, restarts
   or replicas that see its Job. A Job is named by its scheduled time, so a create retried
   after a crash (between the create and the status write) is the same Job, found by the
   next reconcile and counted then: no run is lost and none is counted twice.
@@ -70,16 +71,20 @@ def count_runs(
 ) -> None:
     """Count the scheduled runs not counted yet into ``status.scheduledRuns`` (removed
     when ``spec.maxScheduledRuns`` is unset). A limit set on a CronJob that ran already
-    counts from its stored ``lastScheduleTime`` on (``stored_last``)."""
+    counts from its stored ``lastScheduleTime`` on (``stored_last``). Once the limit is
+    used up the count stands: a later backfill run is not counted, so ``countedThrough``,
+    where the schedule ends, stays where the limit was used up (raising the limit counts
+    it then)."""
     limit = _limit(spec)
     if limit is None:
         status.pop("scheduledRuns", None)
         return
     counted = dict(status.get("scheduledRuns") or {"countedThrough": stored_last})
     through = time_at(counted, "countedThrough")
-    times = runs.ran(cronjob_name, jobs, status)
+    count = int(counted.get("count") or 0)
+    times = runs.ran(cronjob_name, jobs, status) if count < limit else ()
     new = sorted(moment for moment in times if through is None or moment > through)
-    count = int(counted.get("count") or 0) + len(new)
+    count += len(new)
     if new:
         counted["countedThrough"] = stamp(new[-1])
     elif through is None:
