@@ -381,6 +381,16 @@ class ManagerProcess:
                 raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
             time.sleep(0.05)
 
+    def wait_first_reconciles(self, count: int, timeout: float) -> dict[str, Any]:
+        """Wait until ``count`` CronJobs were reconciled once and the process saw every
+        informer synced (``synced_at``: the caches of several controllers may finish
+        syncing a moment after the first CronJobs are reconciled); their stats."""
+        return self.wait_stats(
+            lambda s: s["first_count"] >= count and s["synced_at"] is not None,
+            timeout,
+            "first reconciles",
+        )
+
     def wait_quiet(self, quiet: float = 2.0, timeout: float = 600.0) -> dict[str, Any]:
         """Wait until no reconcile has finished for ``quiet`` seconds; the phase's stats."""
         return self.wait_stats(

@@ -341,7 +341,7 @@ def operator_phase(
     with ManagerProcess(
         plane, workers=workers, log=log, extra_args=["--kube-api-qps=-1"]
     ) as operator:
-        operator.wait_stats(lambda s: s["first_count"] >= count, margin * 4, "first reconciles")
+        operator.wait_first_reconciles(count, margin * 4)
         _wait_available(reconciled, count, time.time() + margin)
         operator.wait_quiet(1.0)
         if time.time() > target - LEAD:

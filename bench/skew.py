@@ -316,7 +316,7 @@ def measure(
         with ManagerProcess(
             plane, workers=workers, log=log_dir / "operator.log", extra_args=limits.flags()
         ) as operator:
-            operator.wait_stats(lambda s: s["first_count"] >= count, 600, "first reconciles")
+            operator.wait_first_reconciles(count, 600)
             operator.wait_quiet(3.0)
             now = time.time()
             target = (int(now + margin) // 60 + 1) * 60.0

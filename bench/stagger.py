@@ -63,7 +63,7 @@ def run_once(count: int, stagger: int, *, workers: int, margin: float) -> list[s
             manifests.append(manifest)
         _cluster.bulk(lambda obj: writer.create(CRONJOB, obj), manifests)
         with ManagerProcess(plane, workers=workers, log=log_dir / "operator.log") as operator:
-            operator.wait_stats(lambda s: s["first_count"] >= count, 600, "first reconciles")
+            operator.wait_first_reconciles(count, 600)
             operator.wait_quiet(3.0)
             watcher = JobWatcher(rest)
             watcher.start()

@@ -41,7 +41,7 @@ def measure(count: int, workers: Sequence[int], *, jobs_per_cronjob: int = 10) -
             _cluster.clear_statuses(rest, population.cronjobs)
             time.sleep(2.0)  # let the watch events of the clearing settle before starting
             with ManagerProcess(plane, workers=k, log=log_dir / f"operator-{k}.log") as op:
-                first = op.wait_stats(lambda s: s["first_count"] >= count, 900, "first reconciles")
+                first = op.wait_first_reconciles(count, 900)
                 write_rate = count / max(first["first_last"] - first["synced_at"], 1e-9)
                 op.wait_quiet()
                 op.stats(reset=True)
