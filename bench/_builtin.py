@@ -25,7 +25,6 @@ import collections
 import os
 import re
 import ssl
-import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _cluster
-from bench._runner import cpu_seconds, parse_k8s_time, rss_kb, terminate
+from bench._runner import ChildProcess, parse_k8s_time
 from bench.skew import BUILTIN_CRONJOB, Limits, StatusWatcher
 from cronjob_operator.envtest import ControlPlane, _certs, _kubeconfig
 from cronjob_operator.envtest._components import Component, free_ports
@@ -90,10 +89,10 @@ class BuiltinStatusWatcher(StatusWatcher):
             super()._record(event, received)
 
 
-class BuiltinManager:
-    """kube-controller-manager running only ``cronjob-controller``, in a subprocess: start,
-    caches synced (from its log), CPU and peak RSS from /proc, its own request counts from
-    its /metrics, SIGTERM."""
+class BuiltinManager(ChildProcess):
+    """kube-controller-manager running only ``cronjob-controller``, in a subprocess (see
+    ``ChildProcess``): when its caches synced (from its log), its own request counts from
+    its /metrics."""
 
     def __init__(self, plane: ControlPlane, directory: Path, limits: Limits, log: Path) -> None:
         (port,) = free_ports(1)
@@ -113,19 +112,7 @@ class BuiltinManager:
         # The built-in reads a schedule without spec.timeZone in its process's zone; ours
         # reads it in UTC.
         env = {**os.environ, "TZ": "UTC"}
-        self.log = log
-        self._log_file = log.open("ab")
-        self.started = time.time()
-        self.process = subprocess.Popen(argv, env=env, stdout=self._log_file, stderr=self._log_file)
-        self.pid = self.process.pid
-
-    def check_running(self) -> None:
-        """Raise when the process has exited (its log says why)."""
-        if self.process.poll() is not None:
-            raise RuntimeError(
-                f"the built-in's kube-controller-manager exited ({self.process.returncode}); "
-                f"see {self.log}"
-            )
+        super().__init__("the built-in's kube-controller-manager", argv, env, log)
 
     def wait_synced(self, deadline: float) -> float:
         """When its log first said its CronJob controller's caches synced (polled)."""
@@ -135,13 +122,6 @@ class BuiltinManager:
                 raise TimeoutError(f"the built-in's caches not synced; see {self.log}")
             time.sleep(0.2)
         return time.time()
-
-    def cpu_seconds(self) -> float:
-        return cpu_seconds(self.pid)
-
-    def peak_rss_kb(self) -> int:
-        """The highest RSS the process has had so far (VmHWM)."""
-        return rss_kb(self.pid, "VmHWM")
 
     def client_requests(self) -> collections.Counter[str]:
         """Every request its client has sent so far, by method and response code
@@ -158,11 +138,6 @@ class BuiltinManager:
                 float(match["value"])
             )
         return counts
-
-    def close(self) -> None:
-        """SIGTERM and wait (``contextlib.closing`` calls this)."""
-        terminate(self.process)
-        self._log_file.close()
 
 
 def since(after: collections.Counter[str], before: collections.Counter[str]) -> str:
