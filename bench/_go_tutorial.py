@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import _cluster, _common
-from bench._runner import cpu_seconds, rss_kb, terminate
+from bench._runner import ChildProcess
 from bench.skew import Watcher
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.envtest import ControlPlane
@@ -85,8 +85,8 @@ class ReconciledWatcher(Watcher):
                 self.last_seen = received
 
 
-class GoManager:
-    """The tutorial's manager in a subprocess: start, CPU and RSS from /proc, SIGTERM."""
+class GoManager(ChildProcess):
+    """The tutorial's manager in a subprocess (see ``ChildProcess``)."""
 
     def __init__(self, plane: ControlPlane, directory: Path, log: Path) -> None:
         (probe_port,) = free_ports(1)
@@ -104,26 +104,4 @@ class GoManager:
             "KUBECONFIG": str(plane.kubeconfig),
             "TZ": "UTC",  # robfig/cron reads a schedule in the process's zone; ours in UTC
         }
-        self.log = log
-        self._log_file = log.open("ab")
-        self.process = subprocess.Popen(argv, env=env, stdout=self._log_file, stderr=self._log_file)
-        self.pid = self.process.pid
-
-    def check_running(self) -> None:
-        """Raise when the manager has exited (its log says why)."""
-        if self.process.poll() is not None:
-            raise RuntimeError(
-                f"the Go tutorial's manager exited ({self.process.returncode}); see {self.log}"
-            )
-
-    def cpu_seconds(self) -> float:
-        return cpu_seconds(self.pid)
-
-    def peak_rss_kb(self) -> int:
-        """The highest RSS the process has had so far (VmHWM)."""
-        return rss_kb(self.pid, "VmHWM")
-
-    def close(self) -> None:
-        """SIGTERM and wait (``contextlib.closing`` calls this)."""
-        terminate(self.process)
-        self._log_file.close()
+        super().__init__("the Go tutorial's manager", argv, env, log)

@@ -52,6 +52,7 @@ from cronjob_operator.envtest._components import free_ports
 
 __all__ = [
     "VARIANTS",
+    "ChildProcess",
     "ManagerProcess",
     "cpu_seconds",
     "parse_k8s_time",
@@ -100,6 +101,37 @@ def terminate(process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+class ChildProcess:
+    """A manager that is not ours (a Go binary) in a subprocess, its output in ``log``:
+    whether it runs, its CPU and peak RSS from /proc, SIGTERM (``contextlib.closing``
+    calls ``close``). ``name`` says whose it is in an error."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str], log: Path) -> None:
+        self.name = name
+        self.log = log
+        self._log_file = log.open("ab")
+        self.started = time.time()
+        self.process = subprocess.Popen(argv, env=env, stdout=self._log_file, stderr=self._log_file)
+        self.pid = self.process.pid
+
+    def check_running(self) -> None:
+        """Raise when the process has exited (its log says why)."""
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{self.name} exited ({self.process.returncode}); see {self.log}")
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.pid)
+
+    def peak_rss_kb(self) -> int:
+        """The highest RSS the process has had so far (VmHWM)."""
+        return rss_kb(self.pid, "VmHWM")
+
+    def close(self) -> None:
+        """SIGTERM and wait."""
+        terminate(self.process)
+        self._log_file.close()
 
 
 class _Stats:

@@ -1,7 +1,8 @@
-"""CPU per run: N CronJobs due in one minute, the operator beside a bare client and the
-Go tutorial controller (issue 38).
+"""CPU per run: N CronJobs due in one minute, the operator beside a bare client, the
+built-in CronJob controller (issue 48) and the Go tutorial controller (issue 38).
 
-One local control plane (no Job controller, bench/_cluster.py) runs three phases, each
+One local control plane (bench/_cluster.py; its kube-controller-manager runs neither the
+Job nor the CronJob controller, bench/_builtin.py) runs four phases, each
 with N CronJobs due at one minute (``M H * * *``, UTC), one after the other so none
 competes with another for the two cores or the API server:
 
@@ -15,7 +16,15 @@ competes with another for the two cores or the API server:
 2. the operator (bench/_runner.py: the real CLI, unthrottled, ``--max-concurrent-reconciles``
    ``--workers``), started after its CronJobs exist; it reconciles every CronJob once
    (startup) and then, at the minute, creates the N Jobs and writes the N statuses;
-3. kubebuilder's CronJob tutorial controller in Go (controller-runtime v0.24.1, built by
+3. the built-in (bench/_builtin.py), once the operator's namespaces are gone: N batch/v1
+   CronJobs with the same spec and schedule, spread over the same namespaces, then a
+   second kube-controller-manager that runs only ``cronjob-controller`` as a user of its
+   own, unthrottled (``--kube-api-qps=-1``, as the operator) or with
+   ``--builtin-stock-limits`` at its stock qps 20 / burst 30; ``--no-builtin`` skips it.
+   Its startup ends once its caches have synced and its CPU is quiet; its status counts
+   once it names the minute and an ``active`` Job; its own client's requests (its
+   /metrics) are printed beside the API server's;
+4. kubebuilder's CronJob tutorial controller in Go (controller-runtime v0.24.1, built by
    ``hack/build-go-tutorial.sh``; bench/_go_tutorial.py), once the operator's namespaces
    are gone and the tutorial's CRD has replaced ours (the same group, kind and name): N
    of its CronJobs in a namespace of their own, the same schedule and Job template, the
@@ -31,14 +40,15 @@ own, which may trail the status writes; the Go tutorial records no Events, so it
 does not wait for them) and the process is quiet: the operator
 reconciles the watch events of its own writes), the fire CPU per run,
 creation skew (``creationTimestamp`` - the minute, 1 s resolution) p50/p99, the time until
-every status was written, the time from a manager's start until the benchmark's watch
-has seen every CronJob ``Available`` (its first full reconcile), the API requests of
+every status was written, the time from a manager's start until it caught up (the
+benchmark's watch has seen every CronJob ``Available``, its first full reconcile; the
+built-in: synced and quiet), the API requests of
 each phase by verb and resource (the API server's ``apiserver_request_total``, our
 resources only) and peak RSS. The closing table
-gives the ratios that are compared: the operator's CPU per run over the bare client's
-and over the Go tutorial's. The Go tutorial's startup ends once the benchmark's watch has
-seen every one of its CronJobs reconciled (its ``Available`` condition) and its CPU is
-quiet.
+gives the ratios that are compared: the operator's CPU per run (and skew, status time,
+requests, RSS) over the bare client's, the built-in's and the Go tutorial's. The Go
+tutorial's startup ends once the benchmark's watch has seen every one of its CronJobs
+reconciled (its ``Available`` condition) and its CPU is quiet.
 
 With ``--profile DIR``, py-spy (the bench extra) samples the operator over the fire
 without pausing it (``--nonblocking``), running threads only: not ``--idle``, and only
@@ -50,7 +60,7 @@ was started with) and the functions with the most samples, on their own and with
 they call.
 
     python -m bench.fire [--cronjobs 1000] [--workers 5] [--margin 30] [--profile DIR]
-        [--go-tutorial DIR | --no-go-tutorial]
+        [--no-builtin | --builtin-stock-limits] [--go-tutorial DIR | --no-go-tutorial]
 """
 
 from __future__ import annotations
@@ -78,9 +88,17 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import _cluster, _common, _go_tutorial
+from bench import _builtin, _cluster, _common, _go_tutorial
 from bench._runner import ManagerProcess
-from bench.skew import JobWatcher, Seen, StatusWatcher
+from bench.skew import (
+    BUILTIN_CRONJOB,
+    JobWatcher,
+    Limits,
+    Seen,
+    StatusWatcher,
+    builtin_cronjob,
+    scheduled_time,
+)
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.envtest import ControlPlane, wait_for
 from cronjob_operator.runtime import errors
@@ -93,6 +111,8 @@ OPERATOR_PREFIX = "cron"
 GO_NAMESPACE = "go-fire"
 GO_PREFIX = "go"
 GO_LABEL = "Go tutorial"
+BUILTIN_PREFIX = "builtin"
+BUILTIN_LABEL = "built-in"
 LEAD = 2.0
 """Seconds before the minute at which startup ends and the fire's CPU starts counting."""
 WATCHED = (CRONJOB, JOB)
@@ -131,8 +151,11 @@ class Side:
     reconciles: int | None = None
     """The operator's reconciles in the fire (None for the bare client)."""
     available_seconds: float | None = None
-    """From the manager's start until the watch saw every CronJob ``Available`` (None for
-    the bare client, which has no startup of that kind)."""
+    """From the manager's start until it caught up: the watch saw every CronJob
+    ``Available`` (the built-in: its caches synced and its CPU went quiet); None for the
+    bare client, which has no startup of that kind."""
+    note: str = ""
+    """What else the report says about this side (the built-in's own request counts)."""
 
     @property
     def per_run_ms(self) -> float:
@@ -169,7 +192,7 @@ HEADERS = [
     "requests startup",
     "requests fire",
     "peak RSS MiB",
-    "start to all Available s",
+    "start to caught up s",
 ]
 
 
@@ -181,12 +204,13 @@ def _requests(counts: _cluster.ApiCounts) -> _cluster.ApiCounts:
 
 
 def _created(seen: Sequence[Seen], prefix: str, target: float) -> list[float]:
-    """Creation skews of the Jobs named ``<prefix>-...-<target>``."""
-    suffix = f"-{int(target)}"
+    """Creation skews of the Jobs named ``<prefix>-...`` for the run at ``target`` (the
+    built-in names a run by its minute, the others by its second)."""
     return [
         s.created - target
         for s in list(seen)
-        if s.name.startswith(prefix) and s.name.endswith(suffix)
+        if s.name.startswith(prefix)
+        and scheduled_time(s, s.owner_api_version == BUILTIN_CRONJOB.api_version) == target
     ]
 
 
@@ -439,6 +463,79 @@ def go_phase(
     )
 
 
+def builtin_phase(
+    plane: ControlPlane, rest: RestClient, count: int, margin: float, limits: Limits, log: Path
+) -> Side:
+    """The built-in's phase: batch/v1 CronJobs spread over the operator's namespaces, then
+    a kube-controller-manager that runs only ``cronjob-controller`` (bench/_builtin.py);
+    its process and namespaces are gone when this returns, whatever happened."""
+    names = _cluster.create_namespaces(rest, min(_cluster.NAMESPACES, count))
+    try:
+        return _builtin_fire(plane, rest, names, (count, margin), limits, log)
+    finally:
+        _delete_namespaces(rest, names)
+
+
+def _builtin_fire(
+    plane: ControlPlane,
+    rest: RestClient,
+    names: Sequence[str],
+    size: tuple[int, float],
+    limits: Limits,
+    log: Path,
+) -> Side:
+    """``builtin_phase`` in ``names``: ``size`` is the CronJobs' number and the margin."""
+    count, margin = size
+    target = next_minute(time.time() + margin)
+    writer, schedule = Writer(rest), minute_schedule(target)
+    manifests = [
+        builtin_cronjob(names[i % len(names)], f"{BUILTIN_PREFIX}-{i:05d}", schedule)
+        for i in range(count)
+    ]
+    _cluster.bulk(lambda obj: writer.create(BUILTIN_CRONJOB, obj), manifests)
+    jobs, statuses = JobWatcher(rest), _builtin.BuiltinStatusWatcher(rest, target=target)
+    jobs.start()
+    statuses.start()
+    before = _cluster.ApiCounts.read(plane)
+    try:
+        with contextlib.closing(
+            _builtin.BuiltinManager(plane, log.with_suffix(""), limits, log)
+        ) as manager:
+            synced = manager.wait_synced(time.time() + margin * 4)
+            _settled_cpu(manager.cpu_seconds)
+            quiet = time.time() - 1.0  # the quiet second began then
+            if quiet > target - LEAD:
+                raise RuntimeError(
+                    f"the built-in's startup took past the minute; raise --margin above {margin:g}"
+                )
+            _sleep_until(target - LEAD)
+            own_before = manager.client_requests()
+            at_fire, startup_cpu = _cluster.ApiCounts.read(plane), manager.cpu_seconds()
+            written = _written(statuses, set(names), count, target + 600)
+            _events_sent(plane, at_fire, count, target + 600)
+            fire_cpu = _settled_cpu(manager.cpu_seconds) - startup_cpu
+            after, peak = _cluster.ApiCounts.read(plane), manager.peak_rss_kb()
+            own = _builtin.since(manager.client_requests(), own_before)
+    finally:
+        jobs.stop()
+        statuses.stop()
+    side = _side(
+        BUILTIN_LABEL,
+        (BUILTIN_PREFIX, target, count),
+        jobs,
+        (before, at_fire, after),
+        cpu=(startup_cpu, fire_cpu),
+        written=written,
+        peak_rss_kb=peak,
+        available=quiet - manager.started,
+    )
+    side.note = (
+        f"{BUILTIN_LABEL}: caches synced {synced - manager.started:.1f} s after its start; "
+        f"its own client ({_builtin.USER}) in the fire, by method and code: {own}"
+    )
+    return side
+
+
 def _wait_available(
     reconciled: _go_tutorial.ReconciledWatcher,
     count: int,
@@ -671,11 +768,13 @@ def measure(
     margin: float,
     profile: Path | None = None,
     go_tutorial: Path | None = None,
+    builtin: Limits | None = None,
 ) -> tuple[list[Side], Path]:
-    """Every side in one cluster (the Go tutorial's only with its directory): their
-    figures (the operator's first) and the directory of the managers' logs."""
+    """Every side in one cluster (the built-in's only with its client limit, the Go
+    tutorial's only with its directory): their figures (the operator's first) and the
+    directory of the managers' logs."""
     logs = Path(tempfile.mkdtemp(prefix="bench-fire-"))
-    with _cluster.bench_plane() as plane:
+    with _cluster.bench_plane(_builtin.PLANE_CONTROLLERS) as plane:
         rest = _cluster.rest_client(plane)
         bare = bare_phase(plane, rest, count, workers, margin)
         ours = operator_phase(
@@ -686,12 +785,16 @@ def measure(
             margin,
             logs / "operator.log",
             profile,
-            clean_up=go_tutorial is not None,
+            clean_up=builtin is not None or go_tutorial is not None,
         )
-        if go_tutorial is None:
-            return [ours, bare], logs
-        go = go_phase(plane, rest, count, margin, go_tutorial, logs / "go-tutorial.log")
-    return [ours, bare, go], logs
+        sides = [ours, bare]
+        if builtin is not None:
+            sides.append(builtin_phase(plane, rest, count, margin, builtin, logs / "builtin.log"))
+        if go_tutorial is not None:
+            sides.append(
+                go_phase(plane, rest, count, margin, go_tutorial, logs / "go-tutorial.log")
+            )
+    return sides, logs
 
 
 def _figures(side: Side) -> list[tuple[str, float, str]]:
@@ -700,6 +803,9 @@ def _figures(side: Side) -> list[tuple[str, float, str]]:
         ("CPU per run ms", side.per_run_ms, ".2f"),
         ("fire CPU s", side.fire_cpu, ".2f"),
         ("total CPU s", side.startup_cpu + side.fire_cpu, ".2f"),
+        ("creation p50 s", _cluster.percentile(side.created, 0.5), ".0f"),
+        ("creation p99 s", _cluster.percentile(side.created, 0.99), ".0f"),
+        ("all status s", side.status_seconds, ".2f"),
         ("fire requests", sum(side.fire_requests.values()), ",d"),
         ("peak RSS MiB", side.peak_rss_kb / 1024, ".1f"),
     ]
@@ -725,7 +831,7 @@ def ratio_table(ours: Side, others: Sequence[Side]) -> str:
 
 def _short(label: str) -> str:
     """A side's name in a ratio's heading: ``bare`` for the bare client, ``Go`` for the
-    Go tutorial."""
+    Go tutorial, ``built-in`` for the built-in."""
     return label.split(maxsplit=1)[0]
 
 
@@ -734,10 +840,25 @@ def _ratio(mine: float, theirs: float) -> str:
 
 
 def render(
-    sides: Sequence[Side], count: int, workers: int, logs: Path, go_skipped: str = ""
+    sides: Sequence[Side],
+    count: int,
+    workers: int,
+    logs: Path,
+    go_skipped: str = "",
+    builtin: Limits | None = None,
 ) -> tuple[str, list[str]]:
     """The figures table and the notes (requests by verb); ``go_skipped`` says why there
-    is no Go tutorial side."""
+    is no Go tutorial side, ``builtin`` is the built-in's client limit (None: skipped)."""
+    builtin_note = (
+        f"{BUILTIN_LABEL}: skipped (--no-builtin)"
+        if builtin is None
+        else f"{BUILTIN_LABEL}: a kube-controller-manager of its own running only "
+        f"{_builtin.CONTROLLER} (5 workers, its default --concurrent-cron-job-syncs), as "
+        f"user {_builtin.USER}, client limit {builtin} (stock: {_builtin.STOCK}; "
+        "--builtin-stock-limits); the plane's kube-controller-manager runs neither "
+        f"{_builtin.CONTROLLER} nor job-controller. Its startup ends when its caches have "
+        "synced and its CPU is quiet (it writes nothing at startup)."
+    )
     go_note = (
         f"{GO_LABEL}: skipped ({go_skipped})"
         if go_skipped
@@ -750,6 +871,8 @@ def render(
         f"{workers} workers for the operator (--max-concurrent-reconciles) and the bare "
         "client, unthrottled.",
         go_note,
+        builtin_note,
+        *(s.note for s in sides if s.note),
         *(
             f"{side.label} requests, startup: {_by_verb(side.startup_requests)}; "
             f"fire: {_by_verb(side.fire_requests)}"
@@ -783,6 +906,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(default: hack/build-go-tutorial.sh's cache; skipped when not built)",
     )
     go_side.add_argument("--no-go-tutorial", action="store_true", help="skip the Go tutorial")
+    builtin_side = parser.add_mutually_exclusive_group()
+    builtin_side.add_argument(
+        "--no-builtin", action="store_true", help="skip the built-in CronJob controller"
+    )
+    builtin_side.add_argument(
+        "--builtin-stock-limits",
+        action="store_true",
+        help=f"run the built-in at its stock client limit ({_builtin.STOCK}; "
+        "default: unthrottled, as the operator)",
+    )
     parser.add_argument("--bare-client", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--target", type=float, help=argparse.SUPPRESS)
@@ -799,8 +932,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if go_tutorial is None:
         print(f"fire: {GO_LABEL} skipped: {go_skipped}", file=sys.stderr)
-    sides, logs = measure(args.cronjobs, args.workers, args.margin, profile, go_tutorial)
-    table, notes = render(sides, args.cronjobs, args.workers, logs, go_skipped)
+    builtin = (
+        None
+        if args.no_builtin
+        else _builtin.STOCK
+        if args.builtin_stock_limits
+        else _builtin.UNTHROTTLED
+    )
+    sides, logs = measure(args.cronjobs, args.workers, args.margin, profile, go_tutorial, builtin)
+    table, notes = render(sides, args.cronjobs, args.workers, logs, go_skipped, builtin)
     if profile is not None:
         notes.append(f"profile of the operator's fire: {profile}")
         notes += profile_lines(profile)

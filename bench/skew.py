@@ -58,9 +58,9 @@ EVERY_MINUTE = "* * * * *"
 SKEW_METRIC = "cronjob_controller_job_creation_skew_duration_seconds_bucket"
 
 
-def builtin_cronjob(namespace: str, name: str) -> dict[str, Any]:
+def builtin_cronjob(namespace: str, name: str, schedule: str = EVERY_MINUTE) -> dict[str, Any]:
     """A batch/v1 CronJob with the same schedule and Job template as ours."""
-    ours = _cluster.cronjob_manifest(namespace, name, schedule=EVERY_MINUTE)
+    ours = _cluster.cronjob_manifest(namespace, name, schedule=schedule)
     return {**ours, "apiVersion": "batch/v1", "kind": "CronJob"}
 
 
@@ -155,7 +155,7 @@ class StatusWatcher(Watcher):
         return float("nan")
 
 
-def _scheduled(seen: Seen, builtin: bool) -> float:
+def scheduled_time(seen: Seen, builtin: bool) -> float:
     """The scheduled time encoded in the Job's name (minutes for theirs, seconds for ours)."""
     suffix = int(seen.name.rsplit("-", 1)[1])
     return suffix * 60.0 if builtin else float(suffix)
@@ -167,7 +167,7 @@ def _measured(seen: Sequence[Seen], api_version: str, targets: Sequence[float]) 
     return [
         s
         for s in list(seen)
-        if s.owner_api_version == api_version and _scheduled(s, builtin) in targets
+        if s.owner_api_version == api_version and scheduled_time(s, builtin) in targets
     ]
 
 
@@ -352,8 +352,8 @@ def measure(
     ):
         is_builtin = api_version == "batch/v1"
         jobs = _measured(watcher.seen, api_version, targets)
-        created = [s.created - _scheduled(s, is_builtin) for s in jobs]
-        observed = [s.received - _scheduled(s, is_builtin) for s in jobs]
+        created = [s.created - scheduled_time(s, is_builtin) for s in jobs]
+        observed = [s.received - scheduled_time(s, is_builtin) for s in jobs]
         rows.append([str(limits), label, *_stats(created), *_stats(observed)[1:]])
     first = _measured(watcher.seen, CRONJOB.api_version, targets[:1])
     all_jobs_at = max((s.created for s in first), default=float("nan")) - targets[0]
