@@ -330,3 +330,23 @@ def test_a_backfill_after_the_run_limit_is_used_up_does_not_move_the_schedules_e
     assert status["scheduledRuns"]["countedThrough"] == "2026-03-28T23:15:00Z"
     assert_settled(story)
     assert_each_run_once(story)
+
+
+def test_a_run_skipped_for_a_full_group_waits_for_the_skip_accounting_to_reach_it() -> None:
+    """Every minute, whenFull Skip; another CronJob's run request holds the group's one
+    slot; a day passes. The skip accounting walks 1,000 times a reconcile, so the newest
+    time is tried while 440 older ones are still to walk. Before: counting it GroupFull
+    moved the watermark to it, past those 440, which were never counted."""
+    skip = {"name": "g", "whenFull": "Skip"}
+    story = grouped(
+        c0={"schedule": "*/1 * * * *", "concurrencyGroup": skip},
+        c1={"suspend": True, "concurrencyGroup": skip},
+    )
+    story.annotate("c1", RUN_ANNOTATION, "t0")
+    story.settle()
+    story.later(timedelta(days=1))
+    story.settle()
+    skipped = story.status("c0")["skippedRuns"]
+    assert (skipped["catchUpBound"], skipped["groupFull"]) == (1439, 1)
+    assert_settled(story)
+    assert_each_run_once(story)

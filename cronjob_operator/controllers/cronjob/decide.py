@@ -138,6 +138,7 @@ class _Decision:
         self.record_first = False  # Replace waits for a write that records a run (rule 3)
         self.replaced: set[str] = set()  # the Jobs its Replace deleted (their group slots)
         self.group_skipped: datetime | None = None  # a scheduled run skipped, its group full
+        self.walk_behind = False  # the skip accounting has older times left to walk
 
     def _plan(self, status: dict[str, Any] | None = None, **fields: Any) -> Plan:
         """The Plan, its status (if any) rendered for the API."""
@@ -406,6 +407,7 @@ class _Decision:
                 f"{rfc3339(walked.scheduled or target)}; set or check spec.startingDeadlineSeconds",
             )
         late = target not in timing.queue  # the buffered run: its lateness is no creation skew
+        self.walk_behind = accounting is not None and accounting.more
         problem = self._run(target, timing.schedule.zone, None if late else offset)
         requeue = due_runs.requeue if problem is None or problem.retry else None
         return _Decided(requeue, problem, accounting)
@@ -504,7 +506,14 @@ class _Decision:
             raise outcome.error
         if isinstance(outcome, GroupFull):
             counted = self.status.get("skippedRuns")
-            problem = groups.on_full(self.status, self.view.stored, outcome, scheduled, self.steps)
+            problem = groups.on_full(
+                self.status,
+                self.view.stored,
+                outcome,
+                scheduled,
+                self.steps,
+                walk_behind=self.walk_behind,
+            )
             if self.status.get("skippedRuns") != counted:
                 self.group_skipped = scheduled  # reported with the rest of the accounting
             return problem

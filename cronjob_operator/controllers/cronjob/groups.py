@@ -260,13 +260,18 @@ def on_full(
     full: GroupFull,
     scheduled: datetime | None,
     steps: Steps,
+    *,
+    walk_behind: bool = False,
 ) -> Problem | None:
     """What a run that did not get a slot does to the CronJob's status: a scheduled run
     waits (``status.waitingForGroup``) or is counted skipped (GroupFull, and the skip
     accounting's watermark passes it so it never runs); a requested or backfilled run is
     retried, reported as a problem that leaves the schedule going. A missing group stops
     every run until it exists. ``stored``: the status as stored (a run already waiting
-    is not announced again)."""
+    is not announced again). ``walk_behind``: the skip accounting has older times still
+    to walk (it walks ``ACCOUNT_STEP`` a reconcile); moving its watermark past them would
+    leave them uncounted, so the skipped run is left for the follow-up that has walked
+    up to it, which tries its slot again."""
     if full.missing:
         message = (
             f"spec.concurrencyGroup.name: ConcurrencyGroup {full.group!r} does not exist in "
@@ -301,6 +306,8 @@ def on_full(
         through >= scheduled
     ):
         return None  # accounted for already
+    elif walk_behind:
+        return None  # counted once the accounting has walked up to it
     skipped_runs = policies.skip_counted(status.get("skippedRuns"), SkipReason.GROUP_FULL)
     through = time_at(skipped_runs, "accountedThrough")
     if through is None or through < scheduled:
