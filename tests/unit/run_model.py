@@ -51,6 +51,9 @@ class Run:
     settled_through: int | None
     """The stored ``accountedThrough`` at the create (Unix seconds): a backfill Job of a
     later time is that time's run; of an earlier one, a run of its own."""
+    pending: frozenset[int] = frozenset()
+    """The stored pending times at the create (``bufferedRun``, ``waitingForGroup``; Unix
+    seconds): not settled, so past the run limit if this create uses it up."""
 
 
 def started_twice(runs: Iterable[Run], lost: Mapping[Identity, int]) -> dict[Identity, list[str]]:
@@ -175,21 +178,36 @@ def unsettled(
     runs: Sequence[Run],
     *,
     stagger: timedelta = timedelta(0),
+    lost: Mapping[Identity, int] | None = None,
 ) -> str | None:
     """Rule 2 at quiescence for one CronJob: the due times through ``accountedThrough``
     against the scheduled runs started, the skipped counts and the pending times; a
     description of the difference, or None when they add up. ``stagger``: the CronJob's
-    offset (``stagger_of``)."""
+    offset (``stagger_of``). ``lost``: how often each identity's Job was deleted by
+    someone else before status recorded it; a time whose every start was lost so is
+    counted as the controller sees it, without evidence: skipped, or started again."""
     settled = Settled.of(status)
     if settled.accounted_through is None:
         return None
     # The first run is the first whose staggered time is after the creation.
     due = due_times(spec, created - stagger, settled.accounted_through)
-    started = {int(run.identity[-1]) for run in runs if _runs_its_time(run)}
+    starts: dict[Identity, int] = defaultdict(int)
+    for run in runs:
+        if _runs_its_time(run):
+            starts[run.identity] += 1
+    lost = lost or {}
+    started = {
+        int(identity[-1]) for identity, count in starts.items() if count > lost.get(identity, 0)
+    }
     limit = spec.get("maxScheduledRuns")
     reached = None if limit is None else _limit_reached_at(runs, limit)
     if reached is not None:
-        due = [moment for moment in due if int(moment.timestamp()) <= reached]
+        through, unsettled_then = reached
+        due = [
+            moment
+            for moment in due
+            if int(moment.timestamp()) <= through and int(moment.timestamp()) not in unsettled_then
+        ]
     ran = [moment for moment in due if int(moment.timestamp()) in started]
     waiting = [moment for moment in due if moment in settled.pending]
     if len(due) == len(ran) + settled.skipped + len(waiting):
@@ -200,14 +218,15 @@ def unsettled(
     )
 
 
-def _limit_reached_at(runs: Iterable[Run], limit: int) -> int | None:
-    """The last scheduled time (Unix seconds) the schedule settles before
-    ``maxScheduledRuns`` is used up; None while some remain. Runs count in the order they
-    were created, each time after the newest counted one (scheduled and backfill runs
-    alike, docs/beyond-builtin.md, 11). The limit ends the schedule where it is used up in
-    that order, not in scheduled-time order: a backfill run that uses it up ends the
-    schedule after the times already settled when it was created (its
-    ``settled_through``), which stay as they were, started or skipped."""
+def _limit_reached_at(runs: Iterable[Run], limit: int) -> tuple[int, frozenset[int]] | None:
+    """Where ``maxScheduledRuns`` ends the schedule: the last scheduled time (Unix
+    seconds) it settles, and the times pending then, which are no runs; None while some
+    runs remain. Runs count in the order they were created, each time after the newest
+    counted one (scheduled and backfill runs alike, docs/beyond-builtin.md, 11). The limit
+    ends the schedule where it is used up in that order, not in scheduled-time order: a
+    backfill run that uses it up ends the schedule after the times already settled when
+    it was created (its ``settled_through``), which stay as they were, started or
+    skipped; a time still pending then (a buffered one) never starts."""
     count, through = 0, -1
     for run in runs:
         if run.identity[0] == "request":
@@ -216,7 +235,7 @@ def _limit_reached_at(runs: Iterable[Run], limit: int) -> int | None:
         if moment > through:
             count, through = count + 1, moment
             if count == limit:
-                return max(moment, run.settled_through or moment)
+                return max(moment, run.settled_through or moment), run.pending - {moment}
     return None
 
 

@@ -43,7 +43,7 @@ from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 from cronjob_operator.runtime.fake import Action, FakeClient, FakeClientBuilder, FakeRecorder
 from cronjob_operator.runtime.kinds import JOB, Kind
 from tests.unit.cronjob_harness import cronjob
-from tests.unit.run_model import Identity, Run
+from tests.unit.run_model import Identity, Run, Settled
 
 NS = "story"
 GROUP = "g"
@@ -389,6 +389,9 @@ class StoryWorld:
             group_limit=self.group_limit if grouped else None,
             run_limit=spec.get("maxScheduledRuns"),
             settled_through=self._settled_through(cron_job),
+            pending=frozenset(
+                int(moment.timestamp()) for moment in Settled.of(self.status(cron_job)).pending
+            ),
         )
 
 

@@ -45,7 +45,11 @@ def backfill(story: StoryWorld, token: str, *, ago: int, minutes: int = 5) -> No
 def assert_settled(story: StoryWorld) -> None:
     """c0's due times add up to its started, skipped and pending ones (rule 2)."""
     found = run_model.unsettled(
-        story.spec("c0"), story.created, story.status("c0"), story.ledger.starts
+        story.spec("c0"),
+        story.created,
+        story.status("c0"),
+        story.ledger.starts,
+        lost=story.ledger.lost,
     )
     assert found is None, found
 
@@ -348,5 +352,53 @@ def test_a_run_skipped_for_a_full_group_waits_for_the_skip_accounting_to_reach_i
     story.settle()
     skipped = story.status("c0")["skippedRuns"]
     assert (skipped["catchUpBound"], skipped["groupFull"]) == (1439, 1)
+    assert_settled(story)
+    assert_each_run_once(story)
+
+
+def test_a_buffered_time_pending_when_a_backfill_uses_up_the_run_limit_is_no_run() -> None:
+    """The model was wrong here, not the controller: BufferOne, maxScheduledRuns 1, window
+    from 22:40; a backfill of 22:10 is requested, an hour passes and a run request comes,
+    then the first reconcile: the request's Job makes 22:40 to 23:10 BufferFull and
+    buffers 23:15, and the backfill's run uses the limit up. 23:15 was pending, not
+    settled, when the limit was used up: it never starts and is no run. The model counted
+    it due, as a time through the stored ``accountedThrough``."""
+    spec = {
+        "schedules": ["*/5 * * * *", "0 * * * *"],
+        "concurrencyPolicy": "BufferOne",
+        "maxScheduledRuns": 1,
+        "window": {"start": "2026-03-28T22:40:00Z"},
+        "successfulJobsHistoryLimit": 0,
+        "failedJobsHistoryLimit": 0,
+    }
+    story = StoryWorld({"c0": spec}, start=T0, group_limit=1)
+    backfill(story, "b0", ago=10)
+    story.later(timedelta(seconds=3599))
+    story.annotate("c0", RUN_ANNOTATION, "t0")
+    story.reconcile("c0")
+    story.finish(story.ledger.starts[0].job, "Complete")
+    story.settle()
+    status = story.status("c0")
+    assert status["skippedRuns"]["bufferFull"] == 7  # 22:40 to 23:10
+    assert "bufferedRun" not in status
+    assert_settled(story)
+    assert_each_run_once(story)
+
+
+def test_a_run_whose_job_is_deleted_unrecorded_may_be_counted_skipped() -> None:
+    """The model was wrong here, not the controller: the 23:15 run is created by a
+    reconcile whose status write never comes, then someone deletes its Job. With its
+    only evidence gone the controller cannot know it ran (rule 3), and under Latest the
+    next reconcile counts it CatchUpBound with the other missed times. The model took the
+    lost start for a start and found 23:15 both started and skipped."""
+    story = world()
+    story.reconcile("c0")
+    story.later(timedelta(seconds=3599))
+    story.reconcile("c0")
+    story.delete_job("c0-1774739700")
+    assert story.ledger.lost
+    story.later(timedelta(seconds=3599))
+    story.settle()
+    assert story.status("c0")["skippedRuns"]["catchUpBound"] == 23  # 22:20 to 00:10, 23:15 too
     assert_settled(story)
     assert_each_run_once(story)

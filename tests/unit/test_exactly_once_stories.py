@@ -211,6 +211,7 @@ class Stories(RuleBasedStateMachine):
                 self.world.status(name),
                 runs,
                 stagger=run_model.stagger_of(spec, story_world.NS, name),
+                lost=self.world.ledger.lost,
             )
             assert found is None, f"{name}: {found}; status {dict(self.world.status(name))}"
 
