@@ -138,7 +138,6 @@ class _Decision:
         self.record_first = False  # Replace waits for a write that records a run (rule 3)
         self.replaced: set[str] = set()  # the Jobs its Replace deleted (their group slots)
         self.group_skipped: datetime | None = None  # a scheduled run skipped, its group full
-        self.walk_behind = False  # the skip accounting has older times left to walk
 
     def _plan(self, status: dict[str, Any] | None = None, **fields: Any) -> Plan:
         """The Plan, its status (if any) rendered for the API."""
@@ -407,14 +406,17 @@ class _Decision:
                 f"{rfc3339(walked.scheduled or target)}; set or check spec.startingDeadlineSeconds",
             )
         late = target not in timing.queue  # the buffered run: its lateness is no creation skew
-        self.walk_behind = accounting is not None and accounting.more
-        problem = self._run(target, timing.schedule.zone, None if late else offset)
+        walk_behind = accounting is not None and accounting.more
+        problem = self._run(target, timing.schedule.zone, None if late else offset, walk_behind)
         requeue = due_runs.requeue if problem is None or problem.retry else None
         return _Decided(requeue, problem, accounting)
 
-    def _run(self, scheduled: datetime, zone: ZoneInfo, offset: timedelta | None) -> Problem | None:
+    def _run(
+        self, scheduled: datetime, zone: ZoneInfo, offset: timedelta | None, walk_behind: bool
+    ) -> Problem | None:
         """Create the Job of ``scheduled`` unless it exists; ``offset`` is the stagger
-        (None: the run is late by design, a buffered one, and feeds no skew)."""
+        (None: the run is late by design, a buffered one, and feeds no skew);
+        ``walk_behind``: the skip accounting has older times left to walk."""
         status = self.status
         name = jobs.job_name(self.view.name, scheduled)
         active = status.get("active") or []
@@ -435,7 +437,7 @@ class _Decision:
             return None
         job = jobs.build_job(self.view.obj, scheduled, zone)
         due_at = None if offset is None else scheduled + offset
-        return self._create(job, scheduled=scheduled, due_at=due_at)
+        return self._create(job, scheduled=scheduled, due_at=due_at, walk_behind=walk_behind)
 
     def _make_room(self) -> bool:
         """Apply concurrencyPolicy before a new run: False if it says wait.
@@ -493,6 +495,7 @@ class _Decision:
         scheduled: datetime | None = None,
         due_at: datetime | None = None,
         track: bool = True,
+        walk_behind: bool = False,
     ) -> Problem | None:
         """Create ``job`` (``track``: a new one holds back the status write, Jobs first); a
         scheduled run (``scheduled`` set, staggered to ``due_at``) also moves
@@ -512,7 +515,7 @@ class _Decision:
                 outcome,
                 scheduled,
                 self.steps,
-                walk_behind=self.walk_behind,
+                walk_behind=walk_behind,
             )
             if self.status.get("skippedRuns") != counted:
                 self.group_skipped = scheduled  # reported with the rest of the accounting

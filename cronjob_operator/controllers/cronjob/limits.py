@@ -8,10 +8,10 @@ clock); ``decide.py`` asks them in its scheduling step, and does nothing new whe
   used up, every scheduled time after ``countedThrough`` whose Job exists (or that is
   ``lastScheduleTime``) is counted and the watermark moves to the newest, in the same
   status object, so the same status write records both: a time is counted once
-  whatever the number of reconciles, restarts
-  or replicas that see its Job. A Job is named by its scheduled time, so a create retried
-  after a crash (between the create and the status write) is the same Job, found by the
-  next reconcile and counted then: no run is lost and none is counted twice.
+  whatever the number of reconciles, restarts or replicas that see its Job. A Job is
+  named by its scheduled time, so a create retried after a crash (between the create and
+  the status write) is the same Job, found by the next reconcile and counted then: no
+  run is lost and none is counted twice.
 * ``bounds``: counts the runs, then returns the spec's ``schedule.Window``, closed right
   after the last counted run once the limit is reached (no later time is a run: none
   starts, none is counted as skipped, and nextScheduleTime is unset), and drops a
