@@ -238,7 +238,7 @@ class StoryWorld:
                     if isinstance(result, errors.ApiError):
                         break
                     # A write's watch event reconciles again at once, as a follow-up does.
-                    if not _at_once(result) and self._writes() == wrote:
+                    if not at_once(result) and self._writes() == wrote:
                         break
             if self._writes() == before:
                 return
@@ -411,7 +411,7 @@ def _seconds(stamp: str) -> int:
     return int(moment.timestamp())
 
 
-def _at_once(result: Result) -> bool:
+def at_once(result: Result) -> bool:
     """Whether the work queue runs the next reconcile at once: a follow-up, or a requeue
     within ``AT_ONCE`` (a catch-up step, a backfill step)."""
     return result.follow_up or 0 < result.requeue_after <= AT_ONCE

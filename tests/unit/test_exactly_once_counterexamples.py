@@ -402,3 +402,47 @@ def test_a_run_whose_job_is_deleted_unrecorded_may_be_counted_skipped() -> None:
     assert story.status("c0")["skippedRuns"]["catchUpBound"] == 23  # 22:20 to 00:10, 23:15 too
     assert_settled(story)
     assert_each_run_once(story)
+
+
+def test_catch_up_all_under_a_lagging_cache_counts_no_run_it_created() -> None:
+    """Found on the real control plane (CI, under load), then here: catch-up All creates
+    one missed time per reconcile and writes no status until the last (Jobs first), while
+    the Job watch lags all four creates. Before: a created Job was taken into the view
+    for one reconcile only, so the reconcile that wrote status saw only the newest and
+    counted the three older times CatchUpBound as well as run. Now a created Job is
+    expected until the cache shows it (``expectations.py``)."""
+    story = world(catchUpPolicy="All", successfulJobsHistoryLimit=10)
+    story.settle()
+    story.later(timedelta(minutes=20))
+    story.lag()
+    for _ in range(6):
+        story.reconcile("c0")
+    assert [run.job for run in story.ledger.starts] == [
+        "c0-1774736400",  # 22:20
+        "c0-1774736700",
+        "c0-1774737000",
+        "c0-1774737300",  # 22:35
+    ]
+    assert "catchUpBound" not in story.status("c0")["skippedRuns"]
+    story.settle()
+    assert_settled(story)
+    assert_each_run_once(story)
+
+
+def test_an_expected_job_deleted_before_the_cache_showed_it_is_not_believed_for_ever() -> None:
+    """A Job someone deletes before the watch brings it: the reconcile after the one that
+    relied on it asks the API server, finds it gone and stops taking it into its view
+    (under Forbid, the next time would wait on it for ever)."""
+    story = world(concurrencyPolicy="Forbid", successfulJobsHistoryLimit=10)
+    story.settle()
+    story.later(timedelta(minutes=5))
+    story.lag()
+    story.reconcile("c0")  # creates 22:20 and writes no status (Jobs first)
+    story.reconcile("c0")  # the follow-up: 22:20 is expected, recorded active
+    story.delete_job("c0-1774736400")
+    story.later(timedelta(minutes=5))
+    story.reconcile("c0")  # asks the API server: gone; 22:25 starts
+    assert [run.job for run in story.ledger.starts] == ["c0-1774736400", "c0-1774736700"]
+    story.settle()
+    assert_settled(story)
+    assert_each_run_once(story)

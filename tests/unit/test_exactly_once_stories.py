@@ -46,6 +46,9 @@ STARTS = (
     datetime(2026, 11, 1, 4, 50, tzinfo=UTC),  # America/New_York falls back ahead
 )
 STEPS = (1, 20, 59, 60, 61, 300, 3599, 3600, 86400)
+CHAIN = 12
+"""Reconciles asked for at once, in a row, at most: a catch-up of an hour of five-minute
+times, one per reconcile."""
 
 EDITABLE: dict[str, tuple[Any, ...]] = {
     "schedule": SCHEDULES,
@@ -120,12 +123,24 @@ class Stories(RuleBasedStateMachine):
     def time_passes(self, seconds: int) -> None:
         self.world.later(timedelta(seconds=seconds))
 
-    @rule(index=st.integers(0, 2), follow_up=st.booleans())
-    def reconcile(self, index: int, follow_up: bool) -> None:
+    @rule(index=st.integers(0, 2), follow_ups=st.sampled_from((0, 1, CHAIN)))
+    def reconcile(self, index: int, follow_ups: int) -> None:
+        """A reconcile and up to ``follow_ups`` of the reconciles it asks for at once (a
+        follow-up, a catch-up or backfill step), under whatever lag the cache has: a
+        watch may lag a whole chain of creates."""
         name = self._name(index)
         result = self.world.reconcile(name)
-        if follow_up and not isinstance(result, Exception) and result.follow_up:
-            self.world.reconcile(name)
+        for _ in range(follow_ups):
+            if isinstance(result, Exception) or not story_world.at_once(result):
+                return
+            result = self.world.reconcile(name)
+
+    @rule(index=st.integers(0, 2))
+    def a_burst_under_a_lagging_watch(self, index: int) -> None:
+        """The watch stops delivering, and a reconcile goes on through every follow-up
+        and step it asks for at once (a catch-up, a backfill) before it comes back."""
+        self.world.lag()
+        self.reconcile(index, CHAIN)
 
     @rule()
     def restart(self) -> None:

@@ -3,20 +3,20 @@
 Observe: read the CronJob (the object our last status write returned, while the cache
 still holds the copy that write was decided from: ``_written``) and, through the
 informer cache's ``.metadata.controller`` field index (never by listing all Jobs), the
-Jobs whose controller owner uid is this CronJob's, and the Jobs its previous reconcile
-created that the cache does not list yet (``_unseen``: the follow-up of a create may run
-before the watch brings the Job, and would create it again); ask the API server about
-each ``status.active`` entry the cache lacks (the cache may lag a Job created earlier),
-read live the Pods of each run past its start timeout (``start_timeout.py``), and build
-the view (``view.py``). Decide: ``decide`` (``decide.py``) returns the Plan. Act: apply
-its steps in order (events, prunes, Replace deletes, creates); a step whose outcome the
-decision needs is performed when the decision comes to it, which goes on with its
-outcome (``plan.Perform``: one decision per reconcile). Then write the status (once,
-only when it changed, retrying conflicts against a fresh read;
-``controllerutil.write_status``; the watch echo of that write is not reconciled again
-when deciding from the written status changes nothing: ``StatusEchoes``), report the
-notices and skipped runs with that write, set the active gauge, and raise the Plan's API
-error if it has one.
+Jobs whose controller owner uid is this CronJob's, and the Jobs it created that the
+cache does not list yet (``expectations.py``: the follow-ups of creates may run before
+the watch brings their Jobs, and would create them again or count their runs skipped);
+ask the API server about each ``status.active`` entry the cache lacks (the cache may lag
+a Job created earlier), read live the Pods of each run past its start timeout
+(``start_timeout.py``), and build the view (``view.py``). Decide: ``decide``
+(``decide.py``) returns the Plan. Act: apply its steps in order (events, prunes, Replace
+deletes, creates); a step whose outcome the decision needs is performed when the
+decision comes to it, which goes on with its outcome (``plan.Perform``: one decision per
+reconcile). Then write the status (once, only when it changed, retrying conflicts
+against a fresh read; ``controllerutil.write_status``; the watch echo of that write is
+not reconciled again when deciding from the written status changes nothing:
+``StatusEchoes``), report the notices and skipped runs with that write, set the active
+gauge, and raise the Plan's API error if it has one.
 
 Errors: a failed prune is reported (``FailedDelete``) and retried by the next reconcile;
 any other API failure raises after the write of what was learned, so the controller
@@ -47,6 +47,7 @@ from cronjob_operator.controllers import stored
 from cronjob_operator.controllers.cronjob import history, jobs, policies, start_timeout
 from cronjob_operator.controllers.cronjob.decide import decide
 from cronjob_operator.controllers.cronjob.due import Walks
+from cronjob_operator.controllers.cronjob.expectations import CreatedJobs
 from cronjob_operator.controllers.cronjob.group_slots import (
     GroupSlots,
     waiters_to_wake,
@@ -127,15 +128,10 @@ class CronJobReconciler:
         write the same status again to a Conflict. Dropped as soon as the cache holds
         another version (``cache_moved``, from the informer's thread), so it holds only
         writes whose echo is still on its way, and when the CronJob is gone."""
-        self._unseen: dict[tuple[str, str], list[objects.Obj]] = {}
-        """By CronJob (namespace, name): the Jobs its last reconcile created (or found ours
-        on AlreadyExists), slimmed as the cache holds them, that the next reconcile of it
-        takes into its view when the cache does not list them yet (the follow-up of a
-        create may run before the watch brings the Job; kube-controller-manager's
-        ControllerExpectations). Each reconcile takes the record and leaves its own
-        creates: a Job is remembered for one reconcile (after it, a run is recorded in
-        ``status.active``, whose entries the cache lacks are read live); dropped when the
-        CronJob is gone."""
+        self._created = CreatedJobs()
+        """The Jobs this reconciler created that its cache has not listed yet, taken into
+        the view until it does (``expectations.py``: the follow-ups of creates may run
+        before the watch brings their Jobs, and would count those runs skipped)."""
 
     def reconcile(self, request: Request) -> Result:
         # Before the read: a cache that lacks our last write is read with its echo still due.
@@ -146,7 +142,7 @@ class CronJobReconciler:
         except errors.NotFound:
             self._metrics.forget_cronjob(request.namespace, request.name)
             self._started_runs.pop(key, None)
-            self._unseen.pop(key, None)
+            self._created.forget(key)
             self._written.pop(key, None)
             return Result()  # deleted: garbage collection removes its Jobs
         cronjob = self._with_our_write(cached)
@@ -205,9 +201,8 @@ class CronJobReconciler:
             namespace=metadata["namespace"],
             matching_fields={JOB_OWNER_INDEX: metadata["name"]},
         )
-        listed_uids = {jobs.job_uid(job) for job in listed}
-        unseen = self._unseen.pop((metadata["namespace"], metadata["name"]), [])
-        known = [*listed, *(job for job in unseen if jobs.job_uid(job) not in listed_uids)]
+        key = (metadata["namespace"], metadata["name"])
+        known = self._created.with_unlisted(key, listed, self._read_job_live)
         uid = metadata.get("uid")
         ours = [job for job in known if (objects.controller_ref(job) or {}).get("uid") == uid]
         return jobs.classify(ours)
@@ -262,6 +257,19 @@ class CronJobReconciler:
             label_selector=own_pods,
         )
         return start_timeout.report_of(pods)
+
+    def _read_job_live(self, job: objects.Obj) -> objects.Obj | None:
+        """The Job as the API server has it now, in the shape the cache holds it (None:
+        gone, or another Job of that name)."""
+        metadata = job["metadata"]
+        try:
+            live = self._client.live.get(JOB, metadata["name"], metadata["namespace"])
+        except errors.NotFound:
+            return None
+        if jobs.job_uid(live) != jobs.job_uid(job):
+            return None
+        slim: objects.Obj = objects.freeze(jobs.slim_job(objects.thaw(live)))
+        return slim
 
     def _exists_live(self, ref: dict[str, Any]) -> bool:
         # The cache may lag a Job we just created: ask the server before calling it missing.
@@ -318,19 +326,19 @@ class CronJobReconciler:
         self, view: CronJobView, name: str, *, uid: str | None
     ) -> errors.ApiError | None:
         """Delete one Job (only if it still has ``uid``); the error, None when it is gone
-        (and then not remembered as unseen: ``_unseen``)."""
+        (and then no longer expected: ``_created``)."""
         try:
             self._client.delete(
                 JOB, name, namespace=view.namespace, propagation=Propagation.BACKGROUND, uid=uid
             )
         except errors.NotFound:
-            self._forget_unseen(view, name)
+            self._created.deleted((view.namespace, view.name), name)
             return None
         except errors.ApiError as exc:
             log.warning("deleting job %s failed: %s", name, exc)
             self._recorder.event(view.obj, "Warning", "FailedDelete", f"Deleted job {name}: {exc}")
             return exc
-        self._forget_unseen(view, name)
+        self._created.deleted((view.namespace, view.name), name)
         self._recorder.event(view.obj, "Normal", "SuccessfulDelete", f"Deleted job {name}")
         return None
 
@@ -353,30 +361,21 @@ class CronJobReconciler:
                 return Unknown(exc)
             if (objects.controller_ref(existing) or {}).get("uid") != view.obj["metadata"]["uid"]:
                 return Foreign()
-            self._remember_unseen(view, existing)
+            self._expect(view, existing)
             return Created(existing, new=False)
         except errors.ApiError as exc:
             return Rejected(exc)
-        self._remember_unseen(view, created)
+        self._expect(view, created)
         if step.due is not None:
             observe_skew(self._metrics.job_creation_skew, created, step.due)
         self._metrics.jobs_created.labels(view.namespace, view.name).inc()
         return Created(created)
 
-    def _remember_unseen(self, view: CronJobView, job: objects.Obj) -> None:
-        """Note ``job``, just created or found ours, for the next reconcile of the CronJob
-        (``_unseen``), in the shape the cache holds it."""
+    def _expect(self, view: CronJobView, job: objects.Obj) -> None:
+        """Expect ``job``, just created or found ours, in the cache (``_created``), in the
+        shape the cache holds it."""
         slim = objects.freeze(jobs.slim_job(objects.thaw(job)))
-        self._unseen.setdefault((view.namespace, view.name), []).append(slim)
-
-    def _forget_unseen(self, view: CronJobView, name: str) -> None:
-        """Drop the Job ``name``, deleted by this reconcile, from ``_unseen``."""
-        key = (view.namespace, view.name)
-        kept = [job for job in self._unseen.get(key, ()) if objects.name_of(job) != name]
-        if kept:
-            self._unseen[key] = kept
-        else:
-            self._unseen.pop(key, None)
+        self._created.expect((view.namespace, view.name), slim)
 
     def _record(
         self, view: CronJobView, plan: Plan, now: datetime, walks: Walks, *, cached: objects.Obj
