@@ -1,9 +1,10 @@
-"""The created Jobs a reconciler expects in its cache (``expectations.py``): kept until
-the cache lists them, read live once relied on, dropped when deleted or gone."""
+"""What a reconciler expects its cache to show (``expectations.py``): created Jobs, kept
+until the cache lists them, read live once relied on, dropped when deleted or gone; its
+last status write, decided from until the cache holds another version."""
 
 from __future__ import annotations
 
-from cronjob_operator.controllers.cronjob.expectations import CreatedJobs
+from cronjob_operator.controllers.cronjob.expectations import CreatedJobs, StatusWrites
 from cronjob_operator.runtime import objects
 
 KEY = ("ns", "c0")
@@ -58,3 +59,38 @@ def test_expectations_are_kept_per_cronjob() -> None:
     created.expect(KEY, job("a", "1"))
     assert created.with_unlisted(("ns", "other"), [], never_read) == []
     assert len(created.with_unlisted(KEY, [], never_read)) == 1
+
+
+def cronjob(version: str, **status: str) -> objects.Obj:
+    metadata = {"name": "c0", "namespace": "ns", "resourceVersion": version}
+    return objects.freeze({"metadata": metadata, "status": dict(status)})
+
+
+def test_our_write_is_decided_from_while_the_cache_holds_the_copy_it_came_from() -> None:
+    writes = StatusWrites()
+    lagging, written = cronjob("1"), cronjob("2", lastScheduleTime="t")
+    writes.expect(KEY, lagging, written)
+    assert writes.latest(lagging) is written
+    assert writes.latest(lagging) is written  # as long as the cache lags
+    writes.observed(lagging)  # a resync of the same copy: still on its way
+    assert writes.latest(lagging) is written
+
+
+def test_our_write_is_forgotten_once_the_cache_holds_another_version() -> None:
+    writes = StatusWrites()
+    lagging, written = cronjob("1"), cronjob("2", lastScheduleTime="t")
+    writes.expect(KEY, lagging, written)
+    writes.observed(written)  # the echo
+    assert KEY not in writes
+    assert writes.latest(lagging) is lagging
+
+
+def test_a_read_of_another_version_forgets_our_write() -> None:
+    writes = StatusWrites()
+    writes.expect(KEY, cronjob("1"), cronjob("2"))
+    newer = cronjob("3")
+    assert writes.latest(newer) is newer
+    assert KEY not in writes
+    writes.expect(KEY, cronjob("3"), cronjob("4"))
+    writes.forget(KEY)
+    assert KEY not in writes

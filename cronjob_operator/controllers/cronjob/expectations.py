@@ -1,6 +1,12 @@
-"""The Jobs a reconciler created that its cache has not shown yet: expectations.
+"""What a reconciler wrote that its cache has not shown yet: expectations.
 
-Why it exists: a reconcile that creates a Job does not write status (Jobs first,
+Two kinds, one idea (kube-controller-manager's ControllerExpectations: what a controller
+did is believed until its informer observes it): the Jobs it created
+(:class:`CreatedJobs`) and its last status write of each CronJob
+(:class:`StatusWrites`). Each is this replica's memory, bounded by what is in flight:
+an expectation ends when the cache shows the write, and goes with the CronJob.
+
+Created Jobs: a reconcile that creates a Job does not write status (Jobs first,
 docs/cronjob-semantics.md), so until the watch brings that Job to the cache, the Job
 itself is the only evidence of its run, and the next reconcile (a follow-up, a catch-up
 step, a backfill step) must see it. Under load the watch may lag several reconciles: a
@@ -27,7 +33,7 @@ from dataclasses import dataclass
 from cronjob_operator.controllers.cronjob.jobs import job_uid
 from cronjob_operator.runtime import objects
 
-__all__ = ["CreatedJobs"]
+__all__ = ["CreatedJobs", "StatusWrites"]
 
 Key = tuple[str, str]
 """A CronJob's (namespace, name)."""
@@ -99,3 +105,49 @@ class CreatedJobs:
         if not expected:
             del self._expected[key]
         return [*listed, *unlisted]
+
+
+class StatusWrites:
+    """Per CronJob, our last status write while its watch echo is on its way: the
+    resourceVersion of the copy it was decided from, and the object the API server
+    returned.
+
+    A reconcile whose cache still holds that copy (a Job's event may come before the
+    echo) decides from the written object instead, rather than write the same status
+    again to a Conflict. The expectation ends as soon as the cache holds another version
+    (:meth:`observed`, from the informer's thread), so it holds only writes whose echo
+    is still on its way."""
+
+    def __init__(self) -> None:
+        self._written: dict[Key, tuple[str | None, objects.Obj]] = {}
+
+    def expect(self, key: Key, decided_from: objects.Obj, written: objects.Obj) -> None:
+        """``written`` was returned by our status write decided from the cache's
+        ``decided_from``; a decision from our earlier write, while the cache still lags
+        it, writes again from that same lagging copy."""
+        self._written[key] = (decided_from["metadata"].get("resourceVersion"), written)
+
+    def observed(self, obj: objects.Obj) -> None:
+        """The cache now holds ``obj``: the expectation ends unless it is still the
+        copy the write was decided from."""
+        key = (objects.namespace_of(obj), objects.name_of(obj))
+        written = self._written.get(key)
+        if written is not None and written[0] != obj["metadata"].get("resourceVersion"):
+            self._written.pop(key, None)
+
+    def latest(self, cached: objects.Obj) -> objects.Obj:
+        """``cached``, or the object our last write returned when the cache still holds
+        the copy that write was decided from."""
+        key = (objects.namespace_of(cached), objects.name_of(cached))
+        written = self._written.get(key)
+        if written is None or written[0] != cached["metadata"].get("resourceVersion"):
+            self._written.pop(key, None)
+            return cached
+        return written[1]
+
+    def forget(self, key: Key) -> None:
+        """The CronJob is gone."""
+        self._written.pop(key, None)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._written

@@ -47,7 +47,7 @@ from cronjob_operator.controllers import stored
 from cronjob_operator.controllers.cronjob import history, jobs, policies, start_timeout
 from cronjob_operator.controllers.cronjob.decide import decide
 from cronjob_operator.controllers.cronjob.due import Walks
-from cronjob_operator.controllers.cronjob.expectations import CreatedJobs
+from cronjob_operator.controllers.cronjob.expectations import CreatedJobs, StatusWrites
 from cronjob_operator.controllers.cronjob.group_slots import (
     GroupSlots,
     waiters_to_wake,
@@ -120,14 +120,10 @@ class CronJobReconciler:
         start (a Running Pod not ready yet), so their Pods are not listed again: a run,
         once started, stays started. Only the CronJobs with such a run, only their
         overdue runs (replaced by each reconcile, dropped when the CronJob is gone)."""
-        self._written: dict[tuple[str, str], tuple[str, objects.Obj]] = {}
-        """By CronJob (namespace, name): our last status write, as the resourceVersion of
-        the copy it was decided from and the object the API server returned. A reconcile
-        whose cache still holds that copy (the watch has not brought the write yet; a
-        Job's event may come first) decides from the written object instead, rather than
-        write the same status again to a Conflict. Dropped as soon as the cache holds
-        another version (``cache_moved``, from the informer's thread), so it holds only
-        writes whose echo is still on its way, and when the CronJob is gone."""
+        self._written = StatusWrites()
+        """By CronJob: our last status write while its echo is on its way; a reconcile
+        whose cache still holds the copy it was decided from decides from the written
+        object (``expectations.py``)."""
         self._created = CreatedJobs()
         """The Jobs this reconciler created that its cache has not listed yet, taken into
         the view until it does (``expectations.py``: the follow-ups of creates may run
@@ -143,9 +139,9 @@ class CronJobReconciler:
             self._metrics.forget_cronjob(request.namespace, request.name)
             self._started_runs.pop(key, None)
             self._created.forget(key)
-            self._written.pop(key, None)
+            self._written.forget(key)
             return Result()  # deleted: garbage collection removes its Jobs
-        cronjob = self._with_our_write(cached)
+        cronjob = self._written.latest(cached)
         fitting = self._checks.fitting(cronjob, self._recorder)
         if fitting is None:
             return Result()  # reported; its next edit reconciles it again
@@ -166,22 +162,9 @@ class CronJobReconciler:
     # --- observe --------------------------------------------------------------------
 
     def cache_moved(self, obj: objects.Obj) -> None:
-        """The cache now holds ``obj``: forget our last write of it unless the cache
-        still holds the copy that write was decided from (``_written``)."""
-        key = (objects.namespace_of(obj), objects.name_of(obj))
-        written = self._written.get(key)
-        if written is not None and written[0] != obj["metadata"].get("resourceVersion"):
-            self._written.pop(key, None)
-
-    def _with_our_write(self, cached: objects.Obj) -> objects.Obj:
-        """``cached``, or the object our last status write returned when the cache still
-        holds the copy that write was decided from (``_written``)."""
-        key = (objects.namespace_of(cached), objects.name_of(cached))
-        written = self._written.pop(key, None)
-        if written is None or written[0] != cached["metadata"].get("resourceVersion"):
-            return cached
-        self._written[key] = written
-        return written[1]
+        """The cache now holds ``obj`` (from the informer's thread): our last write of it
+        is no longer expected unless the cache still holds the copy it was decided from."""
+        self._written.observed(obj)
 
     def _observe(self, cronjob: objects.Obj, now: datetime) -> CronJobView:
         owned = self._owned_jobs(cronjob)
@@ -389,10 +372,7 @@ class CronJobReconciler:
         written = write_status(self._client, CRONJOB, view.obj, plan.status, echoes=echoes)
         if written is None:
             return
-        # Keyed by the copy the cache held: a decision from our earlier write, while the
-        # cache still lags it, writes again from that same lagging copy.
-        version = cached["metadata"].get("resourceVersion")
-        self._written[(view.namespace, view.name)] = (version, objects.freeze(written))
+        self._written.expect((view.namespace, view.name), cached, objects.freeze(written))
         if plan.accounting is not None and plan.accounting.skipped:
             self._report_skips(view, plan.accounting)
         for notice in plan.notices:
