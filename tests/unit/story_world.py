@@ -113,6 +113,7 @@ class _CacheView:
             return world.client.create(kind, obj)
         start = world.note_start(obj)
         created = world.client.create(kind, obj)
+        created = world.started(created)
         world.ledger.starts.append(dataclasses.replace(start, uid=created["metadata"]["uid"]))
         if world.faults.pop("create-timeout", None):
             raise errors.ServerError(
@@ -296,6 +297,13 @@ class StoryWorld:
 
     def jobs(self) -> list[objects.Obj]:
         return sorted(self.client.list(JOB, namespace=NS), key=objects.name_of)
+
+    def started(self, job: objects.Obj) -> dict[str, Any]:
+        """The Job controller starts a new Job at once (``status.startTime``); its Pods
+        never show (no kubelet here), so a run past ``runStartTimeoutSeconds`` is ended."""
+        body = objects.thaw(job)
+        body["status"] = {"startTime": rfc3339(self.clock()), "active": 1}
+        return self.client.update_status(JOB, body)
 
     def finish(self, job: str, state: str) -> None:
         """The Job controller marks ``job`` Complete or Failed now."""

@@ -446,3 +446,22 @@ def test_an_expected_job_deleted_before_the_cache_showed_it_is_not_believed_for_
     story.settle()
     assert_settled(story)
     assert_each_run_once(story)
+
+
+def test_a_run_past_its_start_timeout_is_ended_and_its_time_never_runs_again() -> None:
+    """The stories' Jobs start at once and their Pods never show, so a run past
+    ``runStartTimeoutSeconds`` is ended (its Job deleted after status records it, rule
+    3) and counted failed; under Forbid the next time then starts, and no time runs
+    twice."""
+    story = world(concurrencyPolicy="Forbid", runStartTimeoutSeconds=60)
+    story.settle()
+    story.later(timedelta(minutes=3))  # 22:20 is due
+    story.settle()
+    story.later(timedelta(minutes=5))  # 22:20 is past its timeout, 22:25 due
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774736400", "c0-1774736700"]
+    assert [job["metadata"]["name"] for job in story.jobs()] == ["c0-1774736700"]
+    assert story.status("c0")["consecutiveFailures"] == 1
+    assert ("Warning", "RunStartTimeout") in {(e.type, e.reason) for e in story.recorder.events}
+    assert_settled(story)
+    assert_each_run_once(story)

@@ -3,7 +3,8 @@ property test (Hypothesis's rule-based state machine) over the CronJob reconcile
 
 A story is a few CronJobs (every spec field that chooses runs, several sharing one
 ConcurrencyGroup), schedule and zone edits across DST, run requests and backfills, Jobs
-finishing, failing or deleted by someone else, and the faults of ``story_world``: status
+finishing, failing, deleted by someone else or ended by their start timeout (their Pods
+never show), and the faults of ``story_world``: status
 writes refused, a create that times out after the Job was stored, a follow-up lost, a
 cache that lags, a restart with empty memory, the clock jumping. After every step:
 
@@ -66,6 +67,7 @@ FIXED: dict[str, tuple[Any, ...]] = {
     "staggerSeconds": (None, 0, 20),
     "failurePolicy": (None, {"pauseAfterConsecutiveFailures": 1}),
     "exclusions": (None, {"schedules": ["*/10 * * * *"]}, {"dates": ["2026-03-29"]}),
+    "runStartTimeoutSeconds": (None, None, 60, 3600),
 }
 """Fields a story sets once (an edit of these would move what falls due)."""
 
