@@ -336,10 +336,13 @@ class StoryWorld:
         return _seconds(through) if through else None
 
     def _recorded(self, start: Run) -> bool:
-        """Whether the stored status of ``start``'s CronJob records its run: a request by
-        ``lastHandledRunRequest``, a backfill step by its backfill's progress, a scheduled
-        run by ``lastScheduleTime``."""
+        """Whether the stored status of ``start``'s CronJob records its run: any run by
+        its Job in ``status.active`` (a Job gone from there is a run that went missing,
+        not one that never started), a request by ``lastHandledRunRequest``, a backfill
+        step by its backfill's progress, a scheduled run by ``lastScheduleTime``."""
         status = self.status(start.cron_job)
+        if any(ref.get("uid") == start.uid for ref in status.get("active") or ()):
+            return True
         kind = start.identity[0]
         if kind == "request":
             return bool(status.get("lastHandledRunRequest") == start.identity[2])

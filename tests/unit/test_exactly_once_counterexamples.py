@@ -305,10 +305,13 @@ def test_a_run_whose_job_is_deleted_unrecorded_twice_may_start_three_times() -> 
     ledger kept the lost identities as a set and allowed one more start in all."""
     story = world(suspend=True)
     backfill(story, "b0", ago=10, minutes=30)
+    story.fail_next("status", 500)  # the write that would list the step's Job active
     story.reconcile("c0")
     story.restart()
     story.delete_job("c0-1774735800")
+    story.fail_next("status", 500)
     story.reconcile("c0")
+    story.restart()
     story.delete_job("c0-1774735800")
     story.settle()
     assert len([run for run in story.ledger.starts if run.job == "c0-1774735800"]) == 3
@@ -464,4 +467,52 @@ def test_a_run_past_its_start_timeout_is_ended_and_its_time_never_runs_again() -
     assert story.status("c0")["consecutiveFailures"] == 1
     assert ("Warning", "RunStartTimeout") in {(e.type, e.reason) for e in story.recorder.events}
     assert_settled(story)
+    assert_each_run_once(story)
+
+
+def test_a_job_deleted_after_status_listed_it_active_is_a_run_not_a_lost_one() -> None:
+    """The model was wrong here, not the controller (random stories, seed 8 of 2,000): a
+    backfill's first step creates the Job of 23:07, which is also a scheduled time of
+    this every-minute CronJob, and the new backfill's status write lists it in
+    ``status.active``; someone then deletes it. The controller knows the run started (a
+    Job missing from ``active``: MissingJob) and counts 23:07 run; the world took the
+    deleted Job for a lost start, as the backfill's progress did not record it yet, and
+    the model found 23:07 neither started nor skipped."""
+    spec = {
+        "schedule": "*/1 * * * *",
+        "window": {"start": "2026-03-28T22:40:00Z", "end": "2026-11-01T08:00:00Z"},
+        "concurrencyPolicy": "Forbid",
+        "startingDeadlineSeconds": 30,
+        "successfulJobsHistoryLimit": 0,
+        "failedJobsHistoryLimit": 0,
+        "concurrencyGroup": {"name": "g", "whenFull": "Wait"},
+    }
+    story = StoryWorld({"c0": spec}, start=T0, group_limit=1)
+    story.later(timedelta(seconds=3599))  # 23:16:59
+    backfill(story, "b0", ago=10)  # 23:07 to 23:11
+    story.reconcile("c0")
+    assert [ref["name"] for ref in story.status("c0")["active"]] == ["c0-1774739220"]  # 23:07
+    story.delete_job("c0-1774739220")
+    assert not story.ledger.lost
+    story.settle()
+    assert_settled(story)
+    assert_each_run_once(story)
+
+
+def test_a_backfill_step_whose_job_went_missing_from_active_is_done_not_run_again() -> None:
+    """Found with the one above: the first step of a new backfill is listed in
+    ``status.active`` by the write that announces the backfill, then someone deletes its
+    Job while no memory of the create is left (a restart). Before: the step's progress
+    counted only Jobs that exist, so the controller reported MissingJob and ran the
+    step again, a recorded run started twice. Now a time whose Job went missing from
+    ``active`` counts done (``runs.went_missing``)."""
+    story = world(suspend=True)
+    backfill(story, "b0", ago=10, minutes=30)
+    story.reconcile("c0")
+    assert [ref["name"] for ref in story.status("c0")["active"]] == ["c0-1774735800"]
+    story.restart()
+    story.delete_job("c0-1774735800")
+    story.settle()
+    assert [run.job for run in story.ledger.starts].count("c0-1774735800") == 1
+    assert story.status("c0")["backfill"]["done"] >= 1
     assert_each_run_once(story)

@@ -302,9 +302,10 @@ class _Decision:
             self._record_backfill(backfill.start(request, times), "BackfillStarted")
         if status["backfill"].get("state") != BackfillState.RUNNING:
             return _Decided()
-        progress = status["backfill"] = backfill.advanced(
-            status["backfill"], times, runs.ran(view.name, view.jobs, {})
+        ran = runs.ran(view.name, view.jobs, {}) | runs.went_missing(
+            view.name, view.stored, view.missing
         )
+        progress = status["backfill"] = backfill.advanced(status["backfill"], times, ran)
         upcoming = time_at(progress, "next")
         if upcoming is None:
             self.steps.event("Normal", "BackfillComplete", _backfill_message(status))

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +19,7 @@ from cronjob_operator.controllers.cronjob.jobs import JobSets, scheduled_time
 from cronjob_operator.controllers.cronjob.view import stamp, time_at
 from cronjob_operator.runtime import objects
 
-__all__ = ["active_since", "observe_schedule", "ran"]
+__all__ = ["active_since", "observe_schedule", "ran", "went_missing"]
 
 
 def observe_schedule(
@@ -57,6 +57,19 @@ def ran(cronjob_name: str, jobs: JobSets, status: Mapping[str, Any]) -> set[date
     times = {moment for name in names if (moment := scheduled_time(cronjob_name, name)) is not None}
     last = time_at(status, "lastScheduleTime")
     return times if last is None else {*times, last}
+
+
+def went_missing(
+    cronjob_name: str, stored: Mapping[str, Any], missing: Collection[str]
+) -> set[datetime]:
+    """The scheduled times of the runs the stored ``status.active`` recorded whose Jobs
+    someone else deleted (``missing``: their uids, confirmed gone): they ran."""
+    return {
+        moment
+        for ref in stored.get("active") or ()
+        if ref.get("uid") in missing
+        and (moment := scheduled_time(cronjob_name, str(ref.get("name")))) is not None
+    }
 
 
 def active_since(
