@@ -227,7 +227,10 @@ def conversion_served(
 def cronjobs(control_plane: ControlPlane, conversion_served: RestClient) -> Iterator[str]:
     """A namespace of COUNT maximal CronJobs with every status field; deleted after."""
     rest = conversion_served
-    namespace = f"test-storage-{secrets.token_hex(4)}"
+    # First in etcd's key order, so the first cluster-wide LIST page is these CronJobs
+    # and no other test's (one named test-storage-... once found 60 of another
+    # namespace's CronJobs ahead of it, and that page rewrote only 40 of its own).
+    namespace = f"0-storage-{secrets.token_hex(4)}"
     control_plane.kubectl("create", "namespace", namespace, check=True)
     try:
         for index in range(COUNT):
@@ -265,6 +268,8 @@ def test_storage_moves_to_v2_and_back_losing_nothing(
     assert set(stored_versions_in_etcd(control_plane, cronjobs)) == {V1.api_version}
 
     # Interrupted after one page: only that page is rewritten; storedVersions untouched.
+    page = rest.request("GET", V1.collection_path(), params={"limit": PAGE_SIZE})["items"]
+    assert {obj["metadata"]["namespace"] for obj in page} == {cronjobs}
     first = migrate.migrate_storage(rest, "v2", page_size=PAGE_SIZE, max_pages=1)
     assert first.migrated == PAGE_SIZE
     assert first.continue_token

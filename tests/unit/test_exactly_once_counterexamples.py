@@ -48,7 +48,7 @@ def assert_settled(story: StoryWorld) -> None:
         story.spec("c0"),
         story.created,
         story.status("c0"),
-        story.ledger.starts,
+        [run for run in story.ledger.starts if run.cron_job == "c0"],
         lost=story.ledger.lost,
     )
     assert found is None, found
@@ -56,7 +56,7 @@ def assert_settled(story: StoryWorld) -> None:
 
 def assert_each_run_once(story: StoryWorld) -> None:
     assert not run_model.started_twice(story.ledger.starts, story.ledger.lost)
-    assert not run_model.limit_breaches(story.ledger.starts)
+    assert not run_model.limit_breaches(story.ledger.starts, story.ledger.lost)
     assert not run_model.rerun_by_backfill(
         story.ledger.starts, story.ledger.backfill_began, story.ledger.lost
     )
@@ -515,4 +515,116 @@ def test_a_backfill_step_whose_job_went_missing_from_active_is_done_not_run_agai
     story.settle()
     assert [run.job for run in story.ledger.starts].count("c0-1774735800") == 1
     assert story.status("c0")["backfill"]["done"] >= 1
+    assert_each_run_once(story)
+
+
+def test_a_run_whose_job_someone_deleted_is_counted_run_while_the_controller_remembers() -> None:
+    """The model was wrong here (random stories, seeds 16, 17 and 21 of 2,000): the
+    reconcile that creates the Job of 23:00 writes no status (Jobs first), and someone
+    deletes that Job before the follow-up. The controller still expects the Job it
+    created, so it counts 23:00 run (``lastScheduleTime``), which is true; the model
+    wanted such a time counted skipped or started again, as after a restart."""
+    story = world(schedule="0 * * * *")
+    story.reconcile("c0")
+    story.later(timedelta(seconds=3599))  # 23:16:59
+    story.reconcile("c0")
+    story.delete_job("c0-1774738800")  # 23:00
+    assert story.ledger.lost
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774738800"]
+    status = story.status("c0")
+    assert status["lastScheduleTime"] == "2026-03-28T23:00:00Z"
+    assert set(status["skippedRuns"]) == {"accountedThrough"}
+    assert_settled(story)
+
+
+def test_a_create_that_timed_out_is_asked_for_before_forbid_starts_another_run() -> None:
+    """Random stories, seed 11 of 2,000: the create of run request t0's Job times out
+    after the API server stored it, while the cache lags; the next reconcile sees the
+    newer request t1 and no Job. Before: the create's outcome was forgotten, so Forbid
+    let t1's Job start beside t0's. Now a create with no clear answer is expected until
+    a live read says whether the Job exists (``CreatedJobs.maybe_created``)."""
+    story = world(concurrencyPolicy="Forbid", suspend=True)
+    story.annotate("c0", RUN_ANNOTATION, "t0")
+    story.lag()
+    story.annotate("c0", RUN_ANNOTATION, "t1")
+    story.fail_next("create-timeout", 0)
+    story.reconcile("c0")
+    story.reconcile("c0")
+    assert [run.identity[2] for run in story.ledger.starts] == ["t0"]
+    assert_each_run_once(story)
+    story.settle()
+    assert_each_run_once(story)
+
+
+def test_a_run_past_its_start_timeout_is_ended_only_once_status_records_it() -> None:
+    """Random stories, seed 19 of 2,000: run request t0's Job is created, the status
+    write that records the request is refused, and the Job passes its start timeout
+    before any write records it. Before: the timeout deleted the Job, the only evidence
+    of the run, and the status write that would have recorded the request was refused
+    again, so the request ran again. Now the reconcile writes the status that records
+    the run first and its follow-up ends it (rule 3, as Replace does)."""
+    story = world(suspend=True, runStartTimeoutSeconds=60)
+    story.annotate("c0", RUN_ANNOTATION, "t0")
+    story.fail_next("status", 500)
+    story.reconcile("c0")
+    assert "lastHandledRunRequest" not in story.status("c0")
+    story.later(timedelta(seconds=61))
+    story.fail_next("status", 500)
+    story.reconcile("c0")
+    story.settle()
+    assert [run.identity[2] for run in story.ledger.starts] == ["t0"]
+    assert story.jobs() == []
+    assert story.status("c0")["lastHandledRunRequest"] == "t0"
+    assert story.status("c0")["consecutiveFailures"] == 1
+    assert_each_run_once(story)
+
+
+def test_a_scheduled_run_lost_to_someone_elses_delete_does_not_use_up_the_run_limit() -> None:
+    """The model was wrong here (random stories, seed 23 of 2,000): the create of 22:18
+    times out after the API server stored the Job, and someone deletes that Job before
+    any status records it. The controller cannot know 22:18 ran, so 22:19 is the first
+    run of ``maxScheduledRuns: 1``; the model counted the lost run toward the limit and
+    found a second run past it, and, at quiescence, the limit used up at 22:18."""
+    story = world(schedule="*/1 * * * *", maxScheduledRuns=1)
+    story.later(timedelta(seconds=61))  # 22:18:01
+    story.fail_next("create-timeout", 0)
+    story.reconcile("c0")
+    story.delete_job("c0-1774736280")  # 22:18
+    assert story.ledger.lost
+    story.later(timedelta(seconds=59))  # 22:19
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774736280", "c0-1774736340"]
+    assert story.status("c0")["scheduledRuns"]["remaining"] == 0
+    assert_each_run_once(story)
+    story.later(timedelta(minutes=30))
+    story.restart()
+    story.settle()
+    assert_settled(story)
+
+
+def test_a_waiting_run_that_moves_to_a_newer_time_and_uses_up_the_run_limit() -> None:
+    """The model was wrong here (random stories, seed 14 of 2,000): c0 waits for the
+    group's one slot with 22:21 (``waitingForGroup``); when the slot frees at 22:22 its
+    waiting run moves to the newest due time, counts 22:21 skipped and starts 22:22,
+    which uses up ``maxScheduledRuns``. The model took 22:21, pending when that run was
+    created, for a time the limit left unrun, as after a backfill run, and found it
+    counted twice."""
+    group = {"name": "g", "whenFull": "Wait"}
+    story = grouped(
+        c0={"schedule": "*/1 * * * *", "maxScheduledRuns": 1, "concurrencyGroup": group},
+        c1={"concurrencyGroup": group},
+    )
+    story.later(timedelta(minutes=3))  # 22:20
+    story.reconcile("c1")
+    story.reconcile("c1")
+    story.later(timedelta(minutes=1))  # 22:21
+    story.settle()
+    assert story.status("c0")["waitingForGroup"]["scheduledTime"] == "2026-03-28T22:21:00Z"
+    story.later(timedelta(minutes=1))  # 22:22
+    story.finish("c1-1774736400", "Complete")
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c1-1774736400", "c0-1774736520"]
+    assert story.status("c0")["scheduledRuns"]["remaining"] == 0
+    assert_settled(story)
     assert_each_run_once(story)

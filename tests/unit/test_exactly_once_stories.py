@@ -245,7 +245,7 @@ class Stories(RuleBasedStateMachine):
 
     @invariant()
     def the_limits_held_at_every_create(self) -> None:
-        breaches = run_model.limit_breaches(self.world.ledger.starts)
+        breaches = run_model.limit_breaches(self.world.ledger.starts, self.world.ledger.lost)
         assert not breaches, f"limits exceeded: {breaches}"
 
 

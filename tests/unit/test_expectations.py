@@ -94,3 +94,27 @@ def test_a_read_of_another_version_forgets_our_write() -> None:
     writes.expect(KEY, cronjob("3"), cronjob("4"))
     writes.forget(KEY)
     assert KEY not in writes
+
+
+def test_a_create_with_no_clear_answer_is_read_live_at_once_by_name() -> None:
+    created = CreatedJobs()
+    created.maybe_created(KEY, job("a", ""))
+    stored = job("a", "7", phase="live")
+    assert created.with_unlisted(KEY, [], lambda _: stored) == [stored]
+    assert created.with_unlisted(KEY, [stored], never_read) == [stored]
+    assert created.with_unlisted(KEY, [], never_read) == []
+
+
+def test_a_create_with_no_clear_answer_whose_job_was_never_stored_ends() -> None:
+    created = CreatedJobs()
+    created.maybe_created(KEY, job("a", ""))
+    assert created.with_unlisted(KEY, [], lambda _: None) == []
+    assert created.with_unlisted(KEY, [], never_read) == []
+
+
+def test_a_create_with_no_clear_answer_ends_when_the_cache_lists_its_name() -> None:
+    created = CreatedJobs()
+    created.maybe_created(KEY, job("a", ""))
+    listed = [job("a", "7")]
+    assert created.with_unlisted(KEY, listed, never_read) == listed
+    assert created.with_unlisted(KEY, [], never_read) == []

@@ -135,7 +135,7 @@ class _Decision:
         self.status: dict[str, Any] = objects.thaw(view.stored)
         self.started: list[objects.Obj] = []
         self.created: set[str] = set()  # the names of the Jobs this reconcile created
-        self.record_first = False  # Replace waits for a write that records a run (rule 3)
+        self.record_first = False  # Replace or a start timeout waits for a write (rule 3)
         self.replaced: set[str] = set()  # the Jobs its Replace deleted (their group slots)
         self.group_skipped: datetime | None = None  # a scheduled run skipped, its group full
 
@@ -150,11 +150,22 @@ class _Decision:
         self._prune()
         observed = status.get("observedSchedule")
         try:
-            start_timeout.end_overdue(self.view, status, self.steps, self.now, notices)
+            unended = start_timeout.end_overdue(
+                self.view,
+                status,
+                self.steps,
+                self.now,
+                notices,
+                recorded=lambda name: self._records(stored, name),
+            )
             manual = self._run_requested()
             filled = self._backfill()
             status.pop("waitingForGroup", None)  # set again while a run still waits
             scheduled = self._schedule()
+            # An overdue run is ended once a write has recorded it (rule 3).
+            self.record_first |= bool(unended) and all(
+                self._records(status, name) for name in unended
+            )
             accounting = groups.with_group_skip(scheduled.accounting, self.group_skipped)
         except errors.ApiError as exc:
             # Keep what this reconcile learned, but not its skip accounting: the retry

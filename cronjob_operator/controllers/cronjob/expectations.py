@@ -16,6 +16,10 @@ well as run. So an expectation is kept until the cache shows its Job, not for on
 reconcile: kube-controller-manager's ControllerExpectations, which a controller keeps
 per owner until the informer observes each create.
 
+A create with no clear answer (a timeout, a 5xx, a broken connection) may have stored
+the Job: it is expected by name (``maybe_created``) and read live by the next reconcile,
+so ``Forbid`` or a group does not start a second run beside it while the cache lags.
+
 What may end an expectation besides the cache showing its Job: this reconciler deleting
 the Job, the CronJob going away, or the Job being gone when asked. An expectation that
 one reconcile has already relied on is checked against the API server (a GET) by the
@@ -37,6 +41,8 @@ __all__ = ["CreatedJobs", "StatusWrites"]
 
 Key = tuple[str, str]
 """A CronJob's (namespace, name)."""
+_UNKNOWN = "?"
+"""Keys a Job whose create may or may not have been stored by its name (it has no uid)."""
 
 
 @dataclass
@@ -58,6 +64,14 @@ class CreatedJobs:
     def expect(self, key: Key, job: objects.Obj) -> None:
         """``job`` was just created (or found ours): expect the cache to show it."""
         self._expected.setdefault(key, {})[job_uid(job)] = _Expected(job)
+
+    def maybe_created(self, key: Key, job: objects.Obj) -> None:
+        """The create of ``job`` failed in a way that leaves it unknown whether the API
+        server stored it (a timeout, a 5xx, a broken connection): the next reconcile
+        asks the API server for a Job of that name before it decides."""
+        self._expected.setdefault(key, {})[_UNKNOWN + objects.name_of(job)] = _Expected(
+            job, relied_on=True
+        )
 
     def deleted(self, key: Key, name: str) -> None:
         """This reconciler deleted the Job ``name`` (or found it gone)."""
@@ -82,16 +96,18 @@ class CreatedJobs:
         """``listed`` (the cache's Jobs of the CronJob) and every expected Job it lacks.
 
         An expected Job the cache lists is observed: its expectation ends. One it lacks
-        is added as created the first time; after that ``read_live`` reads it (None: it
-        is gone, and its expectation ends)."""
+        is added as created the first time; after that (and at once for a create whose
+        outcome is unknown) ``read_live`` reads it (None: it is gone, or was never
+        stored, and its expectation ends)."""
         listed = list(listed)
         expected = self._expected.get(key)
         if not expected:
             return listed
         seen = {job_uid(job) for job in listed}
+        seen |= {_UNKNOWN + objects.name_of(job) for job in listed}
         unlisted: list[objects.Obj] = []
         for uid, entry in list(expected.items()):
-            if uid in seen:
+            if uid in seen or job_uid(entry.job) in seen:
                 del expected[uid]
                 continue
             if entry.relied_on:

@@ -243,13 +243,14 @@ class CronJobReconciler:
 
     def _read_job_live(self, job: objects.Obj) -> objects.Obj | None:
         """The Job as the API server has it now, in the shape the cache holds it (None:
-        gone, or another Job of that name)."""
+        gone, or another Job of that name; a Job whose create had no clear answer has no
+        uid yet, so any Job of its name, which the owner check then sorts)."""
         metadata = job["metadata"]
         try:
             live = self._client.live.get(JOB, metadata["name"], metadata["namespace"])
         except errors.NotFound:
             return None
-        if jobs.job_uid(live) != jobs.job_uid(job):
+        if jobs.job_uid(job) and jobs.job_uid(live) != jobs.job_uid(job):
             return None
         slim: objects.Obj = objects.freeze(jobs.slim_job(objects.thaw(live)))
         return slim
@@ -347,7 +348,13 @@ class CronJobReconciler:
             self._expect(view, existing)
             return Created(existing, new=False)
         except errors.ApiError as exc:
+            if isinstance(exc, errors.ServerError):
+                self._created.maybe_created((view.namespace, view.name), job)
             return Rejected(exc)
+        except errors.TransportError as exc:
+            if not isinstance(exc, errors.NotLeader):
+                self._created.maybe_created((view.namespace, view.name), job)
+            raise
         self._expect(view, created)
         if step.due is not None:
             observe_skew(self._metrics.job_creation_skew, created, step.due)

@@ -30,7 +30,7 @@ that are working. The rule, off unless the field is set:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -173,18 +173,29 @@ def end_overdue(
     steps: Steps,
     now: datetime,
     notices: list[history.Notice],
-) -> None:
+    *,
+    recorded: Callable[[str], bool],
+) -> list[str]:
     """End each run of ``status.active`` the view reports unstarted past its timeout:
     delete its Job, take it out of ``status.active``, count a failed run, and add its
     ``RunStartTimeout`` notice to ``notices`` (so the ones ended before a failed delete
-    are reported with the write). A failed delete raises its API error."""
+    are reported with the write). A failed delete raises its API error.
+
+    A Job whose run the stored status does not record yet (``recorded`` is false for its
+    name) is the only evidence of that run, and is left: its name is returned, so the
+    reconcile writes the status that records it first and its follow-up ends it
+    (docs/cronjob-semantics.md, "The rule", 3)."""
     timeout = timeout_of(view.spec)
     if timeout is None or not view.start_reports:
-        return
+        return []
+    unrecorded: list[str] = []
     active = status.get("active") or []
     for ref in list(active):
         report = view.start_reports.get(str(ref.get("uid")))
         if report is None or report.started:
+            continue
+        if not recorded(ref["name"]):
+            unrecorded.append(ref["name"])
             continue
         outcome = steps.perform(Delete(ref["name"], ref.get("uid"), replace=True))
         if isinstance(outcome, Rejected):
@@ -197,3 +208,4 @@ def end_overdue(
             f"{report.cause}"
         )
         notices.append(history.Notice("Warning", REASON, message, finished="Failed"))
+    return unrecorded
