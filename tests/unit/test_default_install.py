@@ -263,3 +263,32 @@ def test_namespaced_installs_share_one_identical_sharding_binding(tmp_path: Path
         assert "namespace" not in binding["spec"]["paramRef"]
     shared = {b["metadata"]["name"]: b["spec"] for b in bindings[0]}
     assert {b["metadata"]["name"]: b["spec"] for b in bindings[1]} == shared
+
+
+def test_a_second_namespaced_install_with_its_own_prefix_has_a_binding_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """A second install sets a ``namePrefix:`` of its own (its metrics ClusterRoleBinding
+    needs one): its policy and binding are then its own, each naming its own manager, so
+    removing one install (``kubectl delete -k``) leaves the other's binding in place."""
+    config = tmp_path / "config"
+    shutil.copytree(ROOT / "config", config)
+    bindings = {}
+    for team in ("team-a", "team-b"):
+        overlay = config / team
+        overlay.mkdir()
+        kustomization = {
+            "namespace": team,
+            "namePrefix": f"{team}-",
+            "resources": ["../namespaced"],
+        }
+        (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+        [binding] = [
+            d for d in rendered(str(overlay)) if d["kind"] == "ValidatingAdmissionPolicyBinding"
+        ]
+        bindings[team] = binding
+    names = {team: binding["metadata"]["name"] for team, binding in bindings.items()}
+    assert len(set(names.values())) == 2, names
+    for team, binding in bindings.items():
+        assert binding["spec"]["policyName"].startswith(f"{team}-")
+        assert binding["spec"]["paramRef"]["name"].startswith(f"{team}-")
