@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -123,11 +124,16 @@ def test_the_script_runs_isolated_and_relays(tmp_path: Path) -> None:
                 sys.executable, "-I", str(TUNNEL), "relay", f"unix:{socket}", target
             )
             try:
-                for _ in range(200):
-                    if socket.exists():
-                        break
-                    await asyncio.sleep(0.05)
-                return await exchange(f"unix:{socket}", b"standalone")
+                # The socket's path exists from its bind, before its listen: wait until
+                # the relay accepts, not until the path shows.
+                deadline = time.monotonic() + 10
+                while True:
+                    try:
+                        return await exchange(f"unix:{socket}", b"standalone")
+                    except (FileNotFoundError, ConnectionRefusedError):
+                        if time.monotonic() > deadline:
+                            raise
+                        await asyncio.sleep(0.05)
             finally:
                 process.kill()
                 await process.wait()
