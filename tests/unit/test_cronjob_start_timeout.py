@@ -9,14 +9,17 @@ consecutiveFailures, the RunStartTimeout event and its cause, and the next run.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from cronjob_operator.api import batch_v1, batch_v2
+from cronjob_operator.api.batch_v1_settings import settings_of
 from cronjob_operator.controllers.cronjob import start_timeout
 from cronjob_operator.controllers.cronjob.jobs import job_name
+from cronjob_operator.controllers.cronjob.plan import Delete, Deleted, Steps
 from cronjob_operator.controllers.cronjob.view import StartReport
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import Propagation
@@ -391,3 +394,36 @@ def test_a_started_run_does_not_shield_a_later_one_that_never_started() -> None:
     assert started in world.jobs()
     assert stuck not in world.jobs()
     assert [ref["name"] for ref in world.status()["active"]] == [started]
+
+
+def test_a_run_status_does_not_record_yet_waits_and_the_others_end_now() -> None:
+    """Rule 3: an overdue run whose Job is the only evidence of its run (``recorded``
+    false) is left for the write that records it; the recorded ones beside it are
+    ended in the same reconcile."""
+    unstarted = StartReport(started=False, cause="no Pod exists")
+    view = SimpleNamespace(
+        spec=settings_of({"schedule": "0 * * * *", "runStartTimeoutSeconds": TIMEOUT}),
+        start_reports={"uid-a": unstarted, "uid-b": unstarted},
+    )
+    status: dict[str, Any] = {
+        "active": [{"name": "a", "uid": "uid-a"}, {"name": "b", "uid": "uid-b"}]
+    }
+    deleted: list[Delete] = []
+
+    def perform(_: object, step: Any) -> Deleted:
+        deleted.append(step)
+        return Deleted()
+
+    notices: list[Any] = []
+    unrecorded = start_timeout.end_overdue(
+        view,  # type: ignore[arg-type]
+        status,
+        Steps({}, perform),
+        at(2),
+        notices,
+        recorded=lambda name: name == "b",
+    )
+    assert unrecorded == ["a"]
+    assert deleted == [Delete("b", "uid-b", replace=True)]  # only that Job, its outcome needed
+    assert status["active"] == [{"name": "a", "uid": "uid-a"}]
+    assert len(notices) == 1

@@ -118,3 +118,22 @@ def test_a_create_with_no_clear_answer_ends_when_the_cache_lists_its_name() -> N
     listed = [job("a", "7")]
     assert created.with_unlisted(KEY, listed, never_read) == listed
     assert created.with_unlisted(KEY, [], never_read) == []
+
+
+def test_each_expected_job_is_judged_on_its_own_when_the_cache_lists_one_of_them() -> None:
+    created = CreatedJobs()
+    created.expect(KEY, job("a", "1"))
+    created.expect(KEY, job("b", "2"))
+    listed = [job("a", "1", phase="listed")]
+    found = created.with_unlisted(KEY, listed, never_read)
+    assert [objects.name_of(j) for j in found] == ["a", "b"]
+
+
+def test_each_expected_job_is_judged_on_its_own_when_one_of_them_is_gone() -> None:
+    created = CreatedJobs()
+    created.expect(KEY, job("a", "1"))
+    created.expect(KEY, job("b", "2"))
+    created.with_unlisted(KEY, [], never_read)
+    live = {"b": job("b", "2", phase="live")}
+    found = created.with_unlisted(KEY, [], lambda j: live.get(objects.name_of(j)))
+    assert [objects.name_of(j) for j in found] == ["b"]
