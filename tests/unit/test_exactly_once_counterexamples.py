@@ -628,3 +628,25 @@ def test_a_waiting_run_that_moves_to_a_newer_time_and_uses_up_the_run_limit() ->
     assert story.status("c0")["scheduledRuns"]["remaining"] == 0
     assert_settled(story)
     assert_each_run_once(story)
+
+
+def test_a_backfill_run_whose_count_was_never_written_uses_up_the_run_limit_first() -> None:
+    """``maxScheduledRuns: 1``. Backfill b0 creates the Job of 22:10 and its status write
+    is refused; the annotation then takes the same token with a later range, and the
+    next reconcile, which cannot know the first range, runs 23:10 as b0's step. The
+    22:10 run used the limit up when it was created, so the count stands at 1 and the
+    schedule ends at 22:10 (docs/beyond-builtin.md, 11). Random stories, seed 61 of
+    2,000. Before: ``count_runs`` counted every uncounted run's time at once, so it
+    counted both (``count: 2`` of a limit of 1), ended the schedule at 23:10 and counted
+    22:20 to 23:05, times past the limit, skipped. Now uncounted runs beyond the room
+    left count in the order they were created."""
+    story = world(maxScheduledRuns=1)
+    story.later(timedelta(seconds=3599))  # 23:16:59
+    story.fail_next("status", 500)
+    backfill(story, "b0", ago=70)  # 22:06:59 to 22:11:59: 22:10
+    story.reconcile("c0")
+    backfill(story, "b0", ago=10)  # 23:06:59 to 23:11:59: 23:10
+    story.settle()
+    assert [run.job for run in story.ledger.starts] == ["c0-1774735800", "c0-1774739400"]
+    assert story.status("c0")["scheduledRuns"]["count"] == 1
+    assert_settled(story)

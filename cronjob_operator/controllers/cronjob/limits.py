@@ -24,16 +24,17 @@ clock); ``decide.py`` asks them in its scheduling step, and does nothing new whe
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import CronJobSettings
 from cronjob_operator.controllers.cronjob import runs
-from cronjob_operator.controllers.cronjob.jobs import JobSets
-from cronjob_operator.controllers.cronjob.view import CronJobView, stamp, time_at
+from cronjob_operator.controllers.cronjob.jobs import JobSets, scheduled_time
+from cronjob_operator.controllers.cronjob.view import CronJobView, created_at, stamp, time_at
+from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import rfc3339
 
 __all__ = [
@@ -84,6 +85,11 @@ def count_runs(
     count = int(counted.get("count") or 0)
     times = runs.ran(cronjob_name, jobs, status) if count < limit else ()
     new = sorted(moment for moment in times if through is None or moment > through)
+    if len(new) > limit - count:
+        # More uncounted runs than the limit has room for (a status write that would
+        # have counted one failed): it is used up in the order they were created.
+        created = _creation_order(cronjob_name, jobs, status)
+        new = sorted(sorted(new, key=created)[: limit - count])
     count += len(new)
     if new:
         counted["countedThrough"] = stamp(new[-1])
@@ -92,6 +98,24 @@ def count_runs(
     counted["count"] = count
     counted["remaining"] = max(0, limit - count)
     status["scheduledRuns"] = counted
+
+
+def _creation_order(
+    cronjob_name: str, jobs: JobSets, status: Mapping[str, Any]
+) -> Callable[[datetime], tuple[datetime, datetime]]:
+    """A sort key of scheduled times by when their runs were created: a time whose Job
+    the cache holds, by its ``creationTimestamp``; one only ``status.active`` lists (this
+    reconcile created it), last; one recorded without a Job (``lastScheduleTime``),
+    first; equal ones by the time."""
+    first, last = datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC)
+    created: dict[datetime, datetime] = {}
+    for ref in status.get("active") or ():
+        if (moment := scheduled_time(cronjob_name, str(ref.get("name")))) is not None:
+            created[moment] = last
+    for job in jobs.owned():
+        if (moment := scheduled_time(cronjob_name, objects.name_of(job))) is not None:
+            created[moment] = created_at(job) or last
+    return lambda moment: (created.get(moment, first), moment)
 
 
 def _limit_reached(spec: CronJobSettings, status: Mapping[str, Any]) -> bool:
