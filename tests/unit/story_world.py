@@ -366,8 +366,14 @@ class StoryWorld:
         """Called at a Job create, before the API stores it: what holds at this instant."""
         owner = job_owner_index(objects.freeze(dict(job)))
         cron_job = owner[0] if owner else "?"
-        # The spec the reconciler acts on: the cache's, while it lags.
+        # The spec the reconciler acts on: the cache's, while it lags, or the API's
+        # current one, which its own status write returned; a policy in flux is
+        # judged by the more permissive of the two.
         spec = (self.snapshot or self.client).get(CRONJOB, cron_job, NS)["spec"]
+        live_policy = self.client.get(CRONJOB, cron_job, NS)["spec"].get("concurrencyPolicy")
+        policy = str(spec.get("concurrencyPolicy") or "Allow")
+        if (live_policy or "Allow") == "Allow":
+            policy = "Allow"
         running = [
             objects.name_of(other)
             for other in self.client.list(
@@ -394,7 +400,7 @@ class StoryWorld:
             job=objects.name_of(frozen),
             uid="",
             identity=self.ledger.identity(cron_job, frozen),
-            policy=str(spec.get("concurrencyPolicy") or "Allow"),
+            policy=policy,
             others_unfinished=tuple(running),
             group_unfinished=group_active,
             group_limit=self.group_limit if grouped else None,

@@ -650,3 +650,29 @@ def test_a_backfill_run_whose_count_was_never_written_uses_up_the_run_limit_firs
     assert [run.job for run in story.ledger.starts] == ["c0-1774735800", "c0-1774739400"]
     assert story.status("c0")["scheduledRuns"]["count"] == 1
     assert_settled(story)
+
+
+def test_a_policy_edited_to_allow_under_a_lagging_cache_is_no_breach_of_forbid() -> None:
+    """The story world was wrong here (random stories, seed 61 of 2,000, after the fix
+    above): a Forbid CronJob is edited to Allow while the cache lags. The reconciler
+    decides from the object its own status write returned, which carries the edit, and
+    starts a backfill step beside the scheduled run, as Allow lets it; the world judged
+    the create by the cache's spec (Forbid) and called it a breach. A policy in flux is
+    now judged by the more permissive of the cache's and the API's."""
+    spec = {**EVERY_5, "concurrencyPolicy": "Forbid", "runStartTimeoutSeconds": 60}
+    story = StoryWorld({"c0": spec}, start=T0, group_limit=1)
+    story.annotate("c0", RUN_ANNOTATION, "t0")
+    story.lag()
+    story.reconcile("c0")
+    story.reconcile("c0")
+    story.later(timedelta(seconds=3599))  # 23:16:59: t0's Job is past its start timeout
+    story.edit("c0", concurrencyPolicy="Allow")
+    backfill(story, "b0", ago=10)  # 23:06:59 to 23:11:59: 23:10
+    story.reconcile("c0")
+    story.reconcile("c0")
+    assert [run.job for run in story.ledger.starts] == [
+        "c0-mkexsnlndy",
+        "c0-1774739700",  # 23:15
+        "c0-1774739400",  # 23:10, the backfill step, beside it
+    ]
+    assert_each_run_once(story)
