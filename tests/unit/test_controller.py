@@ -6,6 +6,7 @@ same object the informer calls); the cluster-backed tests cover real watches.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
@@ -69,12 +70,17 @@ Start = Callable[..., Controller]
 """``run(reconciler, rate_limiter=None)``: a started controller, stopped after the test."""
 
 
+_CONTROLLER_NUMBERS = itertools.count()
+
+
 @pytest.fixture
 def run() -> Iterator[Start]:
     started: list[Controller] = []
 
     def start(reconciler: Recorder, rate_limiter: RecordingLimiter | None = None) -> Controller:
-        name = f"test-{len(started)}-{id(reconciler)}"
+        # Metrics live in one process-wide registry, so a name must never repeat: id() of
+        # a collected reconciler can (a later test then read an earlier test's counts).
+        name = f"test-{next(_CONTROLLER_NUMBERS)}"
         controller = Controller(name, reconciler, rate_limiter=rate_limiter)
         controller.start()
         started.append(controller)
