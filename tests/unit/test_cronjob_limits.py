@@ -16,7 +16,9 @@ import pytest
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import SkipReason
-from cronjob_operator.controllers.cronjob.jobs import job_name
+from cronjob_operator.api.batch_v1_settings import CronJobSettings
+from cronjob_operator.controllers.cronjob import limits
+from cronjob_operator.controllers.cronjob.jobs import JobSets, job_name
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.kinds import JOB
 from tests.unit import cronjob_harness
@@ -217,6 +219,41 @@ def test_manual_runs_do_not_count() -> None:
     hourly(world, range(1, 2))
     assert created_order(world)[1:] == [job_name(NAME, at(1))]
     assert world.status()["scheduledRuns"]["count"] == 1
+
+
+def _job(scheduled: datetime, created: datetime) -> dict[str, Any]:
+    """A Job of NAME's run at ``scheduled``, created at ``created``."""
+    name = job_name(NAME, scheduled)
+    return {"metadata": {"name": name, "creationTimestamp": rfc3339(created)}}
+
+
+def test_uncounted_runs_past_the_limit_count_in_the_order_their_jobs_were_created() -> None:
+    """Two runs no status write counted, one room left: the one created first counts,
+    even when its scheduled time is the later (a backfill ran an older time after it)."""
+    status: dict[str, Any] = {}
+    jobs = JobSets(successful=[_job(at(23), at(23) + timedelta(seconds=1)), _job(at(22), at(23.5))])
+    limits.count_runs(status, CronJobSettings(max_scheduled_runs=1), NAME, jobs, stored_last=None)
+    assert status["scheduledRuns"] == {
+        "count": 1,
+        "countedThrough": at(23),
+        "remaining": 0,
+    }
+
+
+def test_a_recorded_run_without_its_job_counts_first_and_one_just_created_last() -> None:
+    """``lastScheduleTime`` with no Job left ran before anything the cache holds; a Job only
+    ``status.active`` lists is this reconcile's, created after every cached one."""
+    status: dict[str, Any] = {
+        "lastScheduleTime": at(20),
+        "active": [{"name": job_name(NAME, at(21))}],
+    }
+    jobs = JobSets(successful=[_job(at(23), at(23) + timedelta(seconds=1))])
+    limits.count_runs(status, CronJobSettings(max_scheduled_runs=2), NAME, jobs, stored_last=None)
+    assert status["scheduledRuns"] == {
+        "count": 2,
+        "countedThrough": at(23),
+        "remaining": 0,
+    }, "20:00 (recorded) and 23:00 (cached) fill the room; 21:00 was created last"
 
 
 # --- exclusions -----------------------------------------------------------------------
