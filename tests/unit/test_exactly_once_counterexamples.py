@@ -675,4 +675,6 @@ def test_a_policy_edited_to_allow_under_a_lagging_cache_is_no_breach_of_forbid()
         "c0-1774739700",  # 23:15
         "c0-1774739400",  # 23:10, the backfill step, beside it
     ]
+    beside = story.ledger.starts[-1]
+    assert (beside.policy, beside.others_unfinished) == ("Allow", ("c0-1774739700",))
     assert_each_run_once(story)

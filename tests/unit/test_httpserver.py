@@ -269,11 +269,20 @@ def test_at_the_cap_a_connection_stalled_in_its_body_is_evicted(
     """Issue 35: 128 connections that sent headers and stalled held every slot of the
     webhook server; a stalled body now waits for its client like a header does."""
     server = patient_server
-    stalled = [connect(server.port, f"127.0.0.{1 + n % 2}") for n in range(8)]
+    stalled: list[socket.socket] = []
     try:
-        for sock in stalled:
-            sock.sendall(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\npartial")
-        wait_until(lambda: server.open_connections() == (8, 8), "8 bodies waiting")
+        # One at a time, so that the first waited longest: a connection's wait for its
+        # body starts when its own thread gets there, and under load threads run late.
+        for n in range(8):
+            stalled.append(connect(server.port, f"127.0.0.{1 + n % 2}"))
+            stalled[-1].sendall(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\npartial")
+            wait_until(
+                lambda n=n: (
+                    server.budget.held() == 100 * (n + 1)
+                    and server.open_connections() == (n + 1, n + 1)
+                ),
+                f"body {n} waiting",
+            )
         assert get_ok(server.port) == 200
         assert stalled[0].recv(100) == b""  # the one that waited longest was closed
     finally:
