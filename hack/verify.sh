@@ -13,6 +13,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 TIMINGS=()
 FAILED=()
+# The ids of the tests that failed in any stage (tests/conftest.py appends them), printed
+# again by finish under the timings.
+CRONJOB_OPERATOR_FAILURES_FILE="$(mktemp)"
+export CRONJOB_OPERATOR_FAILURES_FILE
 
 # stage NAME COMMAND...: run one stage, record its wall time and whether it failed.
 stage() {
@@ -32,6 +36,11 @@ stage() {
 finish() {
   echo "==> timings" >&2
   printf '  %s\n' "${TIMINGS[@]}" >&2
+  if [[ -s "${CRONJOB_OPERATOR_FAILURES_FILE}" ]]; then
+    echo "==> failed tests" >&2
+    sed 's/^/  /' "${CRONJOB_OPERATOR_FAILURES_FILE}" >&2
+  fi
+  rm -f "${CRONJOB_OPERATOR_FAILURES_FILE}"
   if [[ ${#FAILED[@]} -gt 0 ]]; then
     echo "==> FAILED: ${FAILED[*]}" >&2
     exit 1

@@ -11,6 +11,10 @@ SIGTERM); its processes also die with the interpreter if pytest itself is killed
 Property tests draw new examples on every developer run (that is how they find bugs);
 under CI (``CI`` set) they draw the same ones each time, so a submission's result does
 not depend on the draw: a failure CI shows is one a rerun reproduces.
+
+When ``CRONJOB_OPERATOR_FAILURES_FILE`` names a file, each session appends the ids of its
+failed and erroring tests to it: hack/test.sh prints them again under its timings, where
+a reader of a long, interleaved CI log looks first.
 """
 
 from __future__ import annotations
@@ -33,6 +37,21 @@ if os.environ.get("CI"):
 
 CLUSTER_TEST_DIRS = {"integration", "e2e"}
 TESTS_DIR = Path(__file__).parent
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    path = os.environ.get("CRONJOB_OPERATOR_FAILURES_FILE")
+    if not path:
+        return
+    lines = [
+        f"{kind.upper()} {report.nodeid}\n"
+        for kind in ("failed", "error")
+        for report in terminalreporter.stats.get(kind, [])
+        if getattr(report, "nodeid", "")
+    ]
+    if lines:
+        with open(path, "a", encoding="utf-8") as failures:
+            failures.write("".join(lines))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
