@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import http.client
 import logging
 import socket
@@ -263,6 +264,12 @@ def patient_server() -> Iterator[HardenedServer]:
         yield srv
 
 
+def bodies_waiting(server: HardenedServer, count: int) -> bool:
+    """Whether exactly ``count`` connections, each holding a 100-byte body's reservation,
+    wait for their clients (a connection reserves before it waits: both must show)."""
+    return server.budget.held() == 100 * count and server.open_connections() == (count, count)
+
+
 def test_at_the_cap_a_connection_stalled_in_its_body_is_evicted(
     patient_server: HardenedServer,
 ) -> None:
@@ -276,13 +283,7 @@ def test_at_the_cap_a_connection_stalled_in_its_body_is_evicted(
         for n in range(8):
             stalled.append(connect(server.port, f"127.0.0.{1 + n % 2}"))
             stalled[-1].sendall(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\npartial")
-            wait_until(
-                lambda n=n: (
-                    server.budget.held() == 100 * (n + 1)
-                    and server.open_connections() == (n + 1, n + 1)
-                ),
-                f"body {n} waiting",
-            )
+            wait_until(functools.partial(bodies_waiting, server, n + 1), f"body {n} waiting")
         assert get_ok(server.port) == 200
         assert stalled[0].recv(100) == b""  # the one that waited longest was closed
     finally:
