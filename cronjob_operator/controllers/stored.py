@@ -15,7 +15,8 @@ types, ``int-or-string``, required fields, null list entries, the ``date-time``,
 ``int32`` and ``int64`` formats, ``maxItems`` and ``maxLength``, nothing else (patterns,
 enums, ranges and CEL rules are the readers' to report: each says what it does with such
 a value). The walk follows the schema, never a value's own nesting (free-form fields are
-not entered), stops at the first misfit, and is linear in the typed part of the object;
+not entered), stops at the first misfit, and is linear in the typed part of the object
+(the schema is read once into a tree of rules: each node's types and bounds at hand);
 :class:`Checks` pays it once per object version. A misfit in the spec is reported
 (a Warning event naming the object, the field and the fix) and nothing else is done: no
 requeue, the object's next edit reconciles it again. One in the status, the
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -60,6 +61,9 @@ _JSON_TYPES: Final = {
     "object": (Mapping,),
     "array": (list, tuple),
 }
+_PYTHON_TYPES: Final = {**_JSON_TYPES, "object": (dict, Mapping)}
+"""What a rule checks with ``isinstance``: a dict first (every cached object is one), as
+the abstract Mapping's check costs more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +95,10 @@ class Misfit:
 
 
 @functools.cache
-def _schema(resource: Resource) -> Mapping[str, Any]:
-    return openapi_schema(resource)
+def _rules(resource: Resource) -> Mapping[str, _Rule]:
+    """The rules of the top-level parts (spec, status) of ``resource``'s schema."""
+    properties = openapi_schema(resource).get("properties") or {}
+    return {top: _rule_of(properties[top]) for top in ("spec", "status") if top in properties}
 
 
 def misfit(obj: Mapping[str, Any], resource: Resource) -> Misfit | None:
@@ -102,10 +108,10 @@ def misfit(obj: Mapping[str, Any], resource: Resource) -> Misfit | None:
 
 
 def _part_misfit(obj: Mapping[str, Any], resource: Resource, top: str) -> Misfit | None:
-    properties = _schema(resource).get("properties") or {}
-    if top not in obj or top not in properties:
+    rules = _rules(resource)
+    if top not in obj or top not in rules:
         return None
-    return _first_misfit(obj[top], properties[top], top)
+    return _first_misfit(obj[top], rules[top], top)
 
 
 class Checks:
@@ -177,78 +183,138 @@ def without_status_misfits(
     return {**obj, "status": status}, dropped
 
 
-def _first_misfit(value: Any, node: Mapping[str, Any], path: str) -> Misfit | None:
+def _first_misfit(value: Any, rule: _Rule, path: str) -> Misfit | None:
     """Depth first over the schema's typed fields (an explicit stack: a schema may nest
     deeper than a few levels, and values only as deep as the schema goes)."""
-    stack: list[tuple[Any, Mapping[str, Any], str]] = [(value, node, path)]
+    stack: list[tuple[Any, _Rule, str, bool]] = [(value, rule, path, False)]
     while stack:
-        value, node, path = stack.pop()
-        problem = _problem(value, node, entry=path.endswith("]"))
+        value, rule, path, entry = stack.pop()
+        if value is None:
+            # A field holding null reads as absent (the API server prunes one it does not
+            # admit, and a required one is reported by its parent); an entry cannot be.
+            if entry and not rule.nullable:
+                return Misfit(path, "stored as null")
+            continue
+        problem = rule.problem(value)
         if problem is not None:
             return Misfit(path, problem)
-        if value is None:
-            continue
-        absent = _missing_required(value, node)
-        if absent is not None:
-            return Misfit(f"{path}.{absent}", "required, but absent")
-        stack.extend(reversed(list(_children(value, node, path))))
+        is_object = isinstance(value, dict | Mapping)  # a dict first: the cheaper check
+        if is_object:
+            absent = next((name for name in rule.required if value.get(name) is None), None)
+            if absent is not None:
+                return Misfit(f"{path}.{absent}", "required, but absent")
+        stack.extend(reversed(_children(value, rule, path, is_object)))
     return None
 
 
-def _missing_required(value: Any, node: Mapping[str, Any]) -> str | None:
-    """The first field ``node`` requires that the object ``value`` lacks (or holds null)."""
-    if not isinstance(value, Mapping):
-        return None
-    return next((name for name in node.get("required") or () if value.get(name) is None), None)
-
-
 def _children(
-    value: Any, node: Mapping[str, Any], path: str
-) -> list[tuple[Any, Mapping[str, Any], str]]:
-    """The typed fields inside ``value`` (which fits ``node``'s type), in schema order."""
-    children: list[tuple[Any, Mapping[str, Any], str]] = []
-    if isinstance(value, Mapping):
-        for name, child in (node.get("properties") or {}).items():
-            if name in value:
-                children.append((value[name], child, f"{path}.{name}"))
-        values = node.get("additionalProperties")
-        if isinstance(values, Mapping) and values.get("type"):
-            children += [(item, values, f"{path}[{key!r}]") for key, item in value.items()]
-    items = node.get("items")
-    if isinstance(value, list | tuple) and isinstance(items, Mapping):
-        children += [(item, items, f"{path}[{index}]") for index, item in enumerate(value)]
+    value: Any, rule: _Rule, path: str, is_object: bool
+) -> list[tuple[Any, _Rule, str, bool]]:
+    """The typed fields inside ``value`` (which fits ``rule``'s type), in schema order;
+    the last item says whether the field is an entry of a list or map."""
+    children: list[tuple[Any, _Rule, str, bool]] = []
+    if is_object:
+        children += [
+            (value[name], child, f"{path}.{name}", False)
+            for name, child in rule.properties
+            if name in value
+        ]
+        if rule.values is not None:
+            values = rule.values
+            children += [(item, values, f"{path}[{key!r}]", True) for key, item in value.items()]
+    if rule.items is not None and isinstance(value, list | tuple):
+        items = rule.items
+        children += [(item, items, f"{path}[{index}]", True) for index, item in enumerate(value)]
     return children
 
 
-def _problem(value: Any, node: Mapping[str, Any], *, entry: bool) -> str | None:
-    """What ``node`` does not admit about ``value`` itself (its fields aside); ``entry``:
-    ``value`` is an entry of a list or map, where a null is not pruned."""
-    if value is None:
-        # A field holding null reads as absent (the API server prunes one it does not
-        # admit, and a required one is reported by its parent); an entry cannot be.
-        return "stored as null" if entry and not node.get("nullable") else None
-    wanted = _wanted_types(node)
-    if wanted and not any(_is(value, type_) for type_ in wanted):
-        return f"stored as {_json_type(value)} {clipped(value)}, not {' or '.join(wanted)}"
-    return _past_bound(value, node)
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One schema node, read once (``_rule_of``): what a stored value must be there."""
+
+    wanted: tuple[str, ...]
+    """The JSON types admitted (none: any)."""
+    python: tuple[type, ...]
+    """The Python types of ``wanted`` (``object`` for a type this module does not know)."""
+    boolean: bool
+    """Whether ``wanted`` admits a boolean (a bool is an int to Python, not to JSON)."""
+    int_format: str | None
+    """The integer format whose range an integer must fit (int64 unless another is set)."""
+    date_time: bool
+    max_length: int | None
+    max_items: int | None
+    nullable: bool
+    required: tuple[str, ...]
+    properties: tuple[tuple[str, _Rule], ...]
+    values: _Rule | None
+    """The rule of a map's entries (``additionalProperties`` with a type)."""
+    items: _Rule | None
+
+    def problem(self, value: Any) -> str | None:
+        """What this node does not admit about ``value`` itself (not None; its fields
+        aside)."""
+        if self.wanted and not self._admits_type(value):
+            return f"stored as {_json_type(value)} {clipped(value)}, not {' or '.join(self.wanted)}"
+        return self._past_bound(value)
+
+    def _admits_type(self, value: Any) -> bool:
+        if isinstance(value, bool) and not self.boolean:
+            return False
+        return isinstance(value, self.python)
+
+    def _past_bound(self, value: Any) -> str | None:
+        """The format or size bound that ``value`` (of the right type) breaks."""
+        if isinstance(value, str):
+            if self.date_time and not _parses(value):
+                return f"{clipped(value)} is not an RFC 3339 time"
+            if self.max_length is not None and len(value) > self.max_length:
+                return f"{len(value)} characters long, more than {self.max_length}"
+        elif isinstance(value, int) and self.int_format is not None:
+            bound = _INT_RANGES[self.int_format]
+            if not -bound <= value < bound:
+                return f"{clipped(value)} does not fit {self.int_format}"
+        elif (
+            isinstance(value, list | tuple)
+            and self.max_items is not None
+            and len(value) > self.max_items
+        ):
+            return f"{len(value)} entries, more than {self.max_items}"
+        return None
 
 
-def _wanted_types(node: Mapping[str, Any]) -> Sequence[str]:
+def _rule_of(node: Mapping[str, Any]) -> _Rule:
+    """``node`` and the typed nodes under it, as rules."""
     if node.get("x-kubernetes-int-or-string"):
-        return ("integer", "string")
-    type_ = node.get("type")
-    return (type_,) if isinstance(type_, str) else ()
-
-
-def _is(value: Any, type_: str) -> bool:
-    if isinstance(value, bool) and type_ != "boolean":
-        return False
-    return isinstance(value, _JSON_TYPES.get(type_, object))
+        wanted: tuple[str, ...] = ("integer", "string")
+    else:
+        type_ = node.get("type")
+        wanted = (type_,) if isinstance(type_, str) else ()
+    size = str(node.get("format") or "int64")  # a JSON integer is at most an int64
+    values = node.get("additionalProperties")
+    items = node.get("items")
+    return _Rule(
+        wanted=wanted,
+        python=tuple(t for type_ in wanted for t in _PYTHON_TYPES.get(type_, (object,))),
+        boolean="boolean" in wanted,
+        int_format=size if size in _INT_RANGES else None,
+        date_time=node.get("format") == "date-time",
+        max_length=node.get("maxLength"),
+        max_items=node.get("maxItems"),
+        nullable=bool(node.get("nullable")),
+        required=tuple(node.get("required") or ()),
+        properties=tuple(
+            (name, _rule_of(child)) for name, child in (node.get("properties") or {}).items()
+        ),
+        values=_rule_of(values) if isinstance(values, Mapping) and values.get("type") else None,
+        items=_rule_of(items) if isinstance(items, Mapping) else None,
+    )
 
 
 def _json_type(value: Any) -> str:
     for type_ in ("boolean", "integer", "number", "string", "object", "array"):
-        if _is(value, type_):
+        if isinstance(value, _JSON_TYPES[type_]) and (
+            type_ == "boolean" or not isinstance(value, bool)
+        ):
             return type_
     return type(value).__name__
 
