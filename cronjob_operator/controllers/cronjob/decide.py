@@ -18,6 +18,14 @@ its concept's module and this one only sequences them:
    exclusions;
 4. conditions and next time (``conditions.py``).
 
+Every run, whatever its source (a run request, a backfill's step, the scheduled time due
+now), passes the same stages once its source has admitted it (the request is new, the
+backfill's time has come, the scheduled time is inside the window and the run limit, the
+CronJob neither suspended nor paused): ``_start`` asks concurrencyPolicy for room
+(``_make_room``: wait, or delete what Replace replaces once status records it), then
+creates the Job, claiming the group's slot with the create (``_create``). A source adds
+only what is its own: its identity's Job and what it records when the run waits.
+
 The rule modules return what they decide (named results: ``concurrency.Room``,
 ``concurrency.Buffering``, ``policies.Accounting``, ``due.Timing``, a backfill's new
 progress); this module performs the steps and records the results in the status.
@@ -33,8 +41,10 @@ only with the write that records them. On an API error the Plan writes what was 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -92,6 +102,38 @@ from cronjob_operator.runtime.controllerutil import (
 from cronjob_operator.runtime.sharding import owned_object_labels
 
 __all__ = ["decide"]
+
+
+class _Source(Enum):
+    """Where a run comes from, which is what its identity is made of (docs/
+    cronjob-semantics.md, "The rule"): a scheduled time, a run request's token, or a
+    backfill's token and time."""
+
+    SCHEDULED = "scheduled"
+    REQUESTED = "requested"
+    BACKFILL = "backfill"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Run:
+    """A run one source asks to start, past that source's admission."""
+
+    source: _Source
+    job: Callable[[], dict[str, Any]]
+    """Builds its Job (built only once concurrencyPolicy lets it start)."""
+    scheduled: datetime | None = None
+    """A scheduled run's time, which it records as lastScheduleTime (never backwards)."""
+    due_at: datetime | None = None
+    """When a scheduled run was due, with its stagger (None: late by design, buffered)."""
+    walk_behind: bool = False
+    """The skip accounting has older times left to walk (a full group's skip waits)."""
+
+
+class _Waits(NamedTuple):
+    """concurrencyPolicy said wait: Forbid or BufferOne with a run active, or Replace
+    waiting (``replacing``) for a status write or for the Job it replaces to end."""
+
+    replacing: bool
 
 
 class _Decided(NamedTuple):
@@ -258,8 +300,11 @@ class _Decision:
         name = rules.manual_job_name(view.name, token)
         owned = {objects.name_of(job) for job in view.jobs.owned()}
         if name not in owned:
-            if not self._make_room():
-                if self._replacing():
+            started = self._start(
+                _Run(_Source.REQUESTED, functools.partial(jobs.build_manual_job, view.obj, request))
+            )
+            if isinstance(started, _Waits):
+                if started.replacing:
                     return None  # the follow-up, or the end of the Job it waits for, replaces
                 if status.get("pendingRunRequest") != token:
                     self.steps.event(
@@ -270,9 +315,8 @@ class _Decision:
                     )
                 status["pendingRunRequest"] = token
                 return None
-            failed = self._create(jobs.build_manual_job(view.obj, request), track=False)
-            if failed is not None:
-                return dataclasses.replace(failed, stops_schedule=False)
+            if started is not None:
+                return dataclasses.replace(started, stops_schedule=False)
         status.pop("pendingRunRequest", None)
         status["lastHandledRunRequest"] = token
         return None
@@ -323,15 +367,16 @@ class _Decision:
             return _Decided()
         if upcoming > now:
             return _Decided(upcoming - now + timedelta(milliseconds=100))
-        if not self._make_room():
-            return _Decided()  # the active Job's end reconciles again
-        job = jobs.build_job(view.obj, upcoming, schedule.zone)
-        job["metadata"].setdefault("annotations", {})[rules.BACKFILL_TOKEN_ANNOTATION] = (
-            request.token
+        started = self._start(
+            _Run(
+                _Source.BACKFILL,
+                functools.partial(_backfill_job, view.obj, upcoming, schedule.zone, request.token),
+            )
         )
-        failed = self._create(job)
+        if isinstance(started, _Waits):
+            return _Decided()  # the active Job's end reconciles again
         return _Decided(
-            SOON, None if failed is None else dataclasses.replace(failed, stops_schedule=False)
+            SOON, None if started is None else dataclasses.replace(started, stops_schedule=False)
         )
 
     def _record_backfill(self, progress: dict[str, Any], reason: str) -> None:
@@ -437,19 +482,34 @@ class _Decision:
         if any(ref.get("name") == name for ref in active):
             status["lastScheduleTime"] = stamp(scheduled)  # created, never recorded (a crash)
             return None
-        if not self._make_room():
-            if self._replacing():
-                return None  # the follow-up, or the end of the Job it waits for, replaces
+        run = _Run(
+            _Source.SCHEDULED,
+            functools.partial(jobs.build_job, self.view.obj, scheduled, zone),
+            scheduled=scheduled,
+            due_at=None if offset is None else scheduled + offset,
+            walk_behind=walk_behind,
+        )
+        started = self._start(run)
+        if not isinstance(started, _Waits):
+            return started
+        if not started.replacing:
             self.steps.event(
                 "Normal",
                 "JobAlreadyActive",
                 "Not starting job because prior execution is running and concurrency policy is "
                 "Forbid",
             )
-            return None
-        job = jobs.build_job(self.view.obj, scheduled, zone)
-        due_at = None if offset is None else scheduled + offset
-        return self._create(job, scheduled=scheduled, due_at=due_at, walk_behind=walk_behind)
+        return None  # under Replace, the follow-up or the end of the Job it waits for replaces
+
+    # --- concurrency, then start: the stages every source's run passes ---------------
+
+    def _start(self, run: _Run) -> Problem | _Waits | None:
+        """Start ``run``, past its source's admission: concurrencyPolicy makes room (or
+        says wait), then its Job is created (the group's slot is claimed with the create).
+        The one way any run begins, whatever its source."""
+        if not self._make_room():
+            return _Waits(replacing=self._replacing())
+        return self._create(run)
 
     def _make_room(self) -> bool:
         """Apply concurrencyPolicy before a new run: False if it says wait.
@@ -500,23 +560,15 @@ class _Decision:
             return False
         return request.start <= moment < request.end
 
-    def _create(
-        self,
-        job: dict[str, Any],
-        *,
-        scheduled: datetime | None = None,
-        due_at: datetime | None = None,
-        track: bool = True,
-        walk_behind: bool = False,
-    ) -> Problem | None:
-        """Create ``job`` (``track``: a new one holds back the status write, Jobs first); a
-        scheduled run (``scheduled`` set, staggered to ``due_at``) also moves
-        lastScheduleTime, a manual run does not."""
+    def _create(self, run: _Run) -> Problem | None:
+        """Create ``run``'s Job: a new one holds back the status write (Jobs first) unless
+        a run request's; a scheduled run also moves lastScheduleTime."""
+        job, scheduled = run.job(), run.scheduled
         name = job["metadata"]["name"]
         job["metadata"]["labels"] = owned_object_labels(
             job["metadata"].get("labels", {}), self.view.obj
         )
-        outcome = self.steps.perform(Create(job, due=due_at, replaced=frozenset(self.replaced)))
+        outcome = self.steps.perform(Create(job, due=run.due_at, replaced=frozenset(self.replaced)))
         if isinstance(outcome, Unknown):
             raise outcome.error
         if isinstance(outcome, GroupFull):
@@ -527,7 +579,7 @@ class _Decision:
                 outcome,
                 scheduled,
                 self.steps,
-                walk_behind=walk_behind,
+                walk_behind=run.walk_behind,
             )
             if self.status.get("skippedRuns") != counted:
                 self.group_skipped = scheduled  # reported with the rest of the accounting
@@ -554,7 +606,7 @@ class _Decision:
         if outcome.new:
             self.steps.event("Normal", "SuccessfulCreate", f"Created job {name}")
             self.created.add(name)
-            if track:
+            if run.source is not _Source.REQUESTED:  # a request's write is not held back
                 self.started.append(created)
         ref = jobs.job_reference(created)
         active = self.status.setdefault("active", [])
@@ -661,3 +713,12 @@ def _namespace_terminating(namespace: str) -> Problem:
         "to keep it running)"
     )
     return Problem("NamespaceTerminating", message, retry=False)
+
+
+def _backfill_job(
+    cronjob: objects.Obj, scheduled: datetime, zone: ZoneInfo, token: str
+) -> dict[str, Any]:
+    """The Job of a backfill's step: the scheduled time's Job, marked with its token."""
+    job = jobs.build_job(cronjob, scheduled, zone)
+    job["metadata"].setdefault("annotations", {})[rules.BACKFILL_TOKEN_ANNOTATION] = token
+    return job
