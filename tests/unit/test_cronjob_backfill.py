@@ -13,6 +13,7 @@ from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, MAX_BACKFILL
 from cronjob_operator.controllers.cronjob import backfill
 from cronjob_operator.controllers.cronjob.jobs import job_name
+from cronjob_operator.controllers.cronjob.status import Backfill
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.webhooks import cronjob as webhook
 from tests.unit.cronjob_harness import Harness
@@ -254,7 +255,13 @@ def test_the_range_is_half_open() -> None:
 
 def test_the_progress_rules_return_new_progress_and_keep_the_recorded_one() -> None:
     times = (at(1), at(2), at(3))
-    recorded = {"token": "t", "requested": 3, "done": 0, "next": at(1), "state": "Running"}
+    recorded: Backfill = {
+        "token": "t",
+        "requested": 3,
+        "done": 0,
+        "next": at(1),
+        "state": "Running",
+    }
     kept = dict(recorded)
     moved = backfill.advanced(recorded, times, {at(1), at(2)})
     assert moved == {**recorded, "done": 2, "next": at(3)}

@@ -31,6 +31,7 @@ from cronjob_operator.controllers.cronjob.jobs import (
     scheduled_time,
 )
 from cronjob_operator.controllers.cronjob.runs import observe_schedule
+from cronjob_operator.controllers.cronjob.status import CronJobStatus
 from cronjob_operator.controllers.cronjob.view import api_status, job_times_of, status_of
 from cronjob_operator.runtime.objects import freeze
 
@@ -110,7 +111,7 @@ def test_last_successful_time_only_moves_forward() -> None:
 
 def test_sync_never_lists_a_job_twice() -> None:
     running = job("running")
-    status: dict[str, Any] = {"active": [job_reference(running)]}
+    status: CronJobStatus = {"active": [job_reference(running)]}
     sync_status(status, classify([running]), job_times_of([running]))
     sync_status(status, classify([running]), job_times_of([running]))
     assert len(status["active"]) == 1
@@ -197,7 +198,7 @@ def test_scheduled_time_is_read_back_from_the_job_name(
 
 def test_last_schedule_time_advances_to_the_newest_existing_run_never_back() -> None:
     ten, eleven = "hello-1463652000", "hello-1463655600"
-    status: dict[str, Any] = {}
+    status: CronJobStatus = {}
     advance_last_schedule_time(status, "hello", [job(ten), job(eleven), job("hello-mabc")])
     assert api_status(status)["lastScheduleTime"] == "2016-05-19T11:00:00Z"
     status = status_of({"lastScheduleTime": "2016-05-19T12:00:00Z"})
@@ -265,7 +266,7 @@ EDITED = datetime(2016, 5, 19, 10, 40, 0, 700000, tzinfo=UTC)
 
 
 def test_first_sight_of_a_schedule_dates_it_from_creation() -> None:
-    status: dict[str, Any] = {}
+    status: CronJobStatus = {}
     since = observe_schedule(
         status, settings_of({"schedule": "0 * * * *"}), created=CREATED, now=EDITED
     )

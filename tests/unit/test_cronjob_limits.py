@@ -19,6 +19,7 @@ from cronjob_operator.api.batch_v1 import SkipReason
 from cronjob_operator.api.batch_v1_settings import CronJobSettings
 from cronjob_operator.controllers.cronjob import limits
 from cronjob_operator.controllers.cronjob.jobs import JobSets, job_name
+from cronjob_operator.controllers.cronjob.status import CronJobStatus
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.kinds import JOB
 from tests.unit import cronjob_harness
@@ -230,7 +231,7 @@ def _job(scheduled: datetime, created: datetime) -> dict[str, Any]:
 def test_uncounted_runs_past_the_limit_count_in_the_order_their_jobs_were_created() -> None:
     """Two runs no status write counted, one room left: the one created first counts,
     even when its scheduled time is the later (a backfill ran an older time after it)."""
-    status: dict[str, Any] = {}
+    status: CronJobStatus = {}
     jobs = JobSets(successful=[_job(at(23), at(23) + timedelta(seconds=1)), _job(at(22), at(23.5))])
     limits.count_runs(status, CronJobSettings(max_scheduled_runs=1), NAME, jobs, stored_last=None)
     assert status["scheduledRuns"] == {
@@ -243,7 +244,7 @@ def test_uncounted_runs_past_the_limit_count_in_the_order_their_jobs_were_create
 def test_a_recorded_run_without_its_job_counts_first_and_one_just_created_last() -> None:
     """``lastScheduleTime`` with no Job left ran before anything the cache holds; a Job only
     ``status.active`` lists is this reconcile's, created after every cached one."""
-    status: dict[str, Any] = {
+    status: CronJobStatus = {
         "lastScheduleTime": at(20),
         "active": [{"name": job_name(NAME, at(21))}],
     }

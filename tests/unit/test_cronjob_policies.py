@@ -26,6 +26,7 @@ from cronjob_operator.api.batch_v1 import (
 )
 from cronjob_operator.controllers.cronjob import concurrency, policies
 from cronjob_operator.controllers.cronjob.jobs import job_name
+from cronjob_operator.controllers.cronjob.status import JobReference, SkippedRuns
 from cronjob_operator.controllers.cronjob.view import api_status
 from cronjob_operator.runtime import errors
 from cronjob_operator.runtime.controllerutil import rfc3339
@@ -393,7 +394,7 @@ def test_after_an_outage_the_older_times_are_catch_up_not_the_active_runs_fault(
 
 
 def account_hourly(
-    skipped_runs: dict[str, Any] | None,
+    skipped_runs: SkippedRuns | None,
     *,
     now: datetime,
     ran: set[datetime],
@@ -495,7 +496,7 @@ def test_a_stored_bad_entry_is_reported_by_its_index() -> None:
 def test_room_for_a_run_says_wait_or_which_jobs_replace_deletes(
     policy: ConcurrencyPolicy, active: int, room: concurrency.Room
 ) -> None:
-    refs = [{"name": f"a{index}"} for index in range(active)]
+    refs: list[JobReference] = [{"name": f"a{index}"} for index in range(active)]
     assert concurrency.room_for(policy, refs) == room
     assert len(refs) == active, "the caller deletes and records"
 
@@ -530,7 +531,7 @@ def test_buffer_one_decides_the_buffered_time_and_leaves_recording_to_the_caller
 
 
 def test_the_accounting_returns_the_skipped_runs_it_leaves_and_keeps_its_input() -> None:
-    stored: dict[str, Any] = {"accountedThrough": at(0), "catchUpBound": 2}
+    stored: SkippedRuns = {"accountedThrough": at(0), "catchUpBound": 2}
     accounting = account_hourly(stored, now=at(2), ran=set(), pending=set())
     assert stored == {"accountedThrough": at(0), "catchUpBound": 2}
     assert accounting.skipped_runs == {"accountedThrough": at(2), "catchUpBound": 4}

@@ -32,6 +32,7 @@ from cronjob_operator.controllers.cronjob.conditions import (
 )
 from cronjob_operator.controllers.cronjob.history import counted, record_failures
 from cronjob_operator.controllers.cronjob.jobs import SCHEDULED_AT_ANNOTATION, job_name
+from cronjob_operator.controllers.cronjob.status import CronJobStatus
 from cronjob_operator.controllers.cronjob.view import (
     JobTimes,
     api_status,
@@ -105,7 +106,7 @@ def test_a_failure_is_timed_by_its_failed_condition_else_by_the_jobs_creation() 
 
 
 def test_each_failed_job_counts_once_and_a_success_resets() -> None:
-    status: dict[str, Any] = {}
+    status: CronJobStatus = {}
     first = failed_job("a", rfc3339(CREATED))
     second = failed_job("b", rfc3339(CREATED + HOUR))
     third = failed_job("c", rfc3339(CREATED + 3 * HOUR))
@@ -140,7 +141,7 @@ def test_pause_and_resume_on_a_new_generation() -> None:
     assert paused(spec, {"consecutiveFailures": 2})
     never = batch_v1.settings_of({"failurePolicy": {"pauseAfterConsecutiveFailures": 0}})
     assert not paused(never, {})
-    status: dict[str, Any] = {
+    status: CronJobStatus = {
         "consecutiveFailures": 2,
         "observedGeneration": 1,
         "conditions": [{"type": "Available", "reason": PAUSED_REASON}],

@@ -20,6 +20,7 @@ from cronjob_operator.api.batch_v1_settings import settings_of
 from cronjob_operator.controllers.cronjob import start_timeout
 from cronjob_operator.controllers.cronjob.jobs import job_name
 from cronjob_operator.controllers.cronjob.plan import Delete, Deleted, Steps
+from cronjob_operator.controllers.cronjob.status import CronJobStatus
 from cronjob_operator.controllers.cronjob.view import StartReport
 from cronjob_operator.runtime import errors, objects
 from cronjob_operator.runtime.client import Propagation
@@ -405,7 +406,7 @@ def test_a_run_status_does_not_record_yet_waits_and_the_others_end_now() -> None
         spec=settings_of({"schedule": "0 * * * *", "runStartTimeoutSeconds": TIMEOUT}),
         start_reports={"uid-a": unstarted, "uid-b": unstarted},
     )
-    status: dict[str, Any] = {
+    status: CronJobStatus = {
         "active": [{"name": "a", "uid": "uid-a"}, {"name": "b", "uid": "uid-b"}]
     }
     deleted: list[Delete] = []

@@ -2,7 +2,7 @@
 
 A Job's times are parsed on first read, at most once.
 
-``status_of`` parses every timestamp the decision reads (``STATUS_TIMES``; ``stored_status``
+``status_of`` parses every timestamp the decision reads (``status.TIMES``; ``stored_status``
 is that status frozen, copying only what holds a time) and
 ``api_status`` renders them back: a status the controller wrote comes back unchanged,
 ``stamp`` is what the API server keeps of a time, and ``time_at`` reads an unset or empty

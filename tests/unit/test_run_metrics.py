@@ -10,13 +10,13 @@ series through a real Prometheus.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from cronjob_operator.api.batch_v1 import CRONJOB
 from cronjob_operator.controllers.cronjob.history import sync_status
 from cronjob_operator.controllers.cronjob.jobs import JobSets, classify, job_name, job_reference
+from cronjob_operator.controllers.cronjob.status import CronJobStatus
 from cronjob_operator.controllers.cronjob.view import job_times_of
 from cronjob_operator.controllers.metrics import CronJobMetrics
 from cronjob_operator.runtime.controller import Request
@@ -27,7 +27,7 @@ from tests.unit.test_cronjob_history import job
 
 def test_a_run_leaving_active_says_how_it_finished_once() -> None:
     failed, complete = job("f", finished="Failed"), job("c", finished="Complete")
-    status: dict[str, Any] = {"active": [job_reference(failed), job_reference(complete)]}
+    status: CronJobStatus = {"active": [job_reference(failed), job_reference(complete)]}
     sets = classify([failed, complete])
     times = job_times_of([failed, complete])
     assert [n.finished for n in sync_status(status, sets, times)] == ["Failed", "Complete"]
@@ -35,7 +35,7 @@ def test_a_run_leaving_active_says_how_it_finished_once() -> None:
 
 
 def test_missing_runs_are_not_counted_as_finished() -> None:
-    status: dict[str, Any] = {"active": [{"name": "gone", "uid": "uid-gone"}]}
+    status: CronJobStatus = {"active": [{"name": "gone", "uid": "uid-gone"}]}
     notices = sync_status(status, JobSets(), {}, confirmed_missing=["uid-gone"])
     assert [(n.reason, n.finished) for n in notices] == [("MissingJob", None)]
 

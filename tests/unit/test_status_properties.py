@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from cronjob_operator.controllers.cronjob.history import Notice, sync_status, unconfirmed_active
 from cronjob_operator.controllers.cronjob.jobs import JobSets, classify, job_reference
+from cronjob_operator.controllers.cronjob.status import CronJobStatus, JobReference
 from cronjob_operator.controllers.cronjob.view import job_times_of, status_of, time_at
 from cronjob_operator.runtime.controllerutil import rfc3339
 from cronjob_operator.runtime.objects import Obj, freeze
@@ -94,7 +95,7 @@ def job_specs(draw: st.DrawFn, index: int) -> JobSpec:
 class World:
     jobs: list[JobSpec]
     owned: list[JobSpec]
-    active: list[dict[str, Any]]
+    active: list[JobReference]
     last_successful: datetime | None
     confirmed_missing: set[str]
 
@@ -112,14 +113,14 @@ def worlds(draw: st.DrawFn) -> World:
     return World(jobs, owned, active, draw(st.none() | times), confirmed)
 
 
-def stored_status(world: World) -> dict[str, Any]:
+def stored_status(world: World) -> CronJobStatus:
     status: dict[str, Any] = {"active": copy.deepcopy(world.active)}
     if world.last_successful is not None:
         status["lastSuccessfulTime"] = rfc3339(world.last_successful)
     return status_of(status)
 
 
-def sync(world: World, status: dict[str, Any]) -> tuple[JobSets, list[Notice]]:
+def sync(world: World, status: CronJobStatus) -> tuple[JobSets, list[Notice]]:
     sets = classify([job.obj() for job in world.owned])
     owned = sets.owned()
     unconfirmed = {ref["uid"] for ref in unconfirmed_active(status, owned)}

@@ -28,6 +28,7 @@ from typing import Any
 
 from cronjob_operator.api.batch_v1 import BackfillState
 from cronjob_operator.api.cronjob_rules import Request
+from cronjob_operator.controllers.cronjob.status import Backfill
 from cronjob_operator.controllers.cronjob.view import stamp, time_at
 
 __all__ = [
@@ -57,9 +58,9 @@ def as_recorded(progress: Mapping[str, Any], request: Request) -> Request:
     return dataclasses.replace(request, start=start, end=end)
 
 
-def start(request: Request, times: tuple[datetime, ...]) -> dict[str, Any]:
+def start(request: Request, times: tuple[datetime, ...]) -> Backfill:
     """``status.backfill`` for a new request."""
-    progress: dict[str, Any] = {
+    progress: Backfill = {
         "token": request.token,
         "from": stamp(request.start),
         "to": stamp(request.end),
@@ -73,11 +74,11 @@ def start(request: Request, times: tuple[datetime, ...]) -> dict[str, Any]:
 
 
 def advanced(
-    progress: Mapping[str, Any], times: tuple[datetime, ...], exists: Collection[datetime]
-) -> dict[str, Any]:
+    progress: Backfill, times: tuple[datetime, ...], exists: Collection[datetime]
+) -> Backfill:
     """``progress`` with every time from ``next`` on whose Job exists counted done, up to
     the first without one (the next to run); Complete when none is left."""
-    advanced = dict(progress)
+    advanced = progress.copy()
     upcoming = time_at(progress, "next")
     if upcoming is None:
         return advanced
@@ -93,9 +94,10 @@ def advanced(
     return advanced
 
 
-def cancelled(progress: Mapping[str, Any]) -> dict[str, Any]:
+def cancelled(progress: Backfill) -> Backfill:
     """``progress`` stopped (its annotation went, or another token replaced it)."""
-    stopped = {key: value for key, value in progress.items() if key != "next"}
+    stopped = progress.copy()
+    stopped.pop("next", None)
     stopped["state"] = BackfillState.CANCELLED.value
     return stopped
 

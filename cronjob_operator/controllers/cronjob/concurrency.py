@@ -12,11 +12,12 @@ whether an entry's Job is really gone. :func:`buffer` is BufferOne's waiting tim
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from cronjob_operator.api.batch_v1 import ConcurrencyPolicy
+from cronjob_operator.controllers.cronjob.status import JobReference
 
 __all__ = ["Buffering", "Room", "buffer", "room_for"]
 
@@ -26,10 +27,10 @@ class Room(NamedTuple):
     run active), or go once the active Jobs in ``replace`` are deleted (Replace)."""
 
     wait: bool
-    replace: tuple[Mapping[str, Any], ...] = ()
+    replace: tuple[JobReference, ...] = ()
 
 
-def room_for(policy: ConcurrencyPolicy, active: Sequence[Mapping[str, Any]]) -> Room:
+def room_for(policy: ConcurrencyPolicy, active: Sequence[JobReference]) -> Room:
     """What ``policy`` says before a new run, with ``active`` (``status.active``) running."""
     if policy in (ConcurrencyPolicy.FORBID, ConcurrencyPolicy.BUFFER_ONE) and active:
         return Room(wait=True)

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from cronjob_operator.api.batch_v1 import CronJobSettings
+from cronjob_operator.controllers.cronjob.status import CronJobStatus
 from cronjob_operator.controllers.cronjob.view import CronJobView, shown, stamp
 from cronjob_operator.runtime.controllerutil import find_condition
 
@@ -45,7 +46,7 @@ def paused(spec: CronJobSettings, status: Mapping[str, Any]) -> bool:
     return int(status.get("consecutiveFailures") or 0) >= threshold
 
 
-def resume_on_new_generation(status: dict[str, Any], generation: int) -> bool:
+def resume_on_new_generation(status: CronJobStatus, generation: int) -> bool:
     """Reset the count of a CronJob paused at an older generation; True if it did.
 
     A spec edit (any change bumps ``metadata.generation``) is the user's "try again": the
@@ -59,7 +60,7 @@ def resume_on_new_generation(status: dict[str, Any], generation: int) -> bool:
     return True
 
 
-def set_next_schedule_time(status: dict[str, Any], moment: datetime | None) -> None:
+def set_next_schedule_time(status: CronJobStatus, moment: datetime | None) -> None:
     """Set ``status.nextScheduleTime`` to ``moment``, or remove it when None."""
     if moment is None:
         status.pop("nextScheduleTime", None)
@@ -67,7 +68,7 @@ def set_next_schedule_time(status: dict[str, Any], moment: datetime | None) -> N
         status["nextScheduleTime"] = stamp(moment)
 
 
-def _pause_message(view: CronJobView, status: dict[str, Any]) -> str:
+def _pause_message(view: CronJobView, status: CronJobStatus) -> str:
     threshold = view.spec.pause_after_failures
     return (
         f"{status.get('consecutiveFailures')} consecutive failed runs (the last at "
@@ -87,9 +88,7 @@ class Availability(NamedTuple):
     message: str
 
 
-def availability(
-    view: CronJobView, status: dict[str, Any], problem: Problem | None
-) -> Availability:
+def availability(view: CronJobView, status: CronJobStatus, problem: Problem | None) -> Availability:
     """The Available condition, True only when runs really start on schedule.
 
     The reason names what keeps runs from starting, most fundamental first: the CronJob

@@ -45,7 +45,7 @@ import functools
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 from zoneinfo import ZoneInfo
 
 from cronjob_operator import schedule as schedules
@@ -85,6 +85,7 @@ from cronjob_operator.controllers.cronjob.plan import (
     Steps,
     Unknown,
 )
+from cronjob_operator.controllers.cronjob.status import Backfill, CronJobStatus
 from cronjob_operator.controllers.cronjob.view import (
     CronJobView,
     api_status,
@@ -174,14 +175,14 @@ class _Decision:
         self.now = now
         self.steps = steps
         self.walks = walks
-        self.status: dict[str, Any] = objects.thaw(view.stored)
+        self.status: CronJobStatus = objects.thaw(view.stored)
         self.started: list[objects.Obj] = []
         self.created: set[str] = set()  # the names of the Jobs this reconcile created
         self.record_first = False  # Replace or a start timeout waits for a write (rule 3)
         self.replaced: set[str] = set()  # the Jobs its Replace deleted (their group slots)
         self.group_skipped: datetime | None = None  # a scheduled run skipped, its group full
 
-    def _plan(self, status: dict[str, Any] | None = None, **fields: Any) -> Plan:
+    def _plan(self, status: CronJobStatus | None = None, **fields: Any) -> Plan:
         """The Plan, its status (if any) rendered for the API."""
         rendered = None if status is None else api_status(status)
         return Plan(steps=tuple(self.steps.steps), status=rendered, **fields)
@@ -379,7 +380,7 @@ class _Decision:
             SOON, None if started is None else dataclasses.replace(started, stops_schedule=False)
         )
 
-    def _record_backfill(self, progress: dict[str, Any], reason: str) -> None:
+    def _record_backfill(self, progress: Backfill, reason: str) -> None:
         """Record ``progress`` as ``status.backfill`` and announce it (``reason``)."""
         self.status["backfill"] = progress
         self.steps.event("Normal", reason, _backfill_message(self.status))
@@ -637,7 +638,10 @@ class _Decision:
         was_paused = (find_condition(status.get("conditions") or [], "Available") or {}).get(
             "reason"
         ) == conditions.PAUSED_REASON
-        condition = condition_setter(status, generation=generation, now=self.now)
+        # The conditions are the runtime's to set, in a status of any kind.
+        condition = condition_setter(
+            cast(dict[str, Any], status), generation=generation, now=self.now
+        )
         if problem is not None:
             condition("Degraded", True, problem.reason, problem.message)
         else:
@@ -695,7 +699,11 @@ def _ended_a_run(notices: list[history.Notice]) -> bool:
     return any(notice.reason == start_timeout.REASON for notice in notices)
 
 
-def _restore(status: dict[str, Any], stored: Mapping[str, Any], key: str) -> None:
+def _restore(
+    status: CronJobStatus,
+    stored: Mapping[str, Any],
+    key: Literal["skippedRuns", "bufferedRun", "waitingForGroup"],
+) -> None:
     """Put ``status[key]`` back as ``stored`` has it (absent if absent)."""
     if key in stored:
         status[key] = objects.thaw(stored[key])

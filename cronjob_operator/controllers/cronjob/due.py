@@ -19,6 +19,7 @@ from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import MAX_NAME_LENGTH, SkipReason, Unusable
 from cronjob_operator.controllers.cronjob import concurrency, conditions, policies, runs
 from cronjob_operator.controllers.cronjob.plan import Problem
+from cronjob_operator.controllers.cronjob.status import SkippedRuns
 from cronjob_operator.controllers.cronjob.view import CronJobView, time_at
 
 __all__ = [
@@ -108,7 +109,7 @@ class DueRuns(NamedTuple):
     """The run to start now, and the buffered time to keep (BufferOne)."""
     accounting: policies.Accounting
     """The times skipped, reported with the status write that records them."""
-    skipped_runs: dict[str, Any] | None
+    skipped_runs: SkippedRuns | None
     """``status.skippedRuns`` to record (None: unchanged)."""
     requeue: timedelta | None
     """When to look again (None: only when something changes)."""

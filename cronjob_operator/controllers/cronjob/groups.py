@@ -35,6 +35,7 @@ from cronjob_operator.api.batch_v1 import SkipReason
 from cronjob_operator.api.concurrencygroup_v1 import MAX_WAITERS
 from cronjob_operator.controllers.cronjob import policies
 from cronjob_operator.controllers.cronjob.plan import GroupFull, Problem, Steps
+from cronjob_operator.controllers.cronjob.status import CronJobStatus, GroupWait
 from cronjob_operator.controllers.cronjob.view import api_status, stamp, time_at
 from cronjob_operator.controllers.stored import Misfit
 from cronjob_operator.runtime.controllerutil import rfc3339
@@ -255,7 +256,7 @@ def release(status: Mapping[str, Any], finished: set[str]) -> dict[str, Any]:
 
 
 def on_full(
-    status: dict[str, Any],
+    status: CronJobStatus,
     stored: Mapping[str, Any],
     full: GroupFull,
     scheduled: datetime | None,
@@ -290,7 +291,7 @@ def on_full(
         )
         return Problem("WaitingForGroup", message, stops_schedule=False)
     if full.queued:
-        waiting = {"group": full.group, "scheduledTime": stamp(scheduled)}
+        waiting: GroupWait = {"group": full.group, "scheduledTime": stamp(scheduled)}
         if dict(stored.get("waitingForGroup") or {}) != waiting:
             steps.event(
                 "Normal",

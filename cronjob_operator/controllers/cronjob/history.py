@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from cronjob_operator.api.batch_v1 import CronJobSettings
 from cronjob_operator.api.cronjob_rules import HISTORY_LIMITS, MAX_HISTORY_LIMIT
@@ -41,6 +41,7 @@ from cronjob_operator.controllers.cronjob.jobs import (
     job_uid,
     scheduled_time,
 )
+from cronjob_operator.controllers.cronjob.status import CronJobStatus, JobReference
 from cronjob_operator.controllers.cronjob.view import JobTimes, stamp, time_at
 from cronjob_operator.runtime import objects
 
@@ -79,7 +80,7 @@ def unconfirmed_active(
 
 
 def sync_status(
-    status: dict[str, Any],
+    status: CronJobStatus,
     jobs: JobSets,
     times: Mapping[str, JobTimes],
     *,
@@ -94,7 +95,7 @@ def sync_status(
     notices: list[Notice] = []
     finished = {job_uid(job): job for job in (*jobs.successful, *jobs.failed)}
     missing = set(confirmed_missing)
-    active: list[dict[str, Any]] = []
+    active: list[JobReference] = []
     seen: set[Any] = set()
     for ref in status.get("active") or ():
         uid = ref.get("uid")
@@ -116,7 +117,7 @@ def sync_status(
                 Notice("Normal", "MissingJob", f"Active job went missing: {ref.get('name')}")
             )
         else:
-            active.append(dict(ref))
+            active.append(ref.copy())
     listed = {ref.get("uid") for ref in active}
     active.extend(job_reference(job) for job in jobs.active if job_uid(job) not in listed)
     status["active"] = active
@@ -124,7 +125,11 @@ def sync_status(
     return notices
 
 
-def _advance(status: dict[str, Any], field: str, moments: Iterable[datetime | None]) -> None:
+_Moment = Literal["lastScheduleTime", "lastSuccessfulTime", "lastFailureTime"]
+"""A time of the status that only moves forward."""
+
+
+def _advance(status: CronJobStatus, field: _Moment, moments: Iterable[datetime | None]) -> None:
     """Move ``status[field]`` forward (never back) to the newest of ``moments``."""
     latest = time_at(status, field)
     for moment in moments:
@@ -135,13 +140,13 @@ def _advance(status: dict[str, Any], field: str, moments: Iterable[datetime | No
 
 
 def _advance_last_successful(
-    status: dict[str, Any], successful: Iterable[objects.Obj], times: Mapping[str, JobTimes]
+    status: CronJobStatus, successful: Iterable[objects.Obj], times: Mapping[str, JobTimes]
 ) -> None:
     _advance(status, "lastSuccessfulTime", (times[job_uid(job)].completed for job in successful))
 
 
 def advance_last_schedule_time(
-    status: dict[str, Any], cronjob_name: str, owned: Iterable[objects.Obj]
+    status: CronJobStatus, cronjob_name: str, owned: Iterable[objects.Obj]
 ) -> None:
     """Move ``status.lastScheduleTime`` forward (never back) to the newest scheduled time
     among the ``owned`` Jobs: a run whose Job exists is recorded, even when the write
@@ -232,7 +237,7 @@ def _failure_time(job: objects.Obj, times: Mapping[str, JobTimes]) -> datetime |
 
 
 def record_failures(
-    status: dict[str, Any], failed: Iterable[objects.Obj], times: Mapping[str, JobTimes]
+    status: CronJobStatus, failed: Iterable[objects.Obj], times: Mapping[str, JobTimes]
 ) -> list[str]:
     """Count the failed Jobs not counted yet (when each failed: ``times`` by uid);
     returns their names, oldest first.
@@ -260,7 +265,7 @@ def record_failures(
     return [name for _, name in fresh]
 
 
-def count_failed_run(status: dict[str, Any], when: datetime) -> None:
+def count_failed_run(status: CronJobStatus, when: datetime) -> None:
     """Count one failed run that leaves no failed Job to count (a run ended by its start
     timeout, its Job deleted), at ``when``. The watermark moves to ``when``, and never
     behind ``lastSuccessfulTime``: ``record_failures`` would reset the count otherwise."""

@@ -41,6 +41,7 @@ from cronjob_operator.api.run_overrides import (
     overridden_spec,
     overrides_json,
 )
+from cronjob_operator.controllers.cronjob.status import JobReference
 from cronjob_operator.runtime import controllerutil, objects
 from cronjob_operator.runtime.cache import strip_managed_fields
 
@@ -122,7 +123,7 @@ def classify(jobs: Iterable[objects.Obj]) -> JobSets:
     return sets
 
 
-def job_reference(job: Mapping[str, Any]) -> dict[str, str]:
+def job_reference(job: Mapping[str, Any]) -> JobReference:
     """The ObjectReference ``status.active`` holds for ``job``."""
     metadata = job.get("metadata") or {}
     return {

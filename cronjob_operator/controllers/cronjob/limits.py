@@ -33,6 +33,7 @@ from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import CronJobSettings
 from cronjob_operator.controllers.cronjob import runs
 from cronjob_operator.controllers.cronjob.jobs import JobSets, scheduled_time
+from cronjob_operator.controllers.cronjob.status import CronJobStatus, ScheduledRuns
 from cronjob_operator.controllers.cronjob.view import CronJobView, created_at, stamp, time_at
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import rfc3339
@@ -63,7 +64,7 @@ def _limit(spec: CronJobSettings) -> int | None:
 
 
 def count_runs(
-    status: dict[str, Any],
+    status: CronJobStatus,
     spec: CronJobSettings,
     cronjob_name: str,
     jobs: JobSets,
@@ -80,7 +81,10 @@ def count_runs(
     if limit is None:
         status.pop("scheduledRuns", None)
         return
-    counted = dict(status.get("scheduledRuns") or {"countedThrough": stored_last})
+    recorded = status.get("scheduledRuns")
+    counted: ScheduledRuns = recorded.copy() if recorded else {}
+    if not recorded and stored_last is not None:
+        counted["countedThrough"] = stored_last
     through = time_at(counted, "countedThrough")
     count = int(counted.get("count") or 0)
     times = runs.ran(cronjob_name, jobs, status) if count < limit else ()
@@ -125,7 +129,7 @@ def _limit_reached(spec: CronJobSettings, status: Mapping[str, Any]) -> bool:
     return limit is not None and int(counted.get("count") or 0) >= limit
 
 
-def bounds(status: dict[str, Any], view: CronJobView) -> schedules.Window | None:
+def bounds(status: CronJobStatus, view: CronJobView) -> schedules.Window | None:
     """Count the runs (``count_runs``), then which times may run: the spec's window and
     exclusions, closed after the last counted run once the limit is reached; None when
     nothing bounds them. Raises ``WindowError`` for a window or exclusions stored past

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from cronjob_operator import schedule as schedules
 from cronjob_operator.api.batch_v1 import (
@@ -43,6 +43,7 @@ from cronjob_operator.api.batch_v1 import (
     ConcurrencyPolicy,
     SkipReason,
 )
+from cronjob_operator.controllers.cronjob.status import SkippedRuns
 from cronjob_operator.controllers.cronjob.view import stamp, time_at
 from cronjob_operator.runtime.controllerutil import rfc3339
 
@@ -131,11 +132,11 @@ class Accounting:
     skipped: Counter[SkipReason]
     newest_skipped: datetime | None
     more: bool
-    skipped_runs: dict[str, Any] | None = None
+    skipped_runs: SkippedRuns | None = None
 
 
 def account(
-    skipped_runs: Mapping[str, Any] | None,
+    skipped_runs: SkippedRuns | None,
     schedule: schedules.AnySchedule,
     *,
     initial: datetime,
@@ -201,23 +202,29 @@ def account(
     )
 
 
-def skip_counted(skipped_runs: Mapping[str, Any] | None, reason: SkipReason) -> dict[str, Any]:
+def skip_counted(skipped_runs: SkippedRuns | None, reason: SkipReason) -> SkippedRuns:
     """``status.skippedRuns`` with one more skipped time counted outside the walk (a
     buffered time whose deadline passed)."""
-    counted = dict(skipped_runs or {})
+    counted: dict[str, Any] = dict(skipped_runs or {})
     counted[reason.status_key] = int(counted.get(reason.status_key) or 0) + 1
-    return counted
+    return _as_skipped_runs(counted)
 
 
 def _walked(
-    skipped_runs: Mapping[str, Any] | None, through: datetime, counts: Counter[SkipReason]
-) -> dict[str, Any]:
+    skipped_runs: SkippedRuns | None, through: datetime, counts: Counter[SkipReason]
+) -> SkippedRuns:
     """``status.skippedRuns`` accounted through ``through``, with ``counts`` added."""
-    walked = dict(skipped_runs or {})
+    walked: dict[str, Any] = dict(skipped_runs or {})
     walked["accountedThrough"] = stamp(through)
     for reason, count in counts.items():
         walked[reason.status_key] = int(walked.get(reason.status_key) or 0) + count
-    return walked
+    return _as_skipped_runs(walked)
+
+
+def _as_skipped_runs(counts: dict[str, Any]) -> SkippedRuns:
+    """``counts``, keyed by ``SkipReason.status_key`` (each a key of :class:`SkippedRuns`,
+    which a unit test holds), as the typed field."""
+    return cast(SkippedRuns, counts)
 
 
 def with_skip(accounting: Accounting, reason: SkipReason, moment: datetime) -> Accounting:

@@ -16,6 +16,7 @@ from typing import Any
 
 from cronjob_operator.api.batch_v1 import CronJobSettings
 from cronjob_operator.controllers.cronjob.jobs import JobSets, scheduled_time
+from cronjob_operator.controllers.cronjob.status import CronJobStatus, ObservedSchedule
 from cronjob_operator.controllers.cronjob.view import stamp, time_at
 from cronjob_operator.runtime import objects
 
@@ -23,7 +24,7 @@ __all__ = ["active_since", "observe_schedule", "ran", "went_missing"]
 
 
 def observe_schedule(
-    status: dict[str, Any], spec: CronJobSettings, *, created: datetime, now: datetime
+    status: CronJobStatus, spec: CronJobSettings, *, created: datetime, now: datetime
 ) -> datetime:
     """Bring ``status.observedSchedule`` in line with ``spec``; return its ``since``.
 
@@ -34,7 +35,7 @@ def observe_schedule(
     the edit itself, never earlier: a time between the two is not run).
     """
     if spec.schedule is None and spec.schedules is not None:
-        current: dict[str, Any] = {"schedules": "; ".join(spec.schedules)}
+        current: ObservedSchedule = {"schedules": "; ".join(spec.schedules)}
     else:
         current = {"schedule": spec.schedule or ""}
     if spec.time_zone is not None:

@@ -32,12 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import CronJobSettings
 from cronjob_operator.controllers.cronjob import history
 from cronjob_operator.controllers.cronjob.plan import Delete, Rejected, Steps
+from cronjob_operator.controllers.cronjob.status import CronJobStatus
 from cronjob_operator.controllers.cronjob.view import CronJobView, JobTimes, StartReport
 from cronjob_operator.runtime import objects
 
@@ -169,7 +170,7 @@ def _shortened(cause: str) -> str:
 
 def end_overdue(
     view: CronJobView,
-    status: dict[str, Any],
+    status: CronJobStatus,
     steps: Steps,
     now: datetime,
     notices: list[history.Notice],

@@ -10,7 +10,7 @@ only this.
 Every timestamp the decision reads is parsed here, at most once, and nowhere else: the
 CronJob's creation time, each Job's :class:`JobTimes` (each time lazily, on its first
 read: a no-op reconcile reads few of them), and the status's timestamps
-(:data:`STATUS_TIMES`), which :func:`stored_status` turns into aware UTC datetimes
+(:data:`~.status.TIMES`), which :func:`stored_status` turns into aware UTC datetimes
 without copying the rest of a cached status. The decision works on a mutable copy of
 that typed status, reads its times with :func:`time_at`, stores new
 ones with :func:`stamp` (the second-precision value the API server keeps), and
@@ -30,12 +30,12 @@ from cronjob_operator import schedule as schedules
 from cronjob_operator.api import cronjob_rules as rules
 from cronjob_operator.api.batch_v1 import CronJobSettings, read_settings
 from cronjob_operator.controllers.cronjob.jobs import JobSets, job_uid
+from cronjob_operator.controllers.cronjob.status import TIMES, CronJobStatus
 from cronjob_operator.runtime import objects
 from cronjob_operator.runtime.controllerutil import parse_time, rfc3339
 
 __all__ = [
     "GROUP_TIMES",
-    "STATUS_TIMES",
     "CronJobView",
     "JobTimes",
     "StartReport",
@@ -51,24 +51,6 @@ __all__ = [
     "time_at",
     "view_of",
 ]
-
-STATUS_TIMES: Final[Mapping[str | None, tuple[str, ...]]] = {
-    None: (
-        "lastScheduleTime",
-        "lastSuccessfulTime",
-        "lastFailureTime",
-        "bufferedRun",
-        "nextScheduleTime",
-    ),
-    "observedSchedule": ("since",),
-    "skippedRuns": ("accountedThrough",),
-    "backfill": ("from", "to", "next"),
-    "scheduledRuns": ("countedThrough",),
-    "waitingForGroup": ("scheduledTime",),
-}
-"""The status's timestamps the decision reads and writes: by the field that holds them
-(None: status itself). Conditions' ``lastTransitionTime`` stay strings: the runtime's
-``condition_setter`` writes them and the decision never reads them as times."""
 
 
 class JobTimes:
@@ -224,14 +206,14 @@ def job_times_of(jobs: Iterable[objects.Obj]) -> dict[str, JobTimes]:
 
 
 def stored_status(stored: Mapping[str, Any]) -> objects.Obj:
-    """The status ``stored``, frozen, its :data:`STATUS_TIMES` parsed as :func:`status_of`
+    """The status ``stored``, frozen, its :data:`~.status.TIMES` parsed as :func:`status_of`
     parses them. A status from the cache is frozen already: only the mappings that hold
     a timestamp are copied, the rest is shared."""
     frozen: objects.Obj = objects.freeze(stored)
     if not frozen:
         return frozen
     status = dict(frozen)
-    for field, keys in STATUS_TIMES.items():
+    for field, keys in TIMES.items():
         holder = status if field is None else status.get(field)
         if not isinstance(holder, dict):
             continue
@@ -277,11 +259,11 @@ def group_status_of(stored: Mapping[str, Any]) -> dict[str, Any]:
     return status
 
 
-def status_of(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """A mutable copy of the status ``stored``, its :data:`STATUS_TIMES` parsed to aware
+def status_of(stored: Mapping[str, Any]) -> CronJobStatus:
+    """A mutable copy of the status ``stored``, its :data:`~.status.TIMES` parsed to aware
     UTC datetimes (an empty or absent one is left as it is, and :func:`time_at` reads it
     as None)."""
-    status: dict[str, Any] = objects.thaw(stored_status(stored))
+    status: CronJobStatus = objects.thaw(stored_status(stored))
     return status
 
 
