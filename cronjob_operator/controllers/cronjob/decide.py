@@ -115,8 +115,7 @@ class _Source(Enum):
     BACKFILL = "backfill"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Run:
+class _Run(NamedTuple):
     """A run one source asks to start, past that source's admission."""
 
     source: _Source
