@@ -5,14 +5,20 @@ one CronJob, decided without any client (the decision is sans-I/O: it returns th
 whose outcome it needs, and is asked again with that outcome). Each policy is applied
 to the three alike: Allow starts all three, Forbid none beside the active run, Replace
 deletes the active run once before the first start (its run recorded) and then waits
-for the status write that records the new one before it replaces that.
+for the status write that records the new one before it replaces that; BufferOne
+buffers the scheduled time and the other two wait. With every way out of the process
+refused, the decision comes to the same end: it makes no call of its own.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
+
+import pytest
 
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, CRONJOB, RUN_ANNOTATION
 from cronjob_operator.api.cronjob_rules import BACKFILL_TOKEN_ANNOTATION, manual_job_name
@@ -173,3 +179,19 @@ def test_under_buffer_one_the_scheduled_run_waits_in_the_buffer_and_the_others_w
     assert plan.status["bufferedRun"] == rfc3339(NOW.replace(second=0))
     assert plan.status["pendingRunRequest"] == TOKEN
     assert plan.status["backfill"]["next"] == rfc3339(BACKFILLED), "its step has not run"
+
+
+@pytest.mark.parametrize("policy", ["Allow", "Forbid", "Replace", "BufferOne"])
+def test_the_decision_makes_no_call(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sans-I/O: with every way out of the process failing (a socket, a connection, a
+    subprocess), the three sources are decided to the end all the same."""
+
+    def refuse(*args: object, **kwargs: object) -> NoReturn:
+        raise AssertionError(f"the decision made a call: {args!r}")
+
+    monkeypatch.setattr(socket, "socket", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    plan = _decide_without_a_client(policy)
+    assert not plan.pending
+    assert plan.status is not None or plan.result.follow_up
