@@ -265,12 +265,14 @@ def _limit_reached_at(
 
 def _runs_its_time(run: Run) -> bool:
     """Whether ``run`` is the run of its scheduled time: a scheduled run, or a backfill
-    of a time not yet settled (it ran, so the schedule does not run or count it)."""
+    of a time not yet settled, or settled as pending (it ran, so the schedule does not
+    run or count it; a buffered time whose Job it created is not run again)."""
     if run.identity[0] == "scheduled":
         return True
     if run.identity[0] != "backfill":
         return False
-    return run.settled_through is None or int(run.identity[-1]) > run.settled_through
+    moment = int(run.identity[-1])
+    return run.settled_through is None or moment > run.settled_through or moment in run.pending
 
 
 def _instant(stamp: str) -> datetime:

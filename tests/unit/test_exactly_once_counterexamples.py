@@ -14,6 +14,7 @@ from typing import Any
 from cronjob_operator.api.batch_v1 import BACKFILL_ANNOTATION, RUN_ANNOTATION
 from cronjob_operator.runtime.controllerutil import rfc3339
 from tests.unit import run_model
+from tests.unit import test_exactly_once_stories as stories
 from tests.unit.story_world import StoryWorld
 
 T0 = datetime(2026, 3, 28, 22, 17, tzinfo=UTC)
@@ -678,3 +679,41 @@ def test_a_policy_edited_to_allow_under_a_lagging_cache_is_no_breach_of_forbid()
     beside = story.ledger.starts[-1]
     assert (beside.policy, beside.others_unfinished) == ("Allow", ("c0-1774739700",))
     assert_each_run_once(story)
+
+
+def test_a_backfill_step_that_takes_a_buffered_time_is_that_times_run() -> None:
+    """The model was wrong here (random stories, seed 96 of 2,000): under BufferOne a run
+    request runs, the scheduled 23:00 waits in ``bufferedRun`` (settled as pending), and a
+    backfill of 23:00 waits too. When the request's Job ends, the backfill step starts
+    first and creates 23:00's Job; the buffered time then has its Job, so the controller
+    counts it started and does not run it again (one Job per time). The model counted a
+    backfill Job of a time settled before its create as a run of its own, so 23:00 was
+    neither started, skipped nor pending. A time pending at the create is not settled:
+    the backfill's Job is that time's run (docs/cronjob-semantics.md, "The rule", 2).
+    This is Hypothesis's failing case, replayed step by step."""
+    state = stories.Stories()
+    state.begin(
+        cronjobs=[
+            {
+                "schedule": "0 * * * *",
+                "window": {"start": "2026-03-28T22:40:00Z", "end": "2026-11-01T08:00:00Z"},
+                "concurrencyPolicy": "BufferOne",
+                "catchUpPolicy": "Latest",
+                "suspend": False,
+                "successfulJobsHistoryLimit": 0,
+                "failedJobsHistoryLimit": 0,
+            }
+        ],
+        start=datetime(2026, 3, 28, 22, 17, tzinfo=UTC),
+        group_limit=1,
+    )
+    state.backfill_requested(ago=10, index=0, minutes=120, token="b0")
+    state.time_passes(seconds=3599)
+    state.run_requested(index=0, token="t0")
+    state.the_cluster_settles()
+    state.someone_deletes_a_job(pick=0)
+    state.the_cluster_settles()
+    state.no_backfill_reran_a_time()
+    state.no_run_started_twice()
+    state.the_limits_held_at_every_create()
+    state.teardown()
